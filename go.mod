@@ -3,6 +3,7 @@ module github.com/inferencestack/inferencestack
 go 1.26.3
 
 require (
+	github.com/Masterminds/semver/v3 v3.4.0
 	github.com/blang/semver/v4 v4.0.0
 	github.com/google/go-cmp v0.7.0
 	github.com/operator-framework/operator-registry v1.65.0
