@@ -110,10 +110,10 @@ func dirRenderer(root string, t *template.Template) api.BundleRenderer {
 // list or rewrite its bundle references (for example to image references, to
 // render the same template with opm from a registry).
 type Template struct {
-	Schema                       string         `json:"schema"`
-	GenerateMajorChannels        bool           `json:"generateMajorChannels,omitempty"`
-	GenerateMinorChannels        bool           `json:"generateMinorChannels,omitempty"`
-	DefaultChannelTypePreference string         `json:"defaultChannelTypePreference,omitempty"`
+	Schema                       string          `json:"schema"`
+	GenerateMajorChannels        bool            `json:"generateMajorChannels,omitempty"`
+	GenerateMinorChannels        bool            `json:"generateMinorChannels,omitempty"`
+	DefaultChannelTypePreference string          `json:"defaultChannelTypePreference,omitempty"`
 	Candidate                    TemplateBundles `json:"candidate,omitempty"`
 	Fast                         TemplateBundles `json:"fast,omitempty"`
 	Stable                       TemplateBundles `json:"stable,omitempty"`

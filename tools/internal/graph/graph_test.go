@@ -94,10 +94,11 @@ func TestRun(t *testing.T) {
 	paths, err := graph.Graph{CatalogDir: "../fbc/testdata/golden", OutDir: out}.Run(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, []string{
+		filepath.Join(out, "demo-operator", ".indexignore"),
 		filepath.Join(out, "demo-operator", "graph.md"),
 		filepath.Join(out, "demo-operator", "graph.svg"),
 	}, paths)
-	md, err := os.ReadFile(paths[0])
+	md, err := os.ReadFile(paths[1])
 	require.NoError(t, err)
 	require.Contains(t, string(md), "skipRange")
 
