@@ -45,7 +45,7 @@ Exit status: 0 when valid, 1 when there are findings or the catalog cannot be re
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				if findings == nil {
-					findings = []validate.Finding{}
+					findings = []validate.CatalogFinding{}
 				}
 				if err := enc.Encode(findings); err != nil {
 					return err
