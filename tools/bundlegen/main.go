@@ -1,0 +1,25 @@
+// Command bundlegen cuts releases of the Inference Stack operator: OLM
+// bundles, the operand pin, validation (see docs/release.md).
+//
+// Exit codes: 0 success, 1 any error (including validation errors).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/inferencestack/inferencestack/tools/bundlegen/root"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := root.NewCmd().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(1)
+	}
+}
