@@ -101,7 +101,7 @@ func (g Generator) Generate(base *v1alpha1.ClusterServiceVersion) (*v1alpha1.Clu
 		csv.Annotations[AnnotationContainerImage] = g.ContainerImage
 	}
 	csv.Annotations[AnnotationCreatedAt] = g.CreatedAt
-	if _, ok := csv.Annotations[AnnotationALMExamples]; !ok && len(g.Examples) > 0 {
+	if _, ok := csv.Annotations[AnnotationALMExamples]; !ok {
 		examples, err := almExamples(g.Examples)
 		if err != nil {
 			return nil, err
@@ -137,6 +137,9 @@ func (g Generator) Generate(base *v1alpha1.ClusterServiceVersion) (*v1alpha1.Clu
 }
 
 func almExamples(examples []map[string]any) (string, error) {
+	if len(examples) == 0 {
+		return "[]", nil // a package without CRDs; the validators want the annotation
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
