@@ -84,10 +84,7 @@ type Files map[string][]byte
 
 // Run generates, validates and writes the bundles.
 func (g Generate) Run(ctx context.Context) (Result, error) {
-	warn := g.Warnings
-	if warn == nil {
-		warn = io.Discard
-	}
+	warn := g.warnings()
 	in, images, err := g.release()
 	if err != nil {
 		return Result{}, err
@@ -161,6 +158,13 @@ func (g Generate) Run(ctx context.Context) (Result, error) {
 		res.Written = append(res.Written, pkg)
 	}
 	return res, nil
+}
+
+func (g Generate) warnings() io.Writer {
+	if g.Warnings == nil {
+		return io.Discard
+	}
+	return g.Warnings
 }
 
 func mkdirAll(dir string) string {
@@ -243,7 +247,7 @@ func (g Generate) crdBundle(in release.Input, crds []crdFile) (Files, error) {
 	if err != nil {
 		return nil, err
 	}
-	examples, err := g.samples()
+	examples, err := g.samples(g.warnings())
 	if err != nil {
 		return nil, err
 	}
@@ -274,8 +278,12 @@ func (g Generate) crdBundle(in release.Input, crds []crdFile) (Files, error) {
 	return files, nil
 }
 
-func (g Generate) samples() ([]map[string]any, error) {
+func (g Generate) samples(warn io.Writer) ([]map[string]any, error) {
 	docs, err := csv.ReadDocuments(g.SamplesDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(warn, "warning: samples directory %s does not exist: alm-examples will be empty; add an InferenceStack sample there\n", g.SamplesDir)
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("samples: %w", err)
 	}

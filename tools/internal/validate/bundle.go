@@ -113,10 +113,10 @@ func (b Bundle) Run(_ context.Context) (Report, error) {
 	logger.SetOutput(io.Discard)
 	v := registrybundle.NewImageValidator(nil, logrus.NewEntry(logger))
 	if err := v.ValidateBundleFormat(b.Dir); err != nil {
-		r.add(registryFindings(err, "metadata/annotations.yaml")...)
+		r.add(registryFindings(err, "metadata/annotations.yaml", nil)...)
 	}
 	if err := v.ValidateBundleContent(filepath.Join(b.Dir, "manifests")); err != nil {
-		r.add(registryFindings(err, "manifests/")...)
+		r.add(registryFindings(err, "manifests/", files)...)
 	}
 
 	// operator-framework/api: default bundle validators, operatorhub and good practices.
@@ -157,7 +157,26 @@ func (b Bundle) Run(_ context.Context) (Report, error) {
 
 func (r *Report) add(f ...Finding) { r.Findings = append(r.Findings, f...) }
 
+// dedupe drops operator-registry findings that repeat an operator-framework/api
+// one: operator-registry runs some of the same validators.
+func (r *Report) dedupe() {
+	type key struct {
+		sev            Severity
+		field, message string
+	}
+	api := map[key]bool{}
+	for _, f := range r.Findings {
+		if f.Source == "operator-framework/api" {
+			api[key{f.Severity, f.Field, f.Message}] = true
+		}
+	}
+	r.Findings = slices.DeleteFunc(r.Findings, func(f Finding) bool {
+		return f.Source == "operator-registry" && api[key{f.Severity, f.Field, f.Message}]
+	})
+}
+
 func (r *Report) sort() {
+	r.dedupe()
 	rank := func(s Severity) int {
 		if s == SeverityError {
 			return 0
@@ -192,7 +211,7 @@ func manifestFiles(dir string) (map[fileKey]string, error) {
 	return out, nil
 }
 
-func registryFindings(err error, file string) []Finding {
+func registryFindings(err error, file string, files map[fileKey]string) []Finding {
 	var errs []error
 	if ve, ok := err.(registrybundle.ValidationError); ok {
 		errs = ve.Errors
@@ -203,10 +222,10 @@ func registryFindings(err error, file string) []Finding {
 	for _, e := range errs {
 		f := Finding{Severity: SeverityError, Source: "operator-registry", File: file, Message: e.Error()}
 		if ae, ok := e.(apierrs.Error); ok {
-			f.Field = ae.Field
-			f.Message = ae.Detail
-			if ae.Level == apierrs.LevelWarn {
-				f.Severity = SeverityWarning
+			f = apiFinding(ae, "", files)
+			f.Source = "operator-registry"
+			if f.File == "" {
+				f.File = file
 			}
 		}
 		out = append(out, f)
