@@ -40,7 +40,12 @@ func Resolve(ctx context.Context, ref string, opts ResolveOptions) (string, erro
 	}, opts.Remote...)
 	desc, err := remote.Head(r, ropts...)
 	if err != nil {
-		return "", fmt.Errorf("resolving %s: %w", ref, err)
+		// Some registries answer HEAD poorly; GET the manifest before giving up.
+		full, gerr := remote.Get(r, ropts...)
+		if gerr != nil {
+			return "", fmt.Errorf("resolving %s: %w", ref, err)
+		}
+		desc = &full.Descriptor
 	}
 	return r.Context().Name() + "@" + desc.Digest.String(), nil
 }
