@@ -1,5 +1,8 @@
-// Command bundlegen builds the release artifacts of Inference Stack: OLM
-// bundles, the file-based catalog, its validation, upgrade graph and images.
+// Command bundlegen cuts releases of the Inference Stack operator: OLM
+// bundles, the operand pin, the file-based catalog, its validation and upgrade
+// graph (see docs/release.md and docs/catalog.md).
+//
+// Exit codes: 0 success, 1 any error (including validation errors).
 package main
 
 import (

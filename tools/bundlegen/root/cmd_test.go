@@ -1,64 +1,85 @@
-package root_test
+package root
 
 import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/inferencestack/inferencestack/tools/bundlegen/root"
 )
 
-func run(t *testing.T, args ...string) (string, error) {
+const (
+	repo = "../../.."
+	in   = "../../internal/bundle/testdata/in"
+)
+
+func run(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
-	cmd := root.NewCmd()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
+	cmd := NewCmd()
+	var out, errOut bytes.Buffer
 	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
 	err := cmd.Execute()
-	return out.String(), err
+	return out.String(), errOut.String(), err
 }
 
-// TestReleaseFlow runs catalog -> validate catalog -> graph -> upgrades in
-// process over the fbc test bundles.
-func TestReleaseFlow(t *testing.T) {
-	testdata, err := filepath.Abs("../../internal/fbc/testdata")
+func bundleArgs(out string) []string {
+	return []string{"bundle",
+		"--releases", in + "/releases", "--lock", in + "/images.lock",
+		"--crds", in + "/crd", "--rbac", in + "/rbac", "--samples", in + "/samples",
+		"--manager", repo + "/operator/config/manager/manager.yaml",
+		"--bases", repo + "/operator/config/manifests/bases",
+		"--output", out}
+}
+
+func TestBundleAndValidate(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "bundle")
+	stdout, _, err := run(t, bundleArgs(out)...)
 	require.NoError(t, err)
-	out := t.TempDir()
-	catalogDir := filepath.Join(out, "catalog")
+	require.Equal(t, out+"/inferencestack-crds/1.0.0: written, valid\n"+out+"/inferencestack-operator/1.0.0: written, valid\n", stdout)
 
-	got, err := run(t, "catalog", "--channels", filepath.Join(testdata, "channels"), "--root", testdata, "-o", catalogDir)
-	require.NoError(t, err, got)
-	require.Contains(t, got, filepath.Join(catalogDir, "demo-operator", "catalog.yaml"))
-
-	got, err = run(t, "validate", "catalog", catalogDir)
-	require.NoError(t, err, got)
-	require.Contains(t, got, "is valid")
-
-	got, err = run(t, "validate", "catalog", catalogDir, "--require-digests")
-	require.ErrorContains(t, err, "5 finding(s)")
-	require.Contains(t, got, `package "demo-operator", channel "candidate-v1,stable-v1", bundle "demo-operator.v1.0.0": bundle image "quay.io/inferencestack/demo-operator-bundle:v1.0.0" is not pinned by digest`)
-
-	got, err = run(t, "graph", "--catalog", catalogDir)
-	require.NoError(t, err, got)
-	svg, err := os.ReadFile(filepath.Join(catalogDir, "demo-operator", "graph.svg"))
+	stdout, _, err = run(t, append(bundleArgs(out), "--check")...)
 	require.NoError(t, err)
-	require.Contains(t, string(svg), "<svg")
+	require.Contains(t, stdout, "inferencestack-operator/1.0.0: up to date, valid")
 
-	got, err = run(t, "upgrades", "--catalog", catalogDir, "--from", "1.0.0")
-	require.NoError(t, err, got)
-	require.Contains(t, got, `1.0.0 -> 2.0.0  via skipRange ">=1.0.0 <2.0.0" in stable-v2`)
-	require.Contains(t, got, "2.0.0 -> 2.1.0  via replaces in candidate-v2")
-	require.Contains(t, got, "newest reachable: 2.1.0")
+	stdout, _, err = run(t, "validate", "bundle", "--rbac", in+"/rbac",
+		out+"/inferencestack-crds/1.0.0", out+"/inferencestack-operator/1.0.0")
+	require.NoError(t, err)
+	require.Contains(t, stdout, "inferencestack-operator/1.0.0: 0 errors")
 
-	got, err = run(t, "upgrades", "--catalog", catalogDir, "--from", "1.0.0", "--version-range", "<2.0.0")
-	require.NoError(t, err, got)
-	require.Contains(t, got, "newest reachable: 1.1.0")
-	require.Contains(t, got, `2.0.0: outside the version range "<2.0.0"`)
+	csv := filepath.Join(out, "inferencestack-crds/1.0.0/manifests/inferencestack-crds.clusterserviceversion.yaml")
+	data, err := os.ReadFile(csv)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(csv, []byte(strings.Replace(string(data), "  displayName: Inference Stack CRDs\n", "", 1)), 0o644))
+	stdout, _, err = run(t, "validate", "bundle", out+"/inferencestack-crds/1.0.0")
+	require.ErrorContains(t, err, "1 of 1 bundles have errors")
+	require.Contains(t, stdout, "error [operator-framework/api] manifests/inferencestack-crds.clusterserviceversion.yaml Spec.DisplayName: required field missing")
 
-	_, err = run(t, "upgrades", "--catalog", catalogDir, "--from", "9.9.9")
-	require.ErrorContains(t, err, "no bundle with version 9.9.9")
+	stdout, _, err = run(t, "validate", "bundle", "-o", "json", out+"/inferencestack-operator/1.0.0")
+	require.NoError(t, err)
+	require.Contains(t, stdout, `"findings": null`)
+}
+
+func TestBundleErrorExits(t *testing.T) {
+	_, _, err := run(t, append(bundleArgs(t.TempDir()), "--version", "9.9.9")...)
+	require.ErrorContains(t, err, "release 9.9.9")
+	require.ErrorContains(t, err, "does not exist")
+}
+
+func TestPin(t *testing.T) {
+	stdout, _, err := run(t, "pin", "--releases", in+"/releases", "--lock", in+"/images.lock")
+	require.NoError(t, err)
+	require.Contains(t, stdout, "starter: quay.io/inferencestack/distribution-starter@sha256:")
+	require.Contains(t, stdout, "operatorVersion: 1.0.0\n")
+
+	_, _, err = run(t, "pin", "--releases", in+"/releases", "--lock", filepath.Join(t.TempDir(), "none.lock"))
+	require.ErrorContains(t, err, "has no digest in the image lock")
+
+	stdout, stderr, err := run(t, "pin", "--releases", in+"/releases", "--lock", filepath.Join(t.TempDir(), "none.lock"), "--allow-tags")
+	require.NoError(t, err)
+	require.Contains(t, stdout, "starter: quay.io/inferencestack/distribution-starter:0.2.23")
+	require.Contains(t, stderr, "warning: image quay.io/inferencestack/distribution-starter:0.2.23 is pinned by tag")
 }

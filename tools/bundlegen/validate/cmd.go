@@ -1,16 +1,15 @@
-// Package validate is the `bundlegen validate` command group.
+// Package validate is the `bundlegen validate` command and its subcommands.
 package validate
 
-import (
-	"github.com/spf13/cobra"
-)
+import "github.com/spf13/cobra"
 
-// NewCmd returns the validate parent command; each artifact kind is a subcommand.
+// NewCmd returns `bundlegen validate`.
 func NewCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "validate",
 		Short: "Validate release artifacts",
 	}
+	cmd.AddCommand(newBundleCmd())
 	cmd.AddCommand(newCatalogCmd())
 	return cmd
 }
