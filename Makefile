@@ -96,3 +96,19 @@ validate-bundles: ## Validate every committed bundle under bundle/.
 .PHONY: pin
 pin: ## Print the release's operand pin from channels/images.lock (RESOLVE=1 refreshes the lock from the registries).
 	$(BUNDLEGEN) pin $(if $(VERSION),--version $(VERSION)) $(if $(RESOLVE),--resolve)
+
+# make verify re-renders the catalog and its graphs and fails on any difference.
+export VERIFY_TARGETS += catalog graph
+
+.PHONY: catalog
+catalog: ## Render catalog/<package>/catalog.yaml from channels/<package>.semver.yaml over bundle/ (no registry), then validate it.
+	$(BUNDLEGEN) catalog
+	$(BUNDLEGEN) validate catalog catalog
+
+.PHONY: validate-catalog
+validate-catalog: ## Validate catalog/ (REQUIRE_DIGESTS=1 also fails on bundle images not pinned by digest).
+	$(BUNDLEGEN) validate catalog catalog $(if $(REQUIRE_DIGESTS),--require-digests)
+
+.PHONY: graph
+graph: ## Draw catalog/<package>/graph.md (Mermaid) and graph.svg from the catalog.
+	$(BUNDLEGEN) graph

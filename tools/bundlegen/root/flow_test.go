@@ -51,7 +51,7 @@ func TestReleaseFlow(t *testing.T) {
 	got, err = run(t, "upgrades", "--catalog", catalogDir, "--from", "1.0.0")
 	require.NoError(t, err, got)
 	require.Contains(t, got, `1.0.0 -> 2.0.0  via skipRange ">=1.0.0 <2.0.0" in stable-v2`)
-	require.Contains(t, got, "2.0.0 -> 2.1.0  via replaces in candidate-v2")
+	require.Contains(t, got, "2.0.0 -> 2.1.0  via replaces in candidate-v2, stable-v2")
 	require.Contains(t, got, "newest reachable: 2.1.0")
 
 	got, err = run(t, "upgrades", "--catalog", catalogDir, "--from", "1.0.0", "--version-range", "<2.0.0")

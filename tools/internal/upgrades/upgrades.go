@@ -162,28 +162,42 @@ func inRange(b fbc.Bundle, constraint *mmsemver.Constraints) bool {
 	return err == nil && constraint.Check(v)
 }
 
-// successorEdge returns how candidate succeeds installed in any channel of
-// the package (OLM v1 reads edges from every channel), or "".
+// successorEdge returns how candidate succeeds installed, naming every
+// channel that holds the edge (OLM v1 reads edges from all channels), or "".
 func successorEdge(p fbc.Package, installed, candidate fbc.Bundle) string {
+	var kinds []string
+	channels := map[string][]string{}
 	for _, c := range p.Channels {
 		for _, e := range c.Entries {
 			if e.Name != candidate.Name {
 				continue
 			}
+			kind := ""
 			switch {
 			case e.Replaces == installed.Name:
-				return "replaces in " + c.Name
+				kind = "replaces"
 			case slices.Contains(e.Skips, installed.Name):
-				return "skips in " + c.Name
+				kind = "skips"
 			case e.SkipRange != "":
 				// OLM v1 reads skipRange with blang/semver, as OLM v0 did.
 				if r, err := semver.ParseRange(e.SkipRange); err == nil && r(installed.Version) {
-					return fmt.Sprintf("skipRange %q in %s", e.SkipRange, c.Name)
+					kind = fmt.Sprintf("skipRange %q", e.SkipRange)
 				}
 			}
+			if kind == "" {
+				continue
+			}
+			if !slices.Contains(kinds, kind) {
+				kinds = append(kinds, kind)
+			}
+			channels[kind] = append(channels[kind], c.Name)
 		}
 	}
-	return ""
+	var parts []string
+	for _, k := range kinds {
+		parts = append(parts, k+" in "+strings.Join(channels[k], ", "))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // why explains why target is not reached from final, the path's end.
