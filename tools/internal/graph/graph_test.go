@@ -94,7 +94,7 @@ func TestRun(t *testing.T) {
 	paths, err := graph.Graph{CatalogDir: "../fbc/testdata/golden", OutDir: out}.Run(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, []string{
-		filepath.Join(out, "demo-operator", ".indexignore"),
+		filepath.Join(out, ".indexignore"),
 		filepath.Join(out, "demo-operator", "graph.md"),
 		filepath.Join(out, "demo-operator", "graph.svg"),
 	}, paths)
