@@ -47,10 +47,11 @@ func (c Catalog) Run(ctx context.Context) (*declcfg.DeclarativeConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	renderer, err := DirRenderer(c.Root, rel.ImageRefTemplate)
+	t, err := rel.imageRefTemplate()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", releasePath, err)
+		return nil, fmt.Errorf("%s: imageRefTemplate: %w", releasePath, err)
 	}
+	renderer := dirRenderer(c.Root, t)
 	cfg, err := RenderTemplate(ctx, bytes.NewReader(data), renderer)
 	if err != nil {
 		return nil, fmt.Errorf("render %s: %w", c.Template, err)
