@@ -13,6 +13,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.overrideConfig) || !(has(self.providers) || has(self.resources) || has(self.storage) || has(self.disabled))",message="overrideConfig holds a complete run config: it cannot be combined with providers, resources, storage or disabled"
 // +kubebuilder:validation:XValidation:rule="!has(self.overrideConfig) || !has(self.auth)",message="auth is written into the generated run config: with overrideConfig, put the server auth section into the override ConfigMap instead"
 // +kubebuilder:validation:XValidation:rule="has(self.distribution.name) || has(self.providers) || has(self.overrideConfig)",message="a custom distribution.image has no embedded base config: set providers or overrideConfig"
+// +kubebuilder:validation:XValidation:rule="!has(self.distribution.name) || self.distribution.name != 'postgres-demo' || has(self.overrideConfig) || (has(self.cache) && self.cache.enabled) || (has(self.storage) && has(self.storage.sql) && self.storage.sql.type == 'postgres')",message="distribution postgres-demo keeps its stores in PostgreSQL: set cache.enabled, or storage.sql of type postgres"
 // +kubebuilder:validation:XValidation:rule="!(has(self.cache) && self.cache.enabled && has(self.storage) && has(self.storage.sql) && self.storage.sql.type == 'postgres')",message="cache.enabled runs an operator-managed PostgreSQL: it cannot be combined with an external storage.sql of type postgres"
 // +kubebuilder:validation:XValidation:rule="!(has(self.disabled) && 'inference' in self.disabled && has(self.providers) && has(self.providers.inference))",message="providers.inference is set but the inference API is disabled"
 // +kubebuilder:validation:XValidation:rule="!(has(self.disabled) && 'safety' in self.disabled && has(self.providers) && has(self.providers.safety))",message="providers.safety is set but the safety API is disabled"
@@ -432,7 +433,8 @@ type OverrideConfigSpec struct {
 
 // NetworkingSpec sets how the server is reached.
 type NetworkingSpec struct {
-	// Port the server listens on and its Service exposes (default 8321).
+	// Port the server's Service exposes (default 8321). The container
+	// itself always listens on 8321.
 	// +optional
 	// +kubebuilder:default=8321
 	// +kubebuilder:validation:Minimum=1
