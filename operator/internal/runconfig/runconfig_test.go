@@ -280,3 +280,22 @@ func TestProviderSecretEnv(t *testing.T) {
 	require.ErrorContains(t, err, "spec.providers.inference[0].apiKey")
 	require.True(t, strings.Contains(err.Error(), "INFERENCE_A_B_API_KEY"))
 }
+
+// TestSamplesGenerate: every sample InferenceStack gives a run config (the
+// override sample needs its ConfigMap and is only checked for shape).
+func TestSamplesGenerate(t *testing.T) {
+	samples, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "inferencestack_*.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, samples)
+	for _, path := range samples {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			stack := readStack(t, path)
+			if stack.Spec.OverrideConfig != nil {
+				return
+			}
+			res, err := Generate(stack.Name, stack.Spec)
+			require.NoError(t, err)
+			checkInvariants(t, res)
+		})
+	}
+}
