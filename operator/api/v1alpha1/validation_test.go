@@ -383,3 +383,15 @@ func TestSamplesAreAccepted(t *testing.T) {
 		require.True(t, distributions[d], "no sample for distribution %s", d)
 	}
 }
+
+// TestSettingsArePreserved: free-form provider settings survive the API
+// server (no pruning), nested values included.
+func TestSettingsArePreserved(t *testing.T) {
+	ctx, c := setup(t)
+	settings := `{"extra":{"a":[1,2],"b":"c"},"max_tokens":4096,"tls_verify":false}`
+	s := stack("kept-settings", testutil.WithProviders("inference", testutil.Provider("vllm", testutil.WithSettings(settings))))
+	require.NoError(t, c.Create(ctx, s))
+	got := &v1alpha1.InferenceStack{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(s), got))
+	require.JSONEq(t, settings, string(got.Spec.Providers.Inference[0].Settings.Raw))
+}
