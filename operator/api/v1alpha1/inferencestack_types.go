@@ -398,15 +398,19 @@ type CacheSpec struct {
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 
-	// StorageSize of the PostgreSQL volume.
+	// StorageSize of the PostgreSQL volume. It can grow (when the storage
+	// class allows expansion), never shrink.
 	// +optional
 	// +kubebuilder:default="1Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="cache.storageSize must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="cache.storageSize cannot shrink: a PersistentVolumeClaim only grows"
 	StorageSize *resource.Quantity `json:"storageSize,omitempty"`
 
 	// StorageClassName of the PostgreSQL volume; the cluster default when
-	// unset.
+	// unset. It cannot change once set.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="cache.storageClassName cannot change: the PostgreSQL volume keeps its storage class"
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
 	// RetainOnDelete keeps the PostgreSQL volume when the InferenceStack is

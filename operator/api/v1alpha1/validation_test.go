@@ -181,6 +181,13 @@ func TestInvalidStacksAreRefused(t *testing.T) {
 			want:  "cache.enabled runs an operator-managed PostgreSQL: it cannot be combined with an external storage.sql of type postgres",
 		},
 		{
+			name: "cache of size zero",
+			stack: stack("a", testutil.WithSpec(func(s *v1alpha1.InferenceStackSpec) {
+				s.Cache = &v1alpha1.CacheSpec{Enabled: true, StorageSize: ptr.To(resource.MustParse("0"))}
+			})),
+			want: "cache.storageSize must be greater than zero",
+		},
+		{
 			name:  "postgres-demo without PostgreSQL",
 			stack: stack("a", testutil.WithDistribution(v1alpha1.DistributionPostgresDemo)),
 			want:  "distribution postgres-demo keeps its stores in PostgreSQL",
@@ -394,4 +401,45 @@ func TestSettingsArePreserved(t *testing.T) {
 	got := &v1alpha1.InferenceStack{}
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(s), got))
 	require.JSONEq(t, settings, string(got.Spec.Providers.Inference[0].Settings.Raw))
+}
+
+// TestUpdatesAreChecked: rules that compare a change with the stored object.
+func TestUpdatesAreChecked(t *testing.T) {
+	ctx, c := setup(t)
+	tests := []struct {
+		name   string
+		change func(*v1alpha1.CacheSpec)
+		want   string
+	}{
+		{
+			name:   "cache volume shrinks",
+			change: func(c *v1alpha1.CacheSpec) { c.StorageSize = ptr.To(resource.MustParse("1Gi")) },
+			want:   "cache.storageSize cannot shrink",
+		},
+		{
+			name:   "cache storage class changes",
+			change: func(c *v1alpha1.CacheSpec) { c.StorageClassName = ptr.To("slow") },
+			want:   "cache.storageClassName cannot change",
+		},
+		{
+			name:   "cache volume grows",
+			change: func(c *v1alpha1.CacheSpec) { c.StorageSize = ptr.To(resource.MustParse("10Gi")) },
+		},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := stack(fmt.Sprintf("update-%d", i), testutil.WithSpec(func(s *v1alpha1.InferenceStackSpec) {
+				s.Cache = &v1alpha1.CacheSpec{Enabled: true, StorageSize: ptr.To(resource.MustParse("5Gi")), StorageClassName: ptr.To("fast")}
+			}))
+			require.NoError(t, c.Create(ctx, s))
+			tc.change(s.Spec.Cache)
+			err := c.Update(ctx, s)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Truef(t, apierrors.IsInvalid(err), "want an Invalid error, got %v", err)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
 }
