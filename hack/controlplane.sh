@@ -13,8 +13,10 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${CONTROLPLANE_BIN:-$root/bin/controlplane}
 wrappers=$root/hack/controlplane
 
-kube_version=$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$wrappers/kube/go.mod")
-etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2; exit}' "$wrappers/etcd/go.mod")
+# The pinned version of a module in a wrapper's go.mod (`require m v` or inside a block).
+pinned() { sed -nE "s#^(require)?[[:space:]]*$2[[:space:]]+(v[^[:space:]]+).*#\2#p" "$1" | head -1; }
+kube_version=$(pinned "$wrappers/kube/go.mod" k8s.io/kubernetes)
+etcd_version=$(pinned "$wrappers/etcd/go.mod" go.etcd.io/etcd/server/v3)
 if [[ -z $kube_version || -z $etcd_version ]]; then
 	echo "controlplane: cannot read the pinned versions from $wrappers/{kube,etcd}/go.mod" >&2
 	exit 1
