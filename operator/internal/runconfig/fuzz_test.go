@@ -49,6 +49,6 @@ func FuzzGenerate(f *testing.F) {
 		require.True(t, bytes.Equal(first.YAML, second.YAML), "not deterministic")
 		require.Equal(t, first.Hash, second.Hash)
 		require.Equal(t, first.Env, second.Env)
-		checkInvariants(t, first)
+		checkInvariants(t, spec, first)
 	})
 }
