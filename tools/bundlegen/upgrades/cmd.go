@@ -14,6 +14,9 @@ import (
 	"github.com/inferencestack/inferencestack/tools/internal/upgrades"
 )
 
+// defaultPackage is the package users install; inferencestack-crds follows it.
+const defaultPackage = "inferencestack-operator"
+
 type options struct {
 	catalog, pkg, from, versionRange, output string
 	channels                                 []string
@@ -31,7 +34,7 @@ catalog edges (replaces, skips, skipRange in any channel), preferring non-deprec
 then higher versions. --channel and --version-range act like a ClusterExtension's
 spec.source.catalog.channels and .version (Masterminds/semver constraints).
 Newer bundles that are not reached are listed with the reason.`,
-		Example: `  bundlegen upgrades --package inferencestack-operator --from 1.0.0
+		Example: `  bundlegen upgrades --from 1.0.0
   bundlegen upgrades --package inferencestack-operator --from 1.0.0 --version-range 1.x -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -42,7 +45,7 @@ Newer bundles that are not reached are listed with the reason.`,
 			if err != nil {
 				return err
 			}
-			p, err := pick(pkgs, o.pkg)
+			p, err := pick(pkgs, o.pkg, cmd.Flags().Changed("package"))
 			if err != nil {
 				return err
 			}
@@ -60,7 +63,7 @@ Newer bundles that are not reached are listed with the reason.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.catalog, "catalog", "catalog", "catalog directory to read")
-	cmd.Flags().StringVar(&o.pkg, "package", "", "package name (needed when the catalog has several)")
+	cmd.Flags().StringVar(&o.pkg, "package", defaultPackage, "package name (a single-package catalog needs none)")
 	cmd.Flags().StringVar(&o.from, "from", "", "installed bundle version, e.g. 1.0.0")
 	cmd.Flags().StringSliceVar(&o.channels, "channel", nil, "only consider bundles in these channels")
 	cmd.Flags().StringVar(&o.versionRange, "version-range", "", `version constraint, e.g. "1.x" or ">=1.0.0 <2.0.0"`)
@@ -69,20 +72,19 @@ Newer bundles that are not reached are listed with the reason.`,
 	return cmd
 }
 
-func pick(pkgs []fbc.Package, name string) (fbc.Package, error) {
+// pick finds the package; without --package a single-package catalog needs
+// no name, else the default (the operator package) applies.
+func pick(pkgs []fbc.Package, name string, explicit bool) (fbc.Package, error) {
 	var names []string
 	for _, p := range pkgs {
 		names = append(names, p.Name)
 	}
-	if name == "" {
-		if len(pkgs) == 1 {
-			return pkgs[0], nil
-		}
-		return fbc.Package{}, fmt.Errorf("the catalog has packages %v: choose one with --package", names)
+	if !explicit && len(pkgs) == 1 {
+		return pkgs[0], nil
 	}
 	i := slices.IndexFunc(pkgs, func(p fbc.Package) bool { return p.Name == name })
 	if i < 0 {
-		return fbc.Package{}, fmt.Errorf("the catalog has no package %q; packages: %v", name, names)
+		return fbc.Package{}, fmt.Errorf("the catalog has no package %q; choose one of %v with --package", name, names)
 	}
 	return pkgs[i], nil
 }
