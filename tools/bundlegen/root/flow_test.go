@@ -42,6 +42,11 @@ func TestReleaseFlow(t *testing.T) {
 	require.ErrorContains(t, err, "5 finding(s)")
 	require.Contains(t, got, `package "demo-operator", channel "candidate-v1,stable-v1", bundle "demo-operator.v1.0.0": bundle image "quay.io/inferencestack/demo-operator-bundle:v1.0.0" is not pinned by digest`)
 
+	got, err = run(t, "validate", "catalog", catalogDir, "--require-digests", "-o", "json")
+	require.Error(t, err)
+	require.Contains(t, got, `"rule": "image-not-digest"`)
+	require.Contains(t, got, `"bundle": "demo-operator.v2.1.0"`)
+
 	got, err = run(t, "graph", "--catalog", catalogDir)
 	require.NoError(t, err, got)
 	svg, err := os.ReadFile(filepath.Join(catalogDir, "demo-operator", "graph.svg"))
