@@ -38,7 +38,6 @@ const (
 type envSet struct {
 	vars   map[string]corev1.EnvVar
 	origin map[string]string
-	err    error
 }
 
 func newEnvSet() *envSet {

@@ -189,7 +189,7 @@ func (e *Env) startControllerManager(path string) error {
 	case err := <-e.kcmDone:
 		e.kcm = nil
 		out, _ := os.ReadFile(log.Name())
-		return fmt.Errorf("testenv: kube-controller-manager exited at start: %v\n%s", err, out)
+		return fmt.Errorf("testenv: kube-controller-manager exited at start: %w\n%s", err, out)
 	case <-time.After(500 * time.Millisecond):
 		return nil
 	}
@@ -207,10 +207,10 @@ func (e *Env) Stop() error {
 	if e.kcm != nil {
 		_ = e.kcm.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-e.kcmDone:
+		case <-e.kcmDone: // exit status after SIGTERM carries no information
 		case <-time.After(10 * time.Second):
 			_ = e.kcm.Process.Kill()
-			<-e.kcmDone
+			_ = <-e.kcmDone
 		}
 		e.kcm = nil
 	}

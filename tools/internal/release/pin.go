@@ -7,31 +7,17 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
-	"strings"
 
-	"sigs.k8s.io/yaml"
 
+	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/tools/internal/image"
 )
 
 // Pin is the operand version pin shipped in the operator bundle's ConfigMap.
-// It has the fields, and marshals to the bytes, of operator/internal/Pin,
-// which tools/ cannot import (Go's internal rule); a test keeps them equal.
-type Pin struct {
-	// OperatorVersion is the operator release that ships this pin.
-	OperatorVersion string `json:"operatorVersion"`
-	// Operands maps a distribution name to its image reference.
-	Operands map[string]string `json:"operands"`
-}
+type Pin = pin.Pin
 
-// Marshal encodes the pin with sorted keys.
-func (p Pin) Marshal() ([]byte, error) { return yaml.Marshal(p) }
-
-// EnvName is the RELATED_IMAGE_ variable that carries a distribution's image,
-// as operator/internal/pin.EnvName: "remote-vllm" -> RELATED_IMAGE_REMOTE_VLLM.
-func EnvName(distribution string) string {
-	return "RELATED_IMAGE_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(distribution))
-}
+// EnvName is the RELATED_IMAGE_ variable that carries a distribution's image.
+func EnvName(distribution string) string { return pin.EnvName(distribution) }
 
 // Images are the images a release ships, by digest where the lock knows it.
 type Images struct {

@@ -17,12 +17,20 @@ import (
 	"github.com/blang/semver/v4"
 	"sigs.k8s.io/yaml"
 
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/tools/internal/image"
 )
 
 // Distributions are the distribution names the operator embeds; a release
 // input may pin operand images only for these.
-var Distributions = []string{"meta-reference-gpu", "postgres-demo", "remote-vllm", "starter"}
+var Distributions = func() []string {
+	names := make([]string, 0, len(v1alpha1.DistributionNames))
+	for _, d := range v1alpha1.DistributionNames {
+		names = append(names, string(d))
+	}
+	slices.Sort(names)
+	return names
+}()
 
 // Input is one release input file, channels/releases/<version>.yaml.
 type Input struct {

@@ -74,7 +74,7 @@ operands:
 }
 
 func TestPinMarshalMatchesOperatorFormat(t *testing.T) {
-	// The bytes operator/internal/pin.Pin.Marshal gives for the same content.
+	// The bytes operator/pin.Pin.Marshal gives for the same content.
 	data, err := Pin{OperatorVersion: "1.0.0", Operands: map[string]string{"starter": "a/b@sha256:x", "remote-vllm": "c/d:1"}}.Marshal()
 	require.NoError(t, err)
 	require.Equal(t, "operands:\n  remote-vllm: c/d:1\n  starter: a/b@sha256:x\noperatorVersion: 1.0.0\n", string(data))

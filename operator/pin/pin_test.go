@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/inferencestack/inferencestack/operator/internal/pin"
+	"github.com/inferencestack/inferencestack/operator/pin"
 )
 
 func TestLoad(t *testing.T) {
