@@ -1,0 +1,141 @@
+package fbc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/template"
+
+	"github.com/blang/semver/v4"
+	"sigs.k8s.io/yaml"
+)
+
+// DefaultImageRefTemplate is the bundle image reference used when a release
+// file does not set one. It is a Go text/template over the bundle's
+// .Package, .Name and .Version, as in `opm render --alpha-image-ref-template`.
+const DefaultImageRefTemplate = "quay.io/inferencestack/{{.Package}}-bundle:v{{.Version}}"
+
+// Release holds what the semver template cannot say. It is read from
+// channels/<package>.release.yaml, beside channels/<package>.semver.yaml,
+// which stays a plain operator-registry semver template.
+type Release struct {
+	// ImageRefTemplate builds each bundle's published image reference from
+	// its package, name and version. Empty means DefaultImageRefTemplate.
+	ImageRefTemplate string `json:"imageRefTemplate,omitempty"`
+	// DefaultChannel overrides the default channel the semver template picks
+	// (its most stable, highest channel). It must name a rendered channel.
+	DefaultChannel string `json:"defaultChannel,omitempty"`
+	// Deprecations marks the package, channels or bundles deprecated.
+	Deprecations Deprecations `json:"deprecations,omitempty"`
+	// Bridges are opt-in upgrade edges across a major version, which the
+	// semver template never generates. Empty by default.
+	Bridges []Bridge `json:"bridges,omitempty"`
+}
+
+// Deprecations lists what to deprecate, each with the message users see.
+type Deprecations struct {
+	// Package deprecates the whole package when not empty.
+	Package string `json:"package,omitempty"`
+	// Channels maps a channel name to its deprecation message.
+	Channels map[string]string `json:"channels,omitempty"`
+	// Bundles maps a bundle version (e.g. "1.0.0") to its deprecation message.
+	Bundles map[string]string `json:"bundles,omitempty"`
+}
+
+// Bridge adds a skipRange to one bundle's channel entries, so that OLM v1
+// offers that bundle as a direct upgrade from every installed version in the
+// range, across a major version boundary.
+type Bridge struct {
+	// Bundle is the version of the bundle that receives the skipRange,
+	// typically the first bundle of the new major (e.g. "2.0.0").
+	Bundle string `json:"bundle"`
+	// SkipRange is a blang/semver range, as OLM reads it (e.g. ">=1.0.0 <2.0.0").
+	SkipRange string `json:"skipRange"`
+	// Channels limits the bridge to these channels. Empty means every
+	// channel that holds the bundle.
+	Channels []string `json:"channels,omitempty"`
+}
+
+// ReleasePath returns the release file that belongs to a semver template:
+// channels/<package>.semver.yaml -> channels/<package>.release.yaml.
+func ReleasePath(templatePath string) string {
+	dir, base := filepath.Split(templatePath)
+	return filepath.Join(dir, strings.TrimSuffix(base, ".semver.yaml")+".release.yaml")
+}
+
+// ReadRelease reads a release file. A missing file yields the zero Release
+// (default image template, no deprecations, no bridges).
+func ReadRelease(path string) (Release, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Release{}, nil
+	}
+	if err != nil {
+		return Release{}, fmt.Errorf("read release file: %w", err)
+	}
+	return ParseRelease(path, data)
+}
+
+// ParseRelease parses and checks a release file's content; name is used in errors.
+func ParseRelease(name string, data []byte) (Release, error) {
+	var r Release
+	if err := yaml.UnmarshalStrict(data, &r); err != nil {
+		return Release{}, fmt.Errorf("%s: %w (fields: imageRefTemplate, defaultChannel, deprecations, bridges)", name, err)
+	}
+	if _, err := r.imageRefTemplate(); err != nil {
+		return Release{}, fmt.Errorf("%s: imageRefTemplate: %w", name, err)
+	}
+	for v, msg := range r.Deprecations.Bundles {
+		if _, err := semver.Parse(v); err != nil {
+			return Release{}, fmt.Errorf("%s: deprecations.bundles: key %q is not a semver version: %w", name, v, err)
+		}
+		if msg == "" {
+			return Release{}, fmt.Errorf("%s: deprecations.bundles[%q]: give a message", name, v)
+		}
+	}
+	for c, msg := range r.Deprecations.Channels {
+		if msg == "" {
+			return Release{}, fmt.Errorf("%s: deprecations.channels[%q]: give a message", name, c)
+		}
+	}
+	for i, b := range r.Bridges {
+		if _, err := semver.Parse(b.Bundle); err != nil {
+			return Release{}, fmt.Errorf("%s: bridges[%d].bundle: %q is not a semver version: %w", name, i, b.Bundle, err)
+		}
+		if _, err := semver.ParseRange(b.SkipRange); err != nil {
+			return Release{}, fmt.Errorf("%s: bridges[%d].skipRange: %q is not a valid range (e.g. \">=1.0.0 <2.0.0\"): %w", name, i, b.SkipRange, err)
+		}
+	}
+	return r, nil
+}
+
+func (r Release) imageRefTemplate() (*template.Template, error) {
+	text := r.ImageRefTemplate
+	if text == "" {
+		text = DefaultImageRefTemplate
+	}
+	t, err := template.New("imageRef").Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	// Fail early on fields operator-registry does not provide.
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, struct{ Package, Name, Version string }{"p", "p.v1.0.0", "1.0.0"}); err != nil {
+		return nil, fmt.Errorf("use only {{.Package}}, {{.Name}} and {{.Version}}: %w", err)
+	}
+	return t, nil
+}
+
+// sortedKeys returns a map's keys in order, for deterministic output.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

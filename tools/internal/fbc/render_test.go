@@ -1,0 +1,98 @@
+package fbc_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inferencestack/inferencestack/tools/internal/fbc"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func TestCatalogRunGolden(t *testing.T) {
+	cfg, err := fbc.Catalog{
+		Template: "testdata/channels/demo-operator.semver.yaml",
+		Root:     "testdata",
+	}.Run(context.Background())
+	require.NoError(t, err)
+
+	out := t.TempDir()
+	path, err := fbc.WriteCatalog(*cfg, out)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(out, "demo-operator", "catalog.yaml"), path)
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	golden := "testdata/golden/demo-operator/catalog.yaml"
+	if *update {
+		require.NoError(t, fbc.WriteFileAtomic(golden, got))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("catalog differs from %s (-want +got); rerun with -update if intended:\n%s", golden, diff)
+	}
+
+	// A second render is byte-identical.
+	cfg2, err := fbc.Catalog{Template: "testdata/channels/demo-operator.semver.yaml", Root: "testdata"}.Run(context.Background())
+	require.NoError(t, err)
+	again, err := fbc.Marshal(*cfg2)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(got, again), "render is not deterministic")
+
+	graphs, err := fbc.Graphs(*cfg)
+	require.NoError(t, err)
+	require.Len(t, graphs, 1)
+	p := graphs[0]
+	require.Equal(t, "stable-v2", p.DefaultChannel)
+	ch, ok := p.Channel("stable-v2")
+	require.True(t, ok)
+	require.Equal(t, ">=1.0.0 <2.0.0", ch.Entries[0].SkipRange)
+	b, ok := p.Bundle("demo-operator.v1.0.0")
+	require.True(t, ok)
+	require.NotEmpty(t, b.Deprecated)
+	c1, _ := p.Channel("candidate-v1")
+	require.NotEmpty(t, c1.Deprecated)
+}
+
+func TestCatalogRunErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		release string
+		want    string
+	}{
+		{name: "unknown default channel", release: "defaultChannel: nope\n", want: `no channel "nope"`},
+		{name: "bridge to missing version", release: "bridges:\n- bundle: 3.0.0\n  skipRange: \">=2.0.0 <3.0.0\"\n", want: `no bundle with version "3.0.0"`},
+		{name: "bad skipRange", release: "bridges:\n- bundle: 2.0.0\n  skipRange: \"banana\"\n", want: "not a valid range"},
+		{name: "deprecate missing channel", release: "deprecations:\n  channels:\n    fast-v9: gone\n", want: `no channel "fast-v9"`},
+		{name: "unknown field", release: "defaultChanel: stable-v1\n", want: "unknown field"},
+		{name: "bad image template", release: "imageRefTemplate: \"{{.Tag}}\"\n", want: "imageRefTemplate"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rel := filepath.Join(t.TempDir(), "demo-operator.release.yaml")
+			require.NoError(t, os.WriteFile(rel, []byte(tc.release), 0o644))
+			_, err := fbc.Catalog{Template: "testdata/channels/demo-operator.semver.yaml", Release: rel, Root: "testdata"}.Run(context.Background())
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestTemplateMapRefs(t *testing.T) {
+	data, err := os.ReadFile("testdata/channels/demo-operator.semver.yaml")
+	require.NoError(t, err)
+	tmpl, err := fbc.ParseTemplate(data)
+	require.NoError(t, err)
+	require.Len(t, tmpl.Refs(), 5)
+	mapped, err := tmpl.MapRefs(func(ref string) (string, error) { return "registry.test/" + filepath.Base(ref), nil })
+	require.NoError(t, err)
+	require.Equal(t, "registry.test/1.0.0", mapped.Stable.Bundles[0].Image)
+	require.Equal(t, "bundle/demo-operator/1.0.0", tmpl.Stable.Bundles[0].Image, "MapRefs must not change the original")
+}
