@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/sirupsen/logrus"
 	"go.podman.io/image/v5/types"
 
 	"github.com/operator-framework/operator-registry/alpha/action"
@@ -65,6 +67,8 @@ func RenderWithOPM(ctx context.Context, template []byte, home, host string) (*de
 		return nil, fmt.Errorf("creating containers/image registry: %w", err)
 	}
 	defer func() { _ = reg.Destroy() }()
+	// As opm does: the bundle loader logs on the happy path.
+	logrus.SetOutput(io.Discard)
 
 	renderBundle := alphatemplate.BundleRenderer(func(ctx context.Context, image string) (*declcfg.DeclarativeConfig, error) {
 		return action.Render{

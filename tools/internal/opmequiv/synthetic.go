@@ -5,8 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"text/template"
 
 	"github.com/blang/semver/v4"
+
+	"github.com/inferencestack/inferencestack/tools/internal/fbc"
 )
 
 // Synthetic describes a generated package: Majors major versions spread over
@@ -37,42 +40,104 @@ func (s Synthetic) Versions() []semver.Version {
 	return vs
 }
 
-// Write writes one bundle directory per version under root, as
-// root/<package>/<version>/{manifests,metadata}, and returns their paths in
-// version order.
-func (s Synthetic) Write(root string) ([]string, error) {
-	var dirs []string
+// Layout is a generated repository: bundle directories, the semver template
+// that lists them and the release file that names their images.
+type Layout struct {
+	// Root is the repository root.
+	Root string
+	// Dirs are the bundle directories (absolute), in version order.
+	Dirs []string
+	// Refs are the bundle image references, in the same order.
+	Refs []string
+	// Template is channels/<package>.semver.yaml, listing bundle directories
+	// relative to Root, as bundlegen reads it.
+	Template string
+}
+
+// Write lays out the package under root the way the repository does:
+// bundle/<package>/<version>/{manifests,metadata}, channels/<package>.semver.yaml
+// (stable channel, major and minor channels) and channels/<package>.release.yaml
+// whose imageRefTemplate is imageRefTemplate (a Go template over .Package and
+// .Version, e.g. "127.0.0.1:5000/{{.Package}}-bundle:v{{.Version}}").
+func (s Synthetic) Write(root, imageRefTemplate string) (Layout, error) {
+	refTmpl, err := template.New("ref").Option("missingkey=error").Parse(imageRefTemplate)
+	if err != nil {
+		return Layout{}, fmt.Errorf("image reference template: %w", err)
+	}
+	l := Layout{Root: root, Template: filepath.Join(root, "channels", s.Package+".semver.yaml")}
+	var tmpl strings.Builder
+	tmpl.WriteString("schema: olm.semver\ngenerateMajorChannels: true\ngenerateMinorChannels: true\nstable:\n  bundles:\n")
 	for _, v := range s.Versions() {
-		dir := filepath.Join(root, s.Package, v.String())
+		rel := filepath.Join("bundle", s.Package, v.String())
+		dir := filepath.Join(root, rel)
 		files := map[string]string{
 			filepath.Join("manifests", s.Package+".clusterserviceversion.yaml"): s.csv(v),
 			filepath.Join("manifests", "widgets.example.com.crd.yaml"):          crd,
 			filepath.Join("metadata", "annotations.yaml"):                       s.annotations(v),
 		}
-		for name, content := range files {
-			p := filepath.Join(dir, name)
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return nil, err
-			}
-			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-				return nil, err
-			}
+		if err := writeFiles(dir, files); err != nil {
+			return Layout{}, err
 		}
-		dirs = append(dirs, dir)
+		var ref strings.Builder
+		if err := refTmpl.Execute(&ref, struct{ Package, Name, Version string }{s.Package, s.Package + ".v" + v.String(), v.String()}); err != nil {
+			return Layout{}, err
+		}
+		l.Dirs = append(l.Dirs, dir)
+		l.Refs = append(l.Refs, ref.String())
+		fmt.Fprintf(&tmpl, "  - image: %s\n", filepath.ToSlash(rel))
 	}
-	return dirs, nil
+	release := fmt.Sprintf("imageRefTemplate: %q\n", imageRefTemplate)
+	err = writeFiles(root, map[string]string{
+		filepath.Join("channels", s.Package+".semver.yaml"):  tmpl.String(),
+		filepath.Join("channels", s.Package+".release.yaml"): release,
+	})
+	return l, err
 }
 
-// Template returns the semver template (olm.semver) listing every bundle in
-// the stable channel under its image reference, with major and minor
-// channels. imageRef maps a version to the bundle image reference.
-func (s Synthetic) Template(imageRef func(semver.Version) string) []byte {
-	var b strings.Builder
-	b.WriteString("schema: olm.semver\ngenerateMajorChannels: true\ngenerateMinorChannels: true\nstable:\n  bundles:\n")
-	for _, v := range s.Versions() {
-		fmt.Fprintf(&b, "  - image: %s\n", imageRef(v))
+// ImageTemplate returns the semver template with every bundle directory
+// replaced by its image reference: the input `opm alpha render-template
+// semver` takes.
+func (l Layout) ImageTemplate() ([]byte, error) {
+	data, err := os.ReadFile(l.Template)
+	if err != nil {
+		return nil, err
 	}
-	return []byte(b.String())
+	t, err := fbc.ParseTemplate(data)
+	if err != nil {
+		return nil, err
+	}
+	byDir := map[string]string{}
+	for i, d := range l.Dirs {
+		rel, err := filepath.Rel(l.Root, d)
+		if err != nil {
+			return nil, err
+		}
+		byDir[filepath.ToSlash(rel)] = l.Refs[i]
+	}
+	t, err = t.MapRefs(func(dir string) (string, error) {
+		ref, ok := byDir[dir]
+		if !ok {
+			return "", fmt.Errorf("%s lists %s, which was not generated", l.Template, dir)
+		}
+		return ref, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t.Marshal()
+}
+
+func writeFiles(dir string, files map[string]string) error {
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s Synthetic) annotations(v semver.Version) string {
