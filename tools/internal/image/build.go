@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/joelanford/ignore"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -109,26 +110,47 @@ type CatalogOptions struct {
 }
 
 // BuildCatalog builds a file-based catalog image from dir (for example
-// catalog/, holding <package>/catalog.yaml): the YAML and JSON files of dir,
-// and any .indexignore, land under /configs, and the image carries the label
+// catalog/, holding <package>/catalog.yaml), as `COPY catalog /configs` on
+// scratch would (Dockerfile.catalog): every file of dir lands under /configs,
+// and the image carries the label
 // operators.operatorframework.io.index.configs.v1=/configs, which is what
-// catalogd reads. Other files (graph.svg, graph.md, README) are left out so
-// that opm and catalogd do not try to parse them.
+// catalogd and opm read.
 //
-// The image is based on scratch: it holds no opm binary and cannot serve the
-// catalog itself (`opm serve`), which OLM v1 does not need. Dockerfile.catalog
-// builds the opm-based equivalent for OLM v0 users.
+// catalogd and opm parse every file under /configs that no .indexignore
+// pattern excludes, so a file that is not YAML or JSON (graph.svg, graph.md)
+// must be listed in an .indexignore of dir: BuildCatalog refuses the
+// directory otherwise, since the image would not load.
+//
+// The image holds no opm binary and cannot serve the catalog itself
+// (`opm serve`), which OLM v1 does not need.
 func BuildCatalog(dir string, opts CatalogOptions) (v1.Image, error) {
-	entries, err := tree(dir, strings.TrimPrefix(ConfigsDir, "/"), IsCatalogFile)
+	entries, err := tree(dir, strings.TrimPrefix(ConfigsDir, "/"), nil)
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s: %w", dir, err)
 	}
+	matcher, err := ignore.NewMatcher(os.DirFS(dir), indexIgnore)
+	if err != nil {
+		return nil, fmt.Errorf("catalog %s: reading %s files: %w", dir, indexIgnore, err)
+	}
 	found := false
+	var unparsable []string
 	for _, e := range entries {
-		if e.src != "" && path.Base(e.name) != ".indexignore" {
-			found = true
-			break
+		if e.src == "" {
+			continue
 		}
+		rel := strings.TrimPrefix(e.name, strings.TrimPrefix(ConfigsDir, "/")+"/")
+		if path.Base(rel) == indexIgnore || matcher.Match(rel, false) {
+			continue
+		}
+		if !IsCatalogFile(rel) {
+			unparsable = append(unparsable, rel)
+			continue
+		}
+		found = true
+	}
+	if len(unparsable) > 0 {
+		return nil, fmt.Errorf("catalog %s: opm and catalogd would parse %s as catalog files and fail; list them in %s (for example `*.svg` and `*.md`)",
+			dir, strings.Join(unparsable, ", "), filepath.Join(dir, indexIgnore))
 	}
 	if !found {
 		return nil, fmt.Errorf("catalog %s holds no .yaml, .yml or .json file; render it first with `bundlegen catalog`", dir)
@@ -145,14 +167,18 @@ func BuildCatalog(dir string, opts CatalogOptions) (v1.Image, error) {
 	return assemble(layer, v1.Config{Labels: labels}, "bundlegen image catalog")
 }
 
+// indexIgnore is the gitignore-style file by which opm and catalogd skip
+// files of a catalog.
+const indexIgnore = ".indexignore"
+
 // IsCatalogFile reports whether a file (slash-separated path relative to the
-// catalog root) belongs in a catalog image.
+// catalog root) has an extension opm and catalogd can parse.
 func IsCatalogFile(rel string) bool {
 	switch strings.ToLower(path.Ext(rel)) {
 	case ".yaml", ".yml", ".json":
 		return true
 	}
-	return path.Base(rel) == ".indexignore"
+	return false
 }
 
 // assemble makes an OCI image of one layer on scratch with config cfg, all

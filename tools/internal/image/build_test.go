@@ -201,7 +201,11 @@ func TestBuildCatalog(t *testing.T) {
 		"demo/graph.md":     "# graph\n",
 		"other/index.json":  "{}",
 	})
-	img, err := image.BuildCatalog(dir, image.CatalogOptions{Labels: map[string]string{
+	img, err := image.BuildCatalog(dir, image.CatalogOptions{})
+	require.ErrorContains(t, err, "would parse demo/graph.md, demo/graph.svg as catalog files")
+	writeFiles(t, dir, map[string]string{".indexignore": "*.svg\n*.md\n"})
+
+	img, err = image.BuildCatalog(dir, image.CatalogOptions{Labels: map[string]string{
 		"org.opencontainers.image.source": "https://example.com/repo",
 		image.ConfigsLabel:                "/elsewhere",
 	}})
@@ -217,8 +221,11 @@ func TestBuildCatalog(t *testing.T) {
 	}
 	wantFiles := map[string]string{
 		"configs/":                  "",
+		"configs/.indexignore":      "*.svg\n*.md\n",
 		"configs/demo/":             "",
 		"configs/demo/catalog.yaml": "schema: olm.package\nname: demo\n",
+		"configs/demo/graph.md":     "# graph\n",
+		"configs/demo/graph.svg":    "<svg/>",
 		"configs/other/":            "",
 		"configs/other/index.json":  "{}",
 	}
