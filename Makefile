@@ -1,0 +1,74 @@
+# Inference Stack: operator, release tooling and their tests. `make help` lists the targets.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+.DEFAULT_GOAL := help
+
+# operator-registry's image code needs this tag to avoid a cgo gpgme dependency.
+GO_TAGS ?= containers_image_openpgp
+export CGO_ENABLED ?= 0
+BIN := $(CURDIR)/bin
+export KUBEBUILDER_ASSETS ?= $(BIN)/controlplane
+CONTROLLER_GEN := go tool controller-gen
+GOLANGCI_LINT := go tool -modfile=hack/tools/go.mod golangci-lint
+TEST_FLAGS ?=
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make \033[36m<target>\033[0m\n"} \
+		/^[a-zA-Z0-9_-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } \
+		/^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: generate
+generate: ## Generate deepcopy code for the API types.
+	@if ls operator/api/*/*_types.go >/dev/null 2>&1; then \
+		$(CONTROLLER_GEN) object paths=./operator/api/...; fi
+
+.PHONY: manifests
+manifests: ## Generate the CRDs and the operator's RBAC from markers.
+	@if ls operator/api/*/*_types.go >/dev/null 2>&1; then \
+		$(CONTROLLER_GEN) crd paths=./operator/api/... output:crd:dir=operator/config/crd/bases; fi
+	@if [ -d operator/internal/controller ]; then \
+		$(CONTROLLER_GEN) rbac:roleName=inferencestack-operator paths=./operator/internal/... \
+			output:rbac:dir=operator/config/rbac; fi
+
+.PHONY: fmt
+fmt: ## Format the Go code.
+	gofmt -s -w $$(git ls-files -co --exclude-standard '*.go')
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet -tags $(GO_TAGS) ./...
+
+.PHONY: lint
+lint: ## Run golangci-lint (built from hack/tools/go.mod) and check formatting.
+	@unformatted=$$(gofmt -s -l $$(git ls-files -co --exclude-standard '*.go')); \
+		if [ -n "$$unformatted" ]; then echo "not gofmt'ed (run make fmt):"; echo "$$unformatted"; exit 1; fi
+	$(GOLANGCI_LINT) run --build-tags $(GO_TAGS) ./...
+
+##@ Build
+
+.PHONY: build
+build: ## Build every package, and the binaries into bin/.
+	go build -tags $(GO_TAGS) ./...
+	@mkdir -p $(BIN)
+	@for cmd in operator/cmd tools/bundlegen; do \
+		if [ -f $$cmd/main.go ]; then go build -tags $(GO_TAGS) -trimpath -o $(BIN)/ ./$$cmd; fi; done
+
+.PHONY: controlplane
+controlplane: ## Build etcd, kube-apiserver and kube-controller-manager for tests into bin/controlplane (skipped when current).
+	@hack/controlplane.sh
+
+##@ Test
+
+.PHONY: test
+test: controlplane ## Run all tests (unit and integration on a real control plane).
+	go test -tags $(GO_TAGS) $(TEST_FLAGS) ./...
+
+.PHONY: verify
+verify: ## Regenerate every generated file and fail, naming them, if any differs from what is committed.
+	@hack/verify.sh

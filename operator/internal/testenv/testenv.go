@@ -1,0 +1,260 @@
+// Package testenv starts the real Kubernetes control plane that tests run
+// against: etcd and kube-apiserver through controller-runtime's envtest, plus,
+// when asked, kube-controller-manager for owner-reference garbage collection.
+//
+// The binaries are built from source by hack/controlplane.sh into
+// bin/controlplane (or the folder KUBEBUILDER_ASSETS names). Every process is
+// started so that the kernel kills it when the test binary dies, so a panic or
+// a `go test -timeout` leaves nothing running.
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Options says what to start.
+type Options struct {
+	// CRDDirectoryPaths are folders (or files) of CRDs to install; a missing path is an error.
+	CRDDirectoryPaths []string
+	// GarbageCollector also runs kube-controller-manager with the garbage
+	// collector and namespace controllers, so owned objects go when their owner does.
+	GarbageCollector bool
+	// Scheme is the client's scheme; nil means client-go's scheme plus apiextensions/v1.
+	Scheme *runtime.Scheme
+	// APIServerArgs are extra kube-apiserver flags (name without dashes -> values).
+	APIServerArgs map[string][]string
+}
+
+// Env is a running control plane.
+type Env struct {
+	// Config reaches the API server as a cluster admin.
+	Config *rest.Config
+	// Client is a controller-runtime client built from Config.
+	Client client.Client
+
+	env        *envtest.Environment
+	kcm        *exec.Cmd
+	kcmDone    chan error
+	dir        string
+	kubeconfig string
+}
+
+// AssetsDir is the folder holding etcd, kube-apiserver and
+// kube-controller-manager: KUBEBUILDER_ASSETS when set, else bin/controlplane
+// at the top of this repository.
+func AssetsDir() (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
+			strings.HasPrefix(string(data), "module github.com/inferencestack/inferencestack\n") {
+			return filepath.Join(dir, "bin", "controlplane"), nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("testenv: KUBEBUILDER_ASSETS is not set and no repository root above %s", wd)
+		}
+	}
+}
+
+// Start starts etcd and kube-apiserver (and kube-controller-manager when
+// opts.GarbageCollector is set) and installs opts.CRDDirectoryPaths.
+func Start(opts Options) (_ *Env, err error) {
+	assets, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	names := []string{"etcd", "kube-apiserver"}
+	if opts.GarbageCollector {
+		names = append(names, "kube-controller-manager")
+	}
+	for _, name := range names {
+		if _, err := os.Stat(filepath.Join(assets, name)); err != nil {
+			return nil, fmt.Errorf("testenv: %s is missing in %s: build the control plane with `make controlplane` "+
+				"(hack/controlplane.sh) or point KUBEBUILDER_ASSETS at a folder holding it", name, assets)
+		}
+	}
+	dir, err := os.MkdirTemp("", "testenv-")
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{dir: dir}
+	defer func() {
+		if err != nil {
+			_ = e.Stop()
+		}
+	}()
+
+	scheme := opts.Scheme
+	if scheme == nil {
+		scheme = runtime.NewScheme()
+		if err := clientgoscheme.AddToScheme(scheme); err != nil {
+			return nil, err
+		}
+		if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+			return nil, err
+		}
+	}
+	apiServer := &envtest.APIServer{Path: e.dieWithParent(assets, "kube-apiserver")}
+	for name, values := range opts.APIServerArgs {
+		apiServer.Configure().Set(name, values...)
+	}
+	e.env = &envtest.Environment{
+		ControlPlane: envtest.ControlPlane{
+			APIServer: apiServer,
+			Etcd:      &envtest.Etcd{Path: e.dieWithParent(assets, "etcd")},
+		},
+		CRDDirectoryPaths:        opts.CRDDirectoryPaths,
+		ErrorIfCRDPathMissing:    true,
+		Scheme:                   scheme,
+		ControlPlaneStartTimeout: 90 * time.Second,
+		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	if e.Config, err = e.env.Start(); err != nil {
+		return nil, fmt.Errorf("testenv: starting etcd and kube-apiserver from %s: %w", assets, err)
+	}
+	e.kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(e.kubeconfig, e.env.KubeConfig, 0o600); err != nil {
+		return nil, err
+	}
+	if e.Client, err = client.New(e.Config, client.Options{Scheme: scheme}); err != nil {
+		return nil, err
+	}
+	if opts.GarbageCollector {
+		if err := e.startControllerManager(filepath.Join(assets, "kube-controller-manager")); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// dieWithParent writes a wrapper script that runs bin under
+// `setpriv --pdeathsig KILL`, so the kernel kills it when the test binary
+// exits by any means. Without setpriv it returns the binary itself.
+func (e *Env) dieWithParent(assets, name string) string {
+	bin := filepath.Join(assets, name)
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		return bin
+	}
+	wrapper := filepath.Join(e.dir, name)
+	script := fmt.Sprintf("#!/bin/sh\nexec %s --pdeathsig KILL -- %s \"$@\"\n", setpriv, bin)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		return bin
+	}
+	return wrapper
+}
+
+func (e *Env) startControllerManager(path string) error {
+	log, err := os.Create(filepath.Join(e.dir, "kube-controller-manager.log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(path,
+		"--kubeconfig="+e.kubeconfig,
+		"--controllers=garbagecollector,namespace",
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--concurrent-gc-syncs=5",
+	)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("testenv: starting kube-controller-manager: %w", err)
+	}
+	e.kcm = cmd
+	e.kcmDone = make(chan error, 1)
+	go func() { e.kcmDone <- cmd.Wait(); _ = log.Close() }()
+	select {
+	case err := <-e.kcmDone:
+		e.kcm = nil
+		out, _ := os.ReadFile(log.Name())
+		return fmt.Errorf("testenv: kube-controller-manager exited at start: %v\n%s", err, out)
+	case <-time.After(500 * time.Millisecond):
+		return nil
+	}
+}
+
+// Kubeconfig is the path of a cluster-admin kubeconfig file for this control plane.
+func (e *Env) Kubeconfig() string { return e.kubeconfig }
+
+// Dir is a scratch folder that lives as long as the Env; logs are kept there.
+func (e *Env) Dir() string { return e.dir }
+
+// Stop stops every process and removes the scratch folder.
+func (e *Env) Stop() error {
+	var errs []error
+	if e.kcm != nil {
+		_ = e.kcm.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-e.kcmDone:
+		case <-time.After(10 * time.Second):
+			_ = e.kcm.Process.Kill()
+			<-e.kcmDone
+		}
+		e.kcm = nil
+	}
+	if e.env != nil {
+		if err := e.env.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("testenv: stopping the control plane: %w", err))
+		}
+		e.env = nil
+	}
+	if e.dir != "" {
+		errs = append(errs, os.RemoveAll(e.dir))
+		e.dir = ""
+	}
+	return errors.Join(errs...)
+}
+
+// RunMain is the body of a TestMain: it starts the control plane into *env,
+// runs the tests, stops everything (also on SIGINT/SIGTERM) and exits with the
+// tests' status.
+func RunMain(m *testing.M, opts Options, env **Env) {
+	os.Exit(runMain(m, opts, env))
+}
+
+func runMain(m *testing.M, opts Options, env **Env) int {
+	e, err := Start(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	*env = e
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-signals
+		_ = e.Stop()
+		os.Exit(130)
+	}()
+	code := m.Run()
+	signal.Stop(signals)
+	if err := e.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
