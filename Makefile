@@ -72,3 +72,11 @@ test: controlplane ## Run all tests (unit and integration on a real control plan
 .PHONY: verify
 verify: ## Regenerate every generated file and fail, naming them, if any differs from what is committed.
 	@hack/verify.sh
+
+##@ Benchmarks
+
+BENCH_FLAGS ?=
+
+.PHONY: bench-catalog
+bench-catalog: ## Render+validate a synthetic 2,000-bundle catalog with bundlegen and with opm (images from an in-process registry); print times, peak RSS, equality.
+	go run -tags $(GO_TAGS) ./tools/internal/benchcatalog $(BENCH_FLAGS)
