@@ -14,6 +14,7 @@ import (
 	"github.com/operator-framework/operator-registry/alpha/action"
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	alphatemplate "github.com/operator-framework/operator-registry/alpha/template"
+	orimage "github.com/operator-framework/operator-registry/pkg/image"
 	"github.com/operator-framework/operator-registry/pkg/image/containersimageregistry"
 )
 
@@ -42,13 +43,11 @@ func WriteContainersConfig(home, host string) (policy, registries string, err er
 	return policy, registries, nil
 }
 
-// RenderWithOPM renders a semver template the way
-// `opm alpha render-template semver --use-http` does
-// (cmd/opm/alpha/template/render.go): operator-registry's template registry,
-// a containers/image registry with TLS verification off, and action.Render
-// limited to bundle images. home holds the containers configuration written
-// by WriteContainersConfig.
-func RenderWithOPM(ctx context.Context, template []byte, home, host string) (*declcfg.DeclarativeConfig, error) {
+// NewRegistry returns the image registry client opm builds for
+// `--use-http` (containers/image, TLS verification off, so plain HTTP is
+// tried), configured from home (see WriteContainersConfig) to pull from the
+// loopback registry host. Destroy it when done.
+func NewRegistry(home, host string) (orimage.Registry, error) {
 	policy, registries, err := WriteContainersConfig(home, host)
 	if err != nil {
 		return nil, err
@@ -65,6 +64,20 @@ func RenderWithOPM(ctx context.Context, template []byte, home, host string) (*de
 		containersimageregistry.WithTemporaryImageCache())
 	if err != nil {
 		return nil, fmt.Errorf("creating containers/image registry: %w", err)
+	}
+	return reg, nil
+}
+
+// RenderWithOPM renders a semver template the way
+// `opm alpha render-template semver --use-http` does
+// (cmd/opm/alpha/template/render.go): operator-registry's template registry,
+// a containers/image registry with TLS verification off, and action.Render
+// limited to bundle images. home holds the containers configuration written
+// by WriteContainersConfig.
+func RenderWithOPM(ctx context.Context, template []byte, home, host string) (*declcfg.DeclarativeConfig, error) {
+	reg, err := NewRegistry(home, host)
+	if err != nil {
+		return nil, err
 	}
 	defer func() { _ = reg.Destroy() }()
 	// As opm does: the bundle loader logs on the happy path.
