@@ -39,10 +39,13 @@ const (
 	metadataKey  = bundlePrefix + "metadata.v1"
 )
 
-// Platform is the OS and architecture written into image configs. The images
-// hold data only, so the value is informative; it is fixed so that digests
-// do not depend on the machine that builds them.
-var Platform = v1.Platform{OS: "linux", Architecture: "amd64"}
+// The OS and architecture written into image configs. The images hold data
+// only, so the value is informative; it is fixed so that digests do not
+// depend on the machine that builds them.
+const (
+	platformOS   = "linux"
+	platformArch = "amd64"
+)
 
 // BuildBundle builds the registry+v1 bundle image of the bundle directory dir
 // (holding manifests/ and metadata/), as `COPY manifests /manifests/` and
@@ -200,8 +203,8 @@ func assemble(layer v1.Layer, cfg v1.Config, createdBy string) (v1.Image, error)
 	}
 	cf = cf.DeepCopy()
 	cf.Created = v1.Time{Time: Epoch}
-	cf.OS = Platform.OS
-	cf.Architecture = Platform.Architecture
+	cf.OS = platformOS
+	cf.Architecture = platformArch
 	cf.Config = cfg
 	return mutate.ConfigFile(img, cf)
 }

@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -119,11 +120,5 @@ func compareNames(a, b string) int {
 }
 
 func splitPath(p string) []string {
-	var parts []string
-	for _, s := range bytes.Split([]byte(p), []byte("/")) {
-		if len(s) > 0 {
-			parts = append(parts, string(s))
-		}
-	}
-	return parts
+	return slices.DeleteFunc(strings.Split(p, "/"), func(s string) bool { return s == "" })
 }
