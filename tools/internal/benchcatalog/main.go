@@ -150,7 +150,7 @@ func bench(ctx context.Context, o options, stdout io.Writer) error {
 
 	opm := o.opm
 	if opm == "" {
-		opm = filepath.Join(work, "opm")
+		opm = filepath.Join(work, "bin", "opm")
 		logf("building opm (operator-registry cmd/opm, the go.mod tool) ...")
 		build := exec.CommandContext(ctx, "go", "build", "-tags", "containers_image_openpgp", "-o", opm,
 			"github.com/operator-framework/operator-registry/cmd/opm")
