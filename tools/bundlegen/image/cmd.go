@@ -41,10 +41,12 @@ holds /manifests and /metadata and is labelled with the annotations of
 metadata/annotations.yaml, as the bundle.Dockerfile of opm would.`,
 			"  bundlegen image bundle bundle/inferencestack-operator/1.2.0 --push quay.io/acme/inferencestack-operator-bundle:v1.2.0"),
 		newKindCmd(image.KindCatalog, "catalog DIR", "Build the file-based catalog image of a catalog directory",
-			`DIR holds <package>/catalog.yaml (catalog/). Its YAML and JSON files land
-under /configs; the image is labelled
+			`DIR holds <package>/catalog.yaml (catalog/). Its files land under /configs,
+as COPY catalog /configs in Dockerfile.catalog, and the image is labelled
 operators.operatorframework.io.index.configs.v1=/configs, which is what
-catalogd reads. It holds no opm binary: see docs/images.md.`,
+catalogd reads. Files that are not YAML or JSON (graph.svg, graph.md) must be
+listed in DIR/.indexignore, or catalogd and opm fail to load the image. It
+holds no opm binary: see docs/images.md.`,
 			"  bundlegen image catalog catalog --output out/catalog --tag v1.2.0"),
 	)
 	return cmd

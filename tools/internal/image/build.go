@@ -152,8 +152,12 @@ func BuildCatalog(dir string, opts CatalogOptions) (v1.Image, error) {
 		found = true
 	}
 	if len(unparsable) > 0 {
+		list := strings.Join(unparsable[:min(len(unparsable), 5)], ", ")
+		if len(unparsable) > 5 {
+			list += fmt.Sprintf(" and %d more", len(unparsable)-5)
+		}
 		return nil, fmt.Errorf("catalog %s: opm and catalogd would parse %s as catalog files and fail; list them in %s (for example `*.svg` and `*.md`)",
-			dir, strings.Join(unparsable, ", "), filepath.Join(dir, indexIgnore))
+			dir, list, filepath.Join(dir, indexIgnore))
 	}
 	if !found {
 		return nil, fmt.Errorf("catalog %s holds no .yaml, .yml or .json file; render it first with `bundlegen catalog`", dir)
