@@ -1,9 +1,13 @@
-// Command bundlegen makes the OLM bundles, file-based catalog and images of
-// Inference Stack.
+// Command bundlegen cuts releases of the Inference Stack operator: OLM
+// bundles, the operand pin, the file-based catalog, its validation and upgrade
+// graph (see docs/release.md and docs/catalog.md).
+//
+// Exit codes: 0 success, 1 any error (including validation errors).
 package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,6 +20,7 @@ func main() {
 	err := root.NewCmd().ExecuteContext(ctx)
 	stop()
 	if err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)
 	}
 }

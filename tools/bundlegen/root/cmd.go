@@ -1,20 +1,32 @@
-// Package root assembles the bundlegen command tree.
+// Package root assembles the bundlegen command from one package per verb.
 package root
 
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/inferencestack/inferencestack/tools/bundlegen/bundle"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/catalog"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/graph"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/image"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/pin"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/upgrades"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/validate"
 )
 
-// NewCmd returns the bundlegen root command with every verb.
+// NewCmd returns the bundlegen root command.
 func NewCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:           "bundlegen",
-		Short:         "Make the OLM bundles, catalog and images of Inference Stack",
+		Short:         "Cut Inference Stack operator releases: OLM bundles, catalog, images",
 		SilenceUsage:  true,
-		SilenceErrors: false,
+		SilenceErrors: true,
 	}
+	cmd.AddCommand(bundle.NewCmd())
+	cmd.AddCommand(pin.NewCmd())
+	cmd.AddCommand(validate.NewCmd())
+	cmd.AddCommand(catalog.NewCmd())
+	cmd.AddCommand(graph.NewCmd())
+	cmd.AddCommand(upgrades.NewCmd())
 	cmd.AddCommand(image.NewCmd())
 	return cmd
 }

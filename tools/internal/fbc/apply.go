@@ -38,6 +38,12 @@ func (r Release) Apply(cfg *declcfg.DeclarativeConfig) error {
 		return name, nil
 	}
 
+	for _, v := range sortedKeys(r.Images) {
+		if _, err := bundleName("images", v); err != nil {
+			return err
+		}
+	}
+
 	if r.DefaultChannel != "" {
 		if !slices.Contains(channelNames, r.DefaultChannel) {
 			return fmt.Errorf("defaultChannel: package %q has no channel %q; channels: %v", pkg.Name, r.DefaultChannel, channelNames)

@@ -26,6 +26,10 @@ type Release struct {
 	// ImageRefTemplate builds each bundle's published image reference from
 	// its package, name and version. Empty means DefaultImageRefTemplate.
 	ImageRefTemplate string `json:"imageRefTemplate,omitempty"`
+	// Images pins the published image of individual bundles by version,
+	// typically to a digest (repo@sha256:...) once the bundle image is
+	// pushed; it wins over ImageRefTemplate.
+	Images map[string]string `json:"images,omitempty"`
 	// DefaultChannel overrides the default channel the semver template picks
 	// (its most stable, highest channel). It must name a rendered channel.
 	DefaultChannel string `json:"defaultChannel,omitempty"`
@@ -89,6 +93,14 @@ func ParseRelease(name string, data []byte) (Release, error) {
 	if _, err := r.imageRefTemplate(); err != nil {
 		return Release{}, fmt.Errorf("%s: imageRefTemplate: %w", name, err)
 	}
+	for v, ref := range r.Images {
+		if _, err := semver.Parse(v); err != nil {
+			return Release{}, fmt.Errorf("%s: images: key %q is not a semver version: %w", name, v, err)
+		}
+		if ref == "" {
+			return Release{}, fmt.Errorf("%s: images[%q]: give an image reference", name, v)
+		}
+	}
 	for v, msg := range r.Deprecations.Bundles {
 		if _, err := semver.Parse(v); err != nil {
 			return Release{}, fmt.Errorf("%s: deprecations.bundles: key %q is not a semver version: %w", name, v, err)
@@ -118,7 +130,12 @@ func (r Release) imageRefTemplate() (*template.Template, error) {
 	if text == "" {
 		text = DefaultImageRefTemplate
 	}
-	t, err := template.New("imageRef").Option("missingkey=error").Parse(text)
+	// Pinned images win; operator-registry executes this template with the
+	// bundle's .Package, .Name and .Version.
+	pinned := func(version string) string { return r.Images[version] }
+	t, err := template.New("imageRef").Option("missingkey=error").
+		Funcs(template.FuncMap{"pinnedImage": pinned}).
+		Parse("{{with pinnedImage .Version}}{{.}}{{else}}" + text + "{{end}}")
 	if err != nil {
 		return nil, err
 	}

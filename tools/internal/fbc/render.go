@@ -47,10 +47,11 @@ func (c Catalog) Run(ctx context.Context) (*declcfg.DeclarativeConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	renderer, err := DirRenderer(c.Root, rel.ImageRefTemplate)
+	t, err := rel.imageRefTemplate()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", releasePath, err)
+		return nil, fmt.Errorf("%s: imageRefTemplate: %w", releasePath, err)
 	}
+	renderer := dirRenderer(c.Root, t)
 	cfg, err := RenderTemplate(ctx, bytes.NewReader(data), renderer)
 	if err != nil {
 		return nil, fmt.Errorf("render %s: %w", c.Template, err)
@@ -110,10 +111,10 @@ func dirRenderer(root string, t *template.Template) api.BundleRenderer {
 // list or rewrite its bundle references (for example to image references, to
 // render the same template with opm from a registry).
 type Template struct {
-	Schema                       string         `json:"schema"`
-	GenerateMajorChannels        bool           `json:"generateMajorChannels,omitempty"`
-	GenerateMinorChannels        bool           `json:"generateMinorChannels,omitempty"`
-	DefaultChannelTypePreference string         `json:"defaultChannelTypePreference,omitempty"`
+	Schema                       string          `json:"schema"`
+	GenerateMajorChannels        bool            `json:"generateMajorChannels,omitempty"`
+	GenerateMinorChannels        bool            `json:"generateMinorChannels,omitempty"`
+	DefaultChannelTypePreference string          `json:"defaultChannelTypePreference,omitempty"`
 	Candidate                    TemplateBundles `json:"candidate,omitempty"`
 	Fast                         TemplateBundles `json:"fast,omitempty"`
 	Stable                       TemplateBundles `json:"stable,omitempty"`

@@ -6,10 +6,13 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/operator-framework/operator-registry/alpha/declcfg"
 
 	"github.com/inferencestack/inferencestack/tools/internal/fbc"
 )
@@ -70,6 +73,7 @@ func TestCatalogRunErrors(t *testing.T) {
 	}{
 		{name: "unknown default channel", release: "defaultChannel: nope\n", want: `no channel "nope"`},
 		{name: "bridge to missing version", release: "bridges:\n- bundle: 3.0.0\n  skipRange: \">=2.0.0 <3.0.0\"\n", want: `no bundle with version "3.0.0"`},
+		{name: "image pin for missing version", release: "images:\n  9.0.0: quay.io/x@sha256:00\n", want: `images: package "demo-operator" has no bundle with version "9.0.0"`},
 		{name: "bad skipRange", release: "bridges:\n- bundle: 2.0.0\n  skipRange: \"banana\"\n", want: "not a valid range"},
 		{name: "deprecate missing channel", release: "deprecations:\n  channels:\n    fast-v9: gone\n", want: `no channel "fast-v9"`},
 		{name: "unknown field", release: "defaultChanel: stable-v1\n", want: "unknown field"},
@@ -95,4 +99,23 @@ func TestTemplateMapRefs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "registry.test/1.0.0", mapped.Stable.Bundles[0].Image)
 	require.Equal(t, "bundle/demo-operator/1.0.0", tmpl.Stable.Bundles[0].Image, "MapRefs must not change the original")
+}
+
+func TestPinnedImages(t *testing.T) {
+	rel := filepath.Join(t.TempDir(), "demo-operator.release.yaml")
+	digest := "quay.io/inferencestack/demo-operator-bundle@sha256:" + strings.Repeat("1", 64)
+	require.NoError(t, os.WriteFile(rel, []byte("images:\n  1.1.0: "+digest+"\n"), 0o644))
+	cfg, err := fbc.Catalog{Template: "testdata/channels/demo-operator.semver.yaml", Release: rel, Root: "testdata"}.Run(context.Background())
+	require.NoError(t, err)
+	images := map[string]string{}
+	for _, b := range cfg.Bundles {
+		images[b.Name] = b.Image
+	}
+	require.Equal(t, digest, images["demo-operator.v1.1.0"])
+	require.Equal(t, "quay.io/inferencestack/demo-operator-bundle:v1.0.0", images["demo-operator.v1.0.0"])
+	for _, b := range cfg.Bundles {
+		if b.Name == "demo-operator.v1.1.0" {
+			require.Contains(t, b.RelatedImages, declcfg.RelatedImage{Image: digest})
+		}
+	}
 }

@@ -1,3 +1,6 @@
+// Catalog checks: operator-registry model validation plus the upgrade-graph
+// checks it misses; each CatalogFinding names package, channel and bundle.
+
 package validate
 
 import (
@@ -16,7 +19,7 @@ import (
 	"github.com/operator-framework/operator-registry/alpha/property"
 )
 
-// Rules a catalog Finding can report.
+// Rules a CatalogFinding can report.
 const (
 	// RuleModel is operator-registry's own model validation (one head per
 	// channel, no cycles, no stranded bundles, consistent references).
@@ -35,8 +38,8 @@ const (
 	RuleImageNotDigest = "image-not-digest"
 )
 
-// Finding is one problem in a catalog.
-type Finding struct {
+// CatalogFinding is one problem in a catalog.
+type CatalogFinding struct {
 	Package string `json:"package"`
 	Channel string `json:"channel,omitempty"`
 	Bundle  string `json:"bundle,omitempty"`
@@ -45,7 +48,7 @@ type Finding struct {
 }
 
 // String renders the finding on one line: where, what, and the rule.
-func (f Finding) String() string {
+func (f CatalogFinding) String() string {
 	where := []string{fmt.Sprintf("package %q", f.Package)}
 	if f.Channel != "" {
 		where = append(where, fmt.Sprintf("channel %q", f.Channel))
@@ -66,7 +69,7 @@ type Catalog struct {
 
 // Run loads the catalog and returns its findings, sorted. The error is only
 // for a catalog that cannot be read or parsed at all.
-func (c Catalog) Run(ctx context.Context) ([]Finding, error) {
+func (c Catalog) Run(ctx context.Context) ([]CatalogFinding, error) {
 	cfg, err := declcfg.LoadFS(ctx, os.DirFS(c.Dir))
 	if err != nil {
 		return nil, fmt.Errorf("load catalog %s: %w", c.Dir, err)
@@ -75,12 +78,12 @@ func (c Catalog) Run(ctx context.Context) ([]Finding, error) {
 }
 
 // CatalogConfig validates an in-memory catalog; see Catalog.
-func CatalogConfig(cfg declcfg.DeclarativeConfig, requireDigests bool) []Finding {
+func CatalogConfig(cfg declcfg.DeclarativeConfig, requireDigests bool) []CatalogFinding {
 	findings := modelFindings(cfg)
 	for _, p := range cfg.Packages {
 		findings = append(findings, packageFindings(cfg, p, requireDigests)...)
 	}
-	slices.SortFunc(findings, func(a, b Finding) int {
+	slices.SortFunc(findings, func(a, b CatalogFinding) int {
 		return cmp.Or(cmp.Compare(a.Package, b.Package), cmp.Compare(a.Channel, b.Channel),
 			cmp.Compare(a.Bundle, b.Bundle), cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Message, b.Message))
 	})
@@ -96,7 +99,7 @@ var (
 // modelFindings runs operator-registry's conversion, which ends with model
 // validation, and turns each leaf of its error tree into a finding that
 // names the package, channel and bundle the leaf sits under.
-func modelFindings(cfg declcfg.DeclarativeConfig) []Finding {
+func modelFindings(cfg declcfg.DeclarativeConfig) []CatalogFinding {
 	_, err := declcfg.ConvertToModel(cfg)
 	if err == nil {
 		return nil
@@ -106,7 +109,7 @@ func modelFindings(cfg declcfg.DeclarativeConfig) []Finding {
 		kind, name string
 	}
 	var (
-		out   []Finding
+		out   []CatalogFinding
 		stack []node
 	)
 	for _, line := range strings.Split(err.Error(), "\n") {
@@ -122,7 +125,7 @@ func modelFindings(cfg declcfg.DeclarativeConfig) []Finding {
 			stack = append(stack, node{depth: depth, kind: m[1], name: m[2]})
 			continue
 		}
-		f := Finding{Rule: RuleModel, Message: text}
+		f := CatalogFinding{Rule: RuleModel, Message: text}
 		for _, n := range stack {
 			switch n.kind {
 			case "package":
@@ -148,8 +151,8 @@ func modelFindings(cfg declcfg.DeclarativeConfig) []Finding {
 	return out
 }
 
-func packageFindings(cfg declcfg.DeclarativeConfig, p declcfg.Package, requireDigests bool) []Finding {
-	var out []Finding
+func packageFindings(cfg declcfg.DeclarativeConfig, p declcfg.Package, requireDigests bool) []CatalogFinding {
+	var out []CatalogFinding
 	versions := map[string]semver.Version{}
 	images := map[string]string{}
 	for _, b := range cfg.Bundles {
@@ -174,7 +177,7 @@ func packageFindings(cfg declcfg.DeclarativeConfig, p declcfg.Package, requireDi
 	slices.Sort(channelNames)
 
 	if p.DefaultChannel != "" && !slices.Contains(channelNames, p.DefaultChannel) {
-		out = append(out, Finding{Package: p.Name, Channel: p.DefaultChannel, Rule: RuleDefaultChannelMissing,
+		out = append(out, CatalogFinding{Package: p.Name, Channel: p.DefaultChannel, Rule: RuleDefaultChannelMissing,
 			Message: fmt.Sprintf("default channel %q does not exist; set defaultChannel to one of %v", p.DefaultChannel, channelNames)})
 	}
 
@@ -194,17 +197,17 @@ func packageFindings(cfg declcfg.DeclarativeConfig, p declcfg.Package, requireDi
 				}
 			}
 			slices.Sort(in)
-			out = append(out, Finding{Package: p.Name, Channel: strings.Join(in, ","), Bundle: name, Rule: RuleImageNotDigest,
+			out = append(out, CatalogFinding{Package: p.Name, Channel: strings.Join(in, ","), Bundle: name, Rule: RuleImageNotDigest,
 				Message: fmt.Sprintf("bundle image %q is not pinned by digest; publish the bundle image and reference it as <repo>@sha256:<digest>, or drop --require-digests", images[name])})
 		}
 	}
 	return out
 }
 
-func channelFindings(pkg string, ch declcfg.Channel, versions map[string]semver.Version) []Finding {
-	var out []Finding
+func channelFindings(pkg string, ch declcfg.Channel, versions map[string]semver.Version) []CatalogFinding {
+	var out []CatalogFinding
 	finding := func(bundle, rule, format string, args ...any) {
-		out = append(out, Finding{Package: pkg, Channel: ch.Name, Bundle: bundle, Rule: rule, Message: fmt.Sprintf(format, args...)})
+		out = append(out, CatalogFinding{Package: pkg, Channel: ch.Name, Bundle: bundle, Rule: rule, Message: fmt.Sprintf(format, args...)})
 	}
 	inChannel := map[string]bool{}
 	skippedBy := map[string][]string{}

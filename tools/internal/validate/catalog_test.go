@@ -84,14 +84,14 @@ func TestCatalogConfig(t *testing.T) {
 		requireDigests bool
 		// want lists rule, channel, bundle and a message fragment of each
 		// expected finding; nil means the catalog is valid.
-		want []validate.Finding
+		want []validate.CatalogFinding
 	}{
 		{name: "valid", cfg: catalog("stable-v1", false, good)},
 		{name: "valid with digests required", cfg: catalog("stable-v1", true, good), requireDigests: true},
 		{
 			name: "two channel heads",
 			cfg:  catalog("stable-v1", false, channel("stable-v1", entry("1.0.0"), entry("1.1.0"))),
-			want: []validate.Finding{
+			want: []validate.CatalogFinding{
 				{Rule: validate.RuleModel, Channel: "stable-v1", Bundle: name("1.0.0"), Message: "multiple channel heads"},
 				{Rule: validate.RuleUnreachableFromPreviousHead, Channel: "stable-v1", Bundle: name("1.1.0"), Message: `unreachable from the previous head "demo.v1.0.0"`},
 			},
@@ -100,7 +100,7 @@ func TestCatalogConfig(t *testing.T) {
 			name: "replaces cycle",
 			cfg: catalog("stable-v1", false, channel("stable-v1",
 				entry("1.0.0", replaces("1.1.0")), entry("1.1.0", replaces("1.0.0")), entry("1.2.0", replaces("1.1.0")))),
-			want: []validate.Finding{
+			want: []validate.CatalogFinding{
 				{Rule: validate.RuleModel, Channel: "stable-v1", Bundle: name("1.1.0"), Message: "detected cycle in replaces chain"},
 			},
 		},
@@ -108,7 +108,7 @@ func TestCatalogConfig(t *testing.T) {
 			name: "stranded bundle",
 			cfg: catalog("stable-v1", false, channel("stable-v1",
 				entry("1.0.0"), entry("1.1.0", replaces("1.0.0")), entry("1.2.0", skips("1.1.0")))),
-			want: []validate.Finding{
+			want: []validate.CatalogFinding{
 				{Rule: validate.RuleModel, Channel: "stable-v1", Bundle: name("1.0.0"), Message: "stranded bundles: demo.v1.0.0"},
 				{Rule: validate.RuleSkippedInReplacesChain, Channel: "stable-v1", Bundle: name("1.1.0"), Message: "is skipped by demo.v1.2.0"},
 			},
@@ -120,7 +120,7 @@ func TestCatalogConfig(t *testing.T) {
 				entry("1.1.0", replaces("1.0.0")),
 				entry("1.2.0", replaces("1.1.0"), skips("1.1.0")),
 			)),
-			want: []validate.Finding{
+			want: []validate.CatalogFinding{
 				{Rule: validate.RuleModel, Channel: "stable-v1", Bundle: name("1.0.0"), Message: "stranded bundles: demo.v1.0.0"},
 				{Rule: validate.RuleSkippedInReplacesChain, Channel: "stable-v1", Bundle: name("1.1.0"), Message: `is skipped by demo.v1.2.0 but also replaces "demo.v1.0.0"`},
 			},
@@ -129,7 +129,7 @@ func TestCatalogConfig(t *testing.T) {
 			name: "head is not the highest version",
 			cfg: catalog("stable-v1", false, channel("stable-v1",
 				entry("1.0.0"), entry("1.2.0", replaces("1.0.0")), entry("1.1.0", replaces("1.2.0")))),
-			want: []validate.Finding{
+			want: []validate.CatalogFinding{
 				{Rule: validate.RuleHeadNotHighest, Channel: "stable-v1", Bundle: name("1.1.0"), Message: `channel head "demo.v1.1.0" (1.1.0) is not the highest version`},
 				{Rule: validate.RuleUnreachableFromPreviousHead, Channel: "stable-v1", Bundle: name("1.2.0"), Message: `unreachable from the previous head "demo.v1.1.0"`},
 			},
@@ -138,7 +138,7 @@ func TestCatalogConfig(t *testing.T) {
 			name: "newest bundle unreachable from previous head",
 			cfg: catalog("stable-v1", false, channel("stable-v1",
 				entry("1.0.0"), entry("1.1.0", replaces("1.0.0")), entry("1.2.0", skips("1.0.0")))),
-			want: []validate.Finding{
+			want: []validate.CatalogFinding{
 				{Rule: validate.RuleModel, Channel: "stable-v1", Bundle: name("1.1.0"), Message: "multiple channel heads found in graph: demo.v1.1.0, demo.v1.2.0"},
 				{Rule: validate.RuleUnreachableFromPreviousHead, Channel: "stable-v1", Bundle: name("1.2.0"), Message: `unreachable from the previous head "demo.v1.1.0"`},
 			},
@@ -147,7 +147,7 @@ func TestCatalogConfig(t *testing.T) {
 			name: "skipRange reaches the previous head",
 			cfg: catalog("stable-v1", false, channel("stable-v1",
 				entry("1.0.0"), entry("1.1.0", replaces("1.0.0")), entry("2.0.0", skips("1.0.0"), skipRange(">=1.0.0 <2.0.0")))),
-			want: []validate.Finding{
+			want: []validate.CatalogFinding{
 				// 1.1.0 and 2.0.0 are both heads (skipRange is no head edge); but 1.1.0 -> 2.0.0 is reachable.
 				{Rule: validate.RuleModel, Channel: "stable-v1", Bundle: name("1.1.0"), Message: "multiple channel heads"},
 			},
@@ -155,7 +155,7 @@ func TestCatalogConfig(t *testing.T) {
 		{
 			name: "default channel does not exist",
 			cfg:  catalog("stable-v9", false, good),
-			want: []validate.Finding{
+			want: []validate.CatalogFinding{
 				{Rule: validate.RuleDefaultChannelMissing, Channel: "stable-v9", Message: `default channel "stable-v9" does not exist; set defaultChannel to one of [stable-v1]`},
 				{Rule: validate.RuleModel, Channel: "stable-v9", Message: "channel must contain at least one bundle"},
 			},
@@ -164,7 +164,7 @@ func TestCatalogConfig(t *testing.T) {
 			name:           "bundle images not digests",
 			cfg:            catalog("stable-v1", false, good),
 			requireDigests: true,
-			want: []validate.Finding{
+			want: []validate.CatalogFinding{
 				{Rule: validate.RuleImageNotDigest, Channel: "stable-v1", Bundle: name("1.0.0"), Message: `"quay.io/demo/bundle:v1.0.0" is not pinned by digest`},
 				{Rule: validate.RuleImageNotDigest, Channel: "stable-v1", Bundle: name("1.0.1"), Message: "not pinned by digest"},
 				{Rule: validate.RuleImageNotDigest, Channel: "stable-v1", Bundle: name("1.1.0"), Message: "not pinned by digest"},
@@ -179,7 +179,7 @@ func TestCatalogConfig(t *testing.T) {
 				}}}
 				return c
 			}(),
-			want: []validate.Finding{
+			want: []validate.CatalogFinding{
 				{Rule: validate.RuleModel, Message: "demo.v0.9.0"},
 			},
 		},

@@ -1,0 +1,80 @@
+package v1alpha1
+
+// Phase summarises an InferenceStack's conditions in one word.
+// +kubebuilder:validation:Enum=Pending;Deploying;Ready;Degraded;Deleting
+type Phase string
+
+// The phases.
+const (
+	// PhasePending: nothing deployed yet (config not generated, or waiting
+	// for a referenced object).
+	PhasePending Phase = "Pending"
+	// PhaseDeploying: the server is rolling out.
+	PhaseDeploying Phase = "Deploying"
+	// PhaseReady: the server is available at the desired generation.
+	PhaseReady Phase = "Ready"
+	// PhaseDegraded: the operator cannot reach the desired state.
+	PhaseDegraded Phase = "Degraded"
+	// PhaseDeleting: the InferenceStack is being deleted.
+	PhaseDeleting Phase = "Deleting"
+)
+
+// Phases lists every phase.
+var Phases = []Phase{PhasePending, PhaseDeploying, PhaseReady, PhaseDegraded, PhaseDeleting}
+
+// Condition types.
+const (
+	// TypeConfigGenerated is True when the run config ConfigMap holds the
+	// config of the current spec (generated, or read from overrideConfig).
+	TypeConfigGenerated = "ConfigGenerated"
+	// TypeAvailable is True when the server has its minimum replicas ready.
+	TypeAvailable = "Available"
+	// TypeProgressing is True while a change is rolling out.
+	TypeProgressing = "Progressing"
+	// TypeDegraded is True when the operator cannot reach the desired state.
+	TypeDegraded = "Degraded"
+)
+
+// ConditionTypes lists every condition type the operator sets.
+var ConditionTypes = []string{TypeConfigGenerated, TypeAvailable, TypeProgressing, TypeDegraded}
+
+// Condition reasons.
+const (
+	// ReasonSucceeded: the condition's step completed (ConfigGenerated=True,
+	// Progressing=False after a rollout).
+	ReasonSucceeded = "Succeeded"
+	// ReasonAsExpected: nothing is wrong (Degraded=False).
+	ReasonAsExpected = "AsExpected"
+	// ReasonInvalidConfig: the spec cannot be turned into a run config.
+	ReasonInvalidConfig = "InvalidConfig"
+	// ReasonOverrideConfigNotFound: the overrideConfig ConfigMap or its key
+	// is missing.
+	ReasonOverrideConfigNotFound = "OverrideConfigNotFound"
+	// ReasonSecretNotFound: a Secret the spec references is missing.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonDistributionNotPinned: the operand pin names no image for the
+	// distribution.
+	ReasonDistributionNotPinned = "DistributionNotPinned"
+	// ReasonDeploying: the server's Deployment is rolling out.
+	ReasonDeploying = "Deploying"
+	// ReasonMinimumReplicasAvailable: the server has its minimum replicas.
+	ReasonMinimumReplicasAvailable = "MinimumReplicasAvailable"
+	// ReasonMinimumReplicasUnavailable: the server lacks ready replicas.
+	ReasonMinimumReplicasUnavailable = "MinimumReplicasUnavailable"
+	// ReasonScaledToZero: workload.replicas is 0.
+	ReasonScaledToZero = "ScaledToZero"
+	// ReasonCacheNotReady: the operator-managed PostgreSQL is not ready.
+	ReasonCacheNotReady = "CacheNotReady"
+	// ReasonApplyFailed: writing an owned object to the API server failed.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonDeleting: the InferenceStack is being deleted.
+	ReasonDeleting = "Deleting"
+)
+
+// Reasons lists every condition reason the operator sets.
+var Reasons = []string{
+	ReasonSucceeded, ReasonAsExpected, ReasonInvalidConfig, ReasonOverrideConfigNotFound,
+	ReasonSecretNotFound, ReasonDistributionNotPinned, ReasonDeploying,
+	ReasonMinimumReplicasAvailable, ReasonMinimumReplicasUnavailable, ReasonScaledToZero,
+	ReasonCacheNotReady, ReasonApplyFailed, ReasonDeleting,
+}

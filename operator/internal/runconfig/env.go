@@ -1,0 +1,106 @@
+package runconfig
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+)
+
+// Environment variables the run config refers to. Provider secrets get
+// names of the form <API>_<PROVIDER ID>_<CONFIG KEY>, upper case with every
+// character other than a letter or digit turned into '_', e.g.
+// INFERENCE_OPENAI_API_KEY or VECTOR_IO_PGVECTOR_PASSWORD.
+const (
+	// EnvSQLiteStoreDir moves the sqlite stores (default DataDir).
+	EnvSQLiteStoreDir = "SQLITE_STORE_DIR"
+	// EnvRedisPassword carries storage.kv.password.
+	EnvRedisPassword = "REDIS_PASSWORD"
+	// EnvPostgresHost, EnvPostgresPort, EnvPostgresDB, EnvPostgresUser and
+	// EnvPostgresPassword point the SQL stores at PostgreSQL: the
+	// operator-managed one (spec.cache) or the external one
+	// (storage.sql.connectionString, split into the Secret
+	// ExternalSQLSecretName).
+	EnvPostgresHost     = "POSTGRES_HOST"
+	EnvPostgresPort     = "POSTGRES_PORT"
+	EnvPostgresDB       = "POSTGRES_DB"
+	EnvPostgresUser     = "POSTGRES_USER"
+	EnvPostgresPassword = "POSTGRES_PASSWORD"
+)
+
+// envSet collects the variables a run config needs; every name has one
+// origin (a field path) so that a clash is reported with both fields.
+type envSet struct {
+	vars   map[string]corev1.EnvVar
+	origin map[string]string
+	err    error
+}
+
+func newEnvSet() *envSet {
+	return &envSet{vars: map[string]corev1.EnvVar{}, origin: map[string]string{}}
+}
+
+// secret adds a variable filled from a Secret key and returns its
+// ${env.NAME} placeholder.
+func (e *envSet) secret(name string, ref corev1.SecretKeySelector, origin *field.Path) (string, error) {
+	ref = *ref.DeepCopy()
+	return e.add(corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &ref}}, origin)
+}
+
+// value adds a variable with a literal value.
+func (e *envSet) value(name, value string, origin *field.Path) (string, error) {
+	return e.add(corev1.EnvVar{Name: name, Value: value}, origin)
+}
+
+func (e *envSet) add(v corev1.EnvVar, origin *field.Path) (string, error) {
+	if prev, ok := e.origin[v.Name]; ok && prev != origin.String() {
+		return "", field.Duplicate(origin, fmt.Sprintf(
+			"environment variable %s is already used for %s: choose a different provider id or key", v.Name, prev))
+	}
+	e.vars[v.Name] = v
+	e.origin[v.Name] = origin.String()
+	return placeholder(v.Name), nil
+}
+
+func (e *envSet) list() []corev1.EnvVar {
+	out := make([]corev1.EnvVar, 0, len(e.vars))
+	for _, name := range slices.Sorted(maps.Keys(e.vars)) {
+		out = append(out, e.vars[name])
+	}
+	return out
+}
+
+// checkUserEnv refuses workload.env entries that would shadow a variable
+// the run config depends on.
+func (e *envSet) checkUserEnv(spec v1alpha1.InferenceStackSpec) error {
+	if spec.Workload == nil {
+		return nil
+	}
+	for i, v := range spec.Workload.Env {
+		if prev, ok := e.origin[v.Name]; ok {
+			return field.Invalid(field.NewPath("spec", "workload", "env").Index(i).Child("name"), v.Name,
+				fmt.Sprintf("the operator sets this variable for %s: remove it from workload.env", prev))
+		}
+	}
+	return nil
+}
+
+func placeholder(name string) string {
+	return "${env." + name + "}"
+}
+
+// envName builds a stable variable name from parts.
+func envName(parts ...string) string {
+	s := strings.ToUpper(strings.Join(parts, "_"))
+	return strings.Map(func(r rune) rune {
+		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return '_'
+	}, s)
+}

@@ -1,0 +1,255 @@
+package runconfig
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+)
+
+// apiList is the providers the user listed for one API.
+type apiList struct {
+	api   string // Llama Stack API name, e.g. vector_io
+	field string // spec field, e.g. vectorIo
+	list  v1alpha1.ProviderList
+}
+
+// apiProviders lists the user's providers per API, in a fixed order.
+func apiProviders(p *v1alpha1.ProvidersSpec) []apiList {
+	if p == nil {
+		return nil
+	}
+	return []apiList{
+		{string(v1alpha1.APIInference), "inference", p.Inference},
+		{string(v1alpha1.APISafety), "safety", p.Safety},
+		{string(v1alpha1.APIVectorIO), "vectorIo", p.VectorIO},
+		{string(v1alpha1.APIToolRuntime), "toolRuntime", p.ToolRuntime},
+		{string(v1alpha1.APITelemetry), "telemetry", p.Telemetry},
+	}
+}
+
+// userProviders returns the user's providers of one API.
+func userProviders(spec v1alpha1.InferenceStackSpec, api string) v1alpha1.ProviderList {
+	for _, l := range apiProviders(spec.Providers) {
+		if l.api == api {
+			return l.list
+		}
+	}
+	return nil
+}
+
+// providerID is the id a user provider gets in the run config.
+func providerID(p v1alpha1.ProviderSpec) string {
+	if p.ID != "" {
+		return p.ID
+	}
+	return p.Provider
+}
+
+// apiKeyKeys and endpointKeys name the config keys of remote providers
+// whose spelling differs from the common api_key and url.
+var (
+	apiKeyKeys   = map[string]string{"vllm": "api_token"}
+	endpointKeys = map[string]string{"openai": "base_url", "cerebras": "base_url"}
+)
+
+func apiKeyKey(providerName string) string {
+	if k, ok := apiKeyKeys[providerName]; ok {
+		return k
+	}
+	return "api_key"
+}
+
+func endpointKey(providerName string) string {
+	if k, ok := endpointKeys[providerName]; ok {
+		return k
+	}
+	return "url"
+}
+
+// overlayProviders merges the user's providers into the config by id: a
+// matching id is replaced, a new id appended, the rest kept.
+func overlayProviders(cfg *runConfig, spec v1alpha1.InferenceStackSpec, env *envSet) error {
+	base := field.NewPath("spec", "providers")
+	for _, l := range apiProviders(spec.Providers) {
+		if len(l.list) == 0 {
+			continue
+		}
+		path := base.Child(l.field)
+		if slices.Contains(spec.Disabled, v1alpha1.APIName(l.api)) {
+			return field.Forbidden(path, fmt.Sprintf("the %s API is disabled: remove it from spec.disabled or remove these providers", l.api))
+		}
+		seen := map[string]int{}
+		list := cfg.Providers[l.api]
+		for i, up := range l.list {
+			id := providerID(up)
+			if len(l.list) > 1 && up.ID == "" {
+				return field.Required(path.Index(i).Child("id"), "an API with more than one provider needs an id on each")
+			}
+			if j, dup := seen[id]; dup {
+				return field.Duplicate(path.Index(i).Child("id"), fmt.Sprintf("%s (also %s)", id, path.Index(j)))
+			}
+			seen[id] = i
+			p, err := userProvider(l.api, path.Index(i), up, env)
+			if err != nil {
+				return err
+			}
+			if k := slices.IndexFunc(list, func(b provider) bool { return b.ProviderID == id }); k >= 0 {
+				list[k] = p
+			} else {
+				list = append(list, p)
+			}
+		}
+		cfg.Providers[l.api] = list
+		if !slices.Contains(cfg.APIs, l.api) {
+			cfg.APIs = append(cfg.APIs, l.api)
+			slices.Sort(cfg.APIs)
+		}
+	}
+	return nil
+}
+
+// userProvider builds the run-config provider of a CRD provider: settings,
+// then the endpoint, then secrets as environment placeholders.
+func userProvider(api string, path *field.Path, up v1alpha1.ProviderSpec, env *envSet) (provider, error) {
+	id := providerID(up)
+	cfg, err := settings(path.Child("settings"), up)
+	if err != nil {
+		return provider{}, err
+	}
+	set := func(key string, value any, origin *field.Path) error {
+		if _, clash := cfg[key]; clash {
+			return field.Invalid(origin, key, fmt.Sprintf("config key %q is set twice (settings, endpoint, apiKey or secretRefs): set it once", key))
+		}
+		cfg[key] = value
+		return nil
+	}
+	if up.Endpoint != "" {
+		if err := set(endpointKey(up.Provider), up.Endpoint, path.Child("endpoint")); err != nil {
+			return provider{}, err
+		}
+	}
+	if up.APIKey != nil {
+		key := apiKeyKey(up.Provider)
+		ph, err := env.secret(envName(api, id, key), *up.APIKey, path.Child("apiKey"))
+		if err != nil {
+			return provider{}, err
+		}
+		if err := set(key, ph, path.Child("apiKey")); err != nil {
+			return provider{}, err
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(up.SecretRefs)) {
+		origin := path.Child("secretRefs").Key(key)
+		ph, err := env.secret(envName(api, id, key), up.SecretRefs[key], origin)
+		if err != nil {
+			return provider{}, err
+		}
+		if err := set(key, ph, origin); err != nil {
+			return provider{}, err
+		}
+	}
+	if len(cfg) == 0 {
+		cfg = nil
+	}
+	return provider{ProviderID: id, ProviderType: "remote::" + up.Provider, Config: cfg}, nil
+}
+
+// settings decodes the free-form settings into a fresh map.
+func settings(path *field.Path, up v1alpha1.ProviderSpec) (map[string]any, error) {
+	out := map[string]any{}
+	if up.Settings == nil || len(bytes.TrimSpace(up.Settings.Raw)) == 0 {
+		return out, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(up.Settings.Raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, field.Invalid(path, string(up.Settings.Raw), fmt.Sprintf("not valid JSON: %v", err))
+	}
+	m, ok := normalize(v).(map[string]any)
+	if !ok {
+		return nil, field.TypeInvalid(path, string(up.Settings.Raw), "settings must be an object of provider config keys")
+	}
+	if m != nil {
+		out = m
+	}
+	return out, nil
+}
+
+// normalize turns JSON numbers into int64 or float64 so they marshal as
+// YAML numbers.
+func normalize(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = normalize(e)
+		}
+		return t
+	case []any:
+		for i, e := range t {
+			t[i] = normalize(e)
+		}
+		return t
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i
+		}
+		if f, err := t.Float64(); err == nil && !math.IsInf(f, 0) {
+			return f
+		}
+		return t.String()
+	default:
+		return v
+	}
+}
+
+// providerIDs lists the ids of an API's providers in config order.
+func providerIDs(cfg *runConfig, api string) []string {
+	var ids []string
+	for _, p := range cfg.Providers[api] {
+		ids = append(ids, p.ProviderID)
+	}
+	return ids
+}
+
+// resolveProvider finds the provider id a resource refers to: an id, or the
+// name of a provider type when exactly one provider of the API has it
+// ("vllm" finds the provider of type remote::vllm). An empty reference
+// picks the only provider the user declared for the API, or the only one
+// the config has.
+func resolveProvider(cfg *runConfig, spec v1alpha1.InferenceStackSpec, api, ref string, path *field.Path) (string, error) {
+	ids := providerIDs(cfg, api)
+	if ref == "" {
+		if user := userProviders(spec, api); len(user) == 1 {
+			return providerID(user[0]), nil
+		}
+		if len(ids) == 1 {
+			return ids[0], nil
+		}
+		return "", field.Required(path, fmt.Sprintf("the stack has %d %s providers (%s): name one", len(ids), api, strings.Join(ids, ", ")))
+	}
+	if slices.Contains(ids, ref) {
+		return ref, nil
+	}
+	var byType []string
+	for _, p := range cfg.Providers[api] {
+		if _, name, _ := strings.Cut(p.ProviderType, "::"); name == ref {
+			byType = append(byType, p.ProviderID)
+		}
+	}
+	if len(byType) == 1 {
+		return byType[0], nil
+	}
+	if len(byType) > 1 {
+		return "", field.Invalid(path, ref, fmt.Sprintf("%d %s providers have type %s (%s): name one by id", len(byType), api, ref, strings.Join(byType, ", ")))
+	}
+	return "", field.Invalid(path, ref, fmt.Sprintf("no %s provider has this id or type; the %s providers are: %s", api, api, strings.Join(ids, ", ")))
+}

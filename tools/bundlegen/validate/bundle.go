@@ -1,0 +1,64 @@
+package validate
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/inferencestack/inferencestack/tools/internal/validate"
+)
+
+func newBundleCmd() *cobra.Command {
+	var (
+		v      validate.Bundle
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "bundle <dir>...",
+		Short: "Validate registry+v1 bundle directories",
+		Long: `Run operator-framework/api's default bundle validators, the operatorhub and good-practices
+suites, operator-registry's bundle format and content checks, and bundlegen's own rules (every
+image in relatedImages, the pin matches the Deployment, permissions match --rbac) on each bundle
+directory. Prints one line per finding (severity, source, file, field); exits 1 on any error.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			failed := 0
+			var reports []validate.Report
+			for _, dir := range args {
+				v.Dir = dir
+				r, err := v.Run(cmd.Context())
+				if err != nil {
+					return err
+				}
+				reports = append(reports, r)
+				if r.HasErrors() {
+					failed++
+				}
+			}
+			switch output {
+			case "json":
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(reports); err != nil {
+					return err
+				}
+			case "text":
+				for _, r := range reports {
+					r.Print(cmd.OutOrStdout())
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: %d errors, %d findings\n", r.Dir, r.Errors(), len(r.Findings))
+				}
+			default:
+				return fmt.Errorf("--output %q: want text or json", output)
+			}
+			if failed > 0 {
+				return fmt.Errorf("%d of %d bundles have errors", failed, len(args))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&v.RBACDir, "rbac", "", "also check the CSV's permissions against the RBAC manifests in this directory")
+	cmd.Flags().StringVar(&v.KubeVersion, "kube-version", "", "Kubernetes version for the removed-API checks")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}

@@ -1,0 +1,140 @@
+package csv
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// Document is one YAML document of a manifest file.
+type Document struct {
+	// File is the file it came from.
+	File string
+	// Kind is its kind.
+	Kind string
+	// Data is its JSON encoding.
+	Data []byte
+}
+
+// ReadDocuments reads every YAML document of the *.yaml and *.yml files of
+// dir (not kustomization.yaml), in file name order. A missing dir is an error.
+func ReadDocuments(dir string) ([]Document, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var docs []Document
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || n == "kustomization.yaml" || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+			continue
+		}
+		d, err := ReadFileDocuments(filepath.Join(dir, n))
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, d...)
+	}
+	return docs, nil
+}
+
+// ReadFileDocuments reads every YAML document of one file.
+func ReadFileDocuments(path string) ([]Document, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	reader := utilyaml.NewYAMLReader(bufioReader(data))
+	var docs []Document
+	for {
+		raw, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
+			continue
+		}
+		js, err := yaml.YAMLToJSON(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		var meta struct {
+			Kind string `json:"kind"`
+		}
+		if err := yaml.Unmarshal(js, &meta); err != nil || meta.Kind == "" {
+			return nil, fmt.Errorf("%s: a document has no kind", path)
+		}
+		docs = append(docs, Document{File: path, Kind: meta.Kind, Data: js})
+	}
+	return docs, nil
+}
+
+func stripComments(b []byte) []byte {
+	var out [][]byte
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if t := bytes.TrimSpace(l); len(t) > 0 && t[0] != '#' && !bytes.Equal(t, []byte("---")) {
+			out = append(out, l)
+		}
+	}
+	return bytes.Join(out, []byte("\n"))
+}
+
+// Decode decodes the document into obj, refusing unknown fields.
+func (d Document) Decode(obj any) error {
+	if err := yaml.UnmarshalStrict(d.Data, obj); err != nil {
+		return fmt.Errorf("%s: %s: %w", d.File, d.Kind, err)
+	}
+	return nil
+}
+
+// LoadRBAC reads the Roles, ClusterRoles and their bindings from the YAML
+// files of dir; other kinds (ServiceAccount) are skipped.
+func LoadRBAC(dir string) (RBAC, error) {
+	docs, err := ReadDocuments(dir)
+	if err != nil {
+		return RBAC{}, fmt.Errorf("RBAC manifests: %w", err)
+	}
+	var r RBAC
+	for _, d := range docs {
+		switch d.Kind {
+		case "ClusterRole":
+			var o rbacv1.ClusterRole
+			err = d.Decode(&o)
+			r.ClusterRoles = append(r.ClusterRoles, o)
+		case "Role":
+			var o rbacv1.Role
+			err = d.Decode(&o)
+			r.Roles = append(r.Roles, o)
+		case "ClusterRoleBinding":
+			var o rbacv1.ClusterRoleBinding
+			err = d.Decode(&o)
+			r.ClusterRoleBindings = append(r.ClusterRoleBindings, o)
+		case "RoleBinding":
+			var o rbacv1.RoleBinding
+			err = d.Decode(&o)
+			r.RoleBindings = append(r.RoleBindings, o)
+		}
+		if err != nil {
+			return RBAC{}, err
+		}
+	}
+	if !slices.ContainsFunc(docs, func(d Document) bool { return d.Kind == "ClusterRole" || d.Kind == "Role" }) {
+		return RBAC{}, fmt.Errorf("RBAC manifests in %s: no Role or ClusterRole: run `make manifests` to generate role.yaml", dir)
+	}
+	return r, nil
+}
+
+func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }

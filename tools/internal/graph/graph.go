@@ -1,0 +1,235 @@
+// Package graph draws a package's upgrade graph from its catalog: Mermaid
+// text (graph.md, rendered by code review tools) and a self-contained SVG
+// (graph.svg, no external renderer or fonts), one lane per channel, bundles
+// in version order, deprecated bundles and channels marked.
+package graph
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/blang/semver/v4"
+
+	"github.com/inferencestack/inferencestack/tools/internal/fbc"
+)
+
+// Files written per package under catalog/<package>/ (and the root .indexignore).
+const (
+	MarkdownFile = "graph.md"
+	SVGFile      = "graph.svg"
+	// IndexIgnoreFile, at the catalog root, keeps the graph files out of the
+	// catalog: operator-registry and catalogd parse every other file as FBC.
+	IndexIgnoreFile = ".indexignore"
+)
+
+const indexIgnore = "*.svg\n*.md\n"
+
+// Graph writes graph.md and graph.svg for every package of a catalog.
+type Graph struct {
+	// CatalogDir is the catalog root (e.g. catalog/).
+	CatalogDir string
+	// OutDir receives <package>/graph.{md,svg}; empty means CatalogDir.
+	OutDir string
+	// Packages limits the output to these packages; empty means all.
+	Packages []string
+}
+
+// Run loads the catalog and writes the files atomically, returning their paths.
+func (g Graph) Run(ctx context.Context) ([]string, error) {
+	pkgs, err := fbc.Load(ctx, g.CatalogDir)
+	if err != nil {
+		return nil, err
+	}
+	out := g.OutDir
+	if out == "" {
+		out = g.CatalogDir
+	}
+	var written []string
+	for _, want := range g.Packages {
+		if !slices.ContainsFunc(pkgs, func(p fbc.Package) bool { return p.Name == want }) {
+			return nil, fmt.Errorf("catalog %s has no package %q", g.CatalogDir, want)
+		}
+	}
+	for _, p := range pkgs {
+		if len(g.Packages) > 0 && !slices.Contains(g.Packages, p.Name) {
+			continue
+		}
+		for name, data := range map[string]string{MarkdownFile: Markdown(p), SVGFile: SVG(p)} {
+			path := filepath.Join(out, p.Name, name)
+			if err := fbc.WriteFileAtomic(path, []byte(data)); err != nil {
+				return nil, err
+			}
+			written = append(written, path)
+		}
+	}
+	if len(written) > 0 {
+		path := filepath.Join(out, IndexIgnoreFile)
+		if err := fbc.WriteFileAtomic(path, []byte(indexIgnore)); err != nil {
+			return nil, err
+		}
+		written = append(written, path)
+	}
+	slices.Sort(written)
+	return written, nil
+}
+
+// Edge kinds, in drawing order.
+const (
+	Replaces  = "replaces"
+	Skips     = "skips"
+	SkipRange = "skipRange"
+)
+
+// Edge is an upgrade edge drawn from an older bundle to the bundle that
+// accepts upgrades from it. FromChannel differs from Channel only for a
+// skipRange that reaches into another channel (a cross-major bridge).
+type Edge struct {
+	FromChannel, From string
+	Channel, To       string
+	Kind              string
+}
+
+// Edges lists the drawable edges of a package, in a stable order. A
+// skipRange edge comes from every bundle of the package in the range: from
+// the same channel when the bundle is in it, else from a channel of the same
+// type (stable-v1 for stable-v2), else from the first channel that holds it.
+func Edges(p fbc.Package) []Edge {
+	var out []Edge
+	for _, c := range p.Channels {
+		has := func(name string) bool {
+			return slices.ContainsFunc(c.Entries, func(e fbc.Entry) bool { return e.Name == name })
+		}
+		for _, e := range c.Entries {
+			if e.Replaces != "" && has(e.Replaces) {
+				out = append(out, Edge{c.Name, e.Replaces, c.Name, e.Name, Replaces})
+			}
+			for _, s := range e.Skips {
+				if has(s) && s != e.Replaces {
+					out = append(out, Edge{c.Name, s, c.Name, e.Name, Skips})
+				}
+			}
+			if e.SkipRange == "" {
+				continue
+			}
+			r, err := semver.ParseRange(e.SkipRange)
+			if err != nil {
+				continue
+			}
+			for _, b := range p.Bundles {
+				if b.Name == e.Name || !r(b.Version) || e.Replaces == b.Name || slices.Contains(e.Skips, b.Name) {
+					continue
+				}
+				from := c.Name
+				if !has(b.Name) {
+					from = sourceChannel(p, c.Name, b.Name)
+				}
+				if from != "" {
+					out = append(out, Edge{from, b.Name, c.Name, e.Name, SkipRange})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// sourceChannel picks the lane a cross-channel edge starts from: a channel
+// of the same type as the target (stable-v1 for stable-v2), else the first
+// channel by name that holds the bundle.
+func sourceChannel(p fbc.Package, target, bundle string) string {
+	kind, _, _ := strings.Cut(target, "-v")
+	first := ""
+	for _, c := range p.Channels {
+		if !slices.ContainsFunc(c.Entries, func(x fbc.Entry) bool { return x.Name == bundle }) {
+			continue
+		}
+		if k, _, _ := strings.Cut(c.Name, "-v"); k == kind {
+			return c.Name
+		}
+		if first == "" {
+			first = c.Name
+		}
+	}
+	return first
+}
+
+func version(p fbc.Package, name string) string {
+	if b, ok := p.Bundle(name); ok {
+		return b.Version.String()
+	}
+	return name
+}
+
+func channelLabel(p fbc.Package, c fbc.Channel) string {
+	label := c.Name
+	if c.Name == p.DefaultChannel {
+		label += " (default)"
+	}
+	if c.Deprecated != "" {
+		label += " (deprecated)"
+	}
+	return label
+}
+
+// Mermaid renders the graph as a Mermaid flowchart: a subgraph per channel,
+// nodes labelled by version, edges labelled by kind.
+func Mermaid(p fbc.Package) string {
+	var sb strings.Builder
+	id := func(ch, bundle string) string {
+		ci := slices.IndexFunc(p.Channels, func(c fbc.Channel) bool { return c.Name == ch })
+		bi := slices.IndexFunc(p.Bundles, func(b fbc.Bundle) bool { return b.Name == bundle })
+		return fmt.Sprintf("c%d_b%d", ci, bi)
+	}
+	sb.WriteString("graph LR\n")
+	var deprecated []string
+	for ci, c := range p.Channels {
+		fmt.Fprintf(&sb, "  subgraph c%d[\"%s\"]\n    direction LR\n", ci, channelLabel(p, c))
+		for _, e := range c.Entries {
+			label := version(p, e.Name)
+			if b, ok := p.Bundle(e.Name); ok && b.Deprecated != "" {
+				label += " (deprecated)"
+				deprecated = append(deprecated, id(c.Name, e.Name))
+			}
+			fmt.Fprintf(&sb, "    %s[\"%s\"]\n", id(c.Name, e.Name), label)
+		}
+		sb.WriteString("  end\n")
+	}
+	arrows := map[string]string{Replaces: "-->", Skips: "-.->", SkipRange: "==>"}
+	for _, e := range Edges(p) {
+		fmt.Fprintf(&sb, "  %s %s|%s| %s\n", id(e.FromChannel, e.From), arrows[e.Kind], e.Kind, id(e.Channel, e.To))
+	}
+	if len(deprecated) > 0 {
+		sb.WriteString("  classDef deprecated fill:#fde2e2,stroke:#c0392b,stroke-dasharray:4 3\n")
+		fmt.Fprintf(&sb, "  class %s deprecated\n", strings.Join(deprecated, ","))
+	}
+	return sb.String()
+}
+
+// Markdown is graph.md: a generated-file note, the package summary and the
+// Mermaid graph in a fenced block.
+func Markdown(p fbc.Package) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "<!-- Generated by `bundlegen graph` from catalog/%s/catalog.yaml. Do not edit. -->\n\n", p.Name)
+	fmt.Fprintf(&sb, "# Upgrade graph of `%s`\n\n", p.Name)
+	fmt.Fprintf(&sb, "Default channel: `%s`. Arrows point from an installed version to the version OLM may upgrade it to: ", p.DefaultChannel)
+	sb.WriteString("solid `replaces`, dotted `skips`, thick `skipRange`.\n")
+	if p.Deprecated != "" {
+		fmt.Fprintf(&sb, "\n**Deprecated package:** %s\n", p.Deprecated)
+	}
+	for _, c := range p.Channels {
+		if c.Deprecated != "" {
+			fmt.Fprintf(&sb, "\n- Channel `%s` is deprecated: %s", c.Name, c.Deprecated)
+		}
+	}
+	for _, b := range p.Bundles {
+		if b.Deprecated != "" {
+			fmt.Fprintf(&sb, "\n- Bundle `%s` is deprecated: %s", b.Name, b.Deprecated)
+		}
+	}
+	sb.WriteString("\n\n```mermaid\n")
+	sb.WriteString(Mermaid(p))
+	sb.WriteString("```\n")
+	return sb.String()
+}

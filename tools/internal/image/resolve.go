@@ -1,0 +1,93 @@
+package image
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// ResolveOptions tune how Resolve reaches a registry.
+type ResolveOptions struct {
+	// Insecure allows plain HTTP to registries that are not on a loopback or
+	// private address (those use HTTP anyway).
+	Insecure bool
+	// Remote holds extra go-containerregistry options (a transport in tests).
+	Remote []remote.Option
+}
+
+// Resolve asks the registry for the digest of ref (a tag or digest reference)
+// and returns the digest reference "<repository>@sha256:...". A reference that
+// already names a digest is returned in that form without a registry call.
+func Resolve(ctx context.Context, ref string, opts ResolveOptions) (string, error) {
+	var nameOpts []name.Option
+	if opts.Insecure {
+		nameOpts = append(nameOpts, name.Insecure)
+	}
+	r, err := name.ParseReference(ref, nameOpts...)
+	if err != nil {
+		return "", fmt.Errorf("image reference %q does not parse: %w", ref, err)
+	}
+	if d, ok := r.(name.Digest); ok {
+		return d.Context().Name() + "@" + d.DigestStr(), nil
+	}
+	ropts := append([]remote.Option{
+		remote.WithContext(ctx),
+		remote.WithAuthFromKeychain(authn.DefaultKeychain),
+	}, opts.Remote...)
+	desc, err := remote.Head(r, ropts...)
+	if err != nil {
+		// Some registries answer HEAD poorly; GET the manifest before giving up.
+		full, gerr := remote.Get(r, ropts...)
+		if gerr != nil {
+			return "", fmt.Errorf("resolving %s: %w", ref, err)
+		}
+		desc = &full.Descriptor
+	}
+	return r.Context().Name() + "@" + desc.Digest.String(), nil
+}
+
+// CheckReference reports whether ref is a well-formed image reference, as the
+// container runtime will parse it.
+func CheckReference(ref string) error {
+	if ref == "" {
+		return fmt.Errorf("image reference is empty")
+	}
+	if strings.TrimSpace(ref) != ref {
+		return fmt.Errorf("image reference %q has surrounding spaces", ref)
+	}
+	if _, err := name.ParseReference(ref, name.StrictValidation); err != nil {
+		return fmt.Errorf("image reference %q does not parse: %w", ref, err)
+	}
+	return nil
+}
+
+// CheckDigest reports whether d is a well-formed "sha256:<64 hex>" digest.
+func CheckDigest(d string) error {
+	if _, err := name.NewDigest("example.invalid/x@"+d, name.StrictValidation); err != nil {
+		return fmt.Errorf("digest %q is not of the form sha256:<64 hex digits>: %w", d, err)
+	}
+	return nil
+}
+
+// WithDigest returns the digest reference "<repository>@<digest>" of ref. The
+// tag, if any, is dropped: a digest reference names exactly one image.
+func WithDigest(ref, digest string) (string, error) {
+	r, err := name.ParseReference(ref, name.StrictValidation)
+	if err != nil {
+		return "", fmt.Errorf("image reference %q does not parse: %w", ref, err)
+	}
+	if err := CheckDigest(digest); err != nil {
+		return "", err
+	}
+	return r.Context().Name() + "@" + digest, nil
+}
+
+// HasDigest reports whether ref names its image by digest.
+func HasDigest(ref string) bool {
+	_, err := name.NewDigest(ref)
+	return err == nil
+}

@@ -1,0 +1,155 @@
+package release
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/inferencestack/inferencestack/tools/internal/image"
+)
+
+// Pin is the operand version pin shipped in the operator bundle's ConfigMap.
+// It has the fields, and marshals to the bytes, of operator/internal/Pin,
+// which tools/ cannot import (Go's internal rule); a test keeps them equal.
+type Pin struct {
+	// OperatorVersion is the operator release that ships this pin.
+	OperatorVersion string `json:"operatorVersion"`
+	// Operands maps a distribution name to its image reference.
+	Operands map[string]string `json:"operands"`
+}
+
+// Marshal encodes the pin with sorted keys.
+func (p Pin) Marshal() ([]byte, error) { return yaml.Marshal(p) }
+
+// EnvName is the RELATED_IMAGE_ variable that carries a distribution's image,
+// as operator/internal/pin.EnvName: "remote-vllm" -> RELATED_IMAGE_REMOTE_VLLM.
+func EnvName(distribution string) string {
+	return "RELATED_IMAGE_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(distribution))
+}
+
+// Images are the images a release ships, by digest where the lock knows it.
+type Images struct {
+	// Operator is the controller image.
+	Operator string
+	// Operands maps a distribution to its server image.
+	Operands map[string]string
+	// Warnings name the images left as tags.
+	Warnings []string
+}
+
+// Pin returns the operand pin of this release.
+func (i Images) Pin(version string) Pin {
+	return Pin{OperatorVersion: version, Operands: maps.Clone(i.Operands)}
+}
+
+// PinImages pins every image of in through lock.
+func PinImages(in Input, lock Lock, allowTags bool) (Images, error) {
+	out := Images{Operands: map[string]string{}}
+	p, err := lock.Pin(in.OperatorImage, allowTags)
+	if err != nil {
+		return Images{}, fmt.Errorf("release input %s: field operatorImage: %w", in.Path, err)
+	}
+	out.Operator = p.Ref
+	if p.Warning != "" {
+		out.Warnings = append(out.Warnings, p.Warning)
+	}
+	for _, d := range slices.Sorted(maps.Keys(in.Operands)) {
+		p, err := lock.Pin(in.Operands[d], allowTags)
+		if err != nil {
+			return Images{}, fmt.Errorf("release input %s: field operands.%s: %w", in.Path, d, err)
+		}
+		out.Operands[d] = p.Ref
+		if p.Warning != "" {
+			out.Warnings = append(out.Warnings, p.Warning)
+		}
+	}
+	return out, nil
+}
+
+// Resolver returns the digest reference of an image reference.
+type Resolver func(ctx context.Context, ref string) (string, error)
+
+// PinRequest computes the operand pin of one release, from the lock or, with
+// Resolve, from the registries (recording the digests in the lock).
+type PinRequest struct {
+	// ReleasesDir holds the <version>.yaml release inputs.
+	ReleasesDir string
+	// LockPath is the image digest lock.
+	LockPath string
+	// Version selects the release; empty means the highest.
+	Version string
+	// Resolve asks the registries for the digests and rewrites the lock.
+	Resolve bool
+	// Resolver reaches the registries; nil uses image.Resolve.
+	Resolver Resolver
+	// AllowTags lets images without a digest through, with a warning.
+	AllowTags bool
+	// Warnings receives warnings; nil discards them.
+	Warnings io.Writer
+}
+
+// Run returns the pin of the selected release.
+func (r PinRequest) Run(ctx context.Context) (Pin, error) {
+	path := filepath.Join(r.ReleasesDir, r.Version+".yaml")
+	if r.Version == "" {
+		var err error
+		if path, err = Latest(r.ReleasesDir); err != nil {
+			return Pin{}, err
+		}
+	}
+	in, err := LoadInput(path)
+	if err != nil {
+		return Pin{}, err
+	}
+	lock, err := LoadLock(r.LockPath)
+	if err != nil {
+		return Pin{}, err
+	}
+	if r.Resolve {
+		resolve := r.Resolver
+		if resolve == nil {
+			resolve = func(ctx context.Context, ref string) (string, error) {
+				return image.Resolve(ctx, ref, image.ResolveOptions{})
+			}
+		}
+		for _, ref := range in.Images() {
+			if image.HasDigest(ref) {
+				continue
+			}
+			resolved, err := resolve(ctx, ref)
+			if err != nil {
+				return Pin{}, fmt.Errorf("release input %s: %w", path, err)
+			}
+			_, digest, _ := cutDigest(resolved)
+			lock.Images[ref] = digest
+		}
+		if err := lock.Write(r.LockPath); err != nil {
+			return Pin{}, fmt.Errorf("writing image lock: %w", err)
+		}
+	}
+	images, err := PinImages(in, lock, r.AllowTags)
+	if err != nil {
+		return Pin{}, err
+	}
+	if r.Warnings != nil {
+		for _, w := range images.Warnings {
+			fmt.Fprintln(r.Warnings, w)
+		}
+	}
+	return images.Pin(in.Version), nil
+}
+
+func cutDigest(ref string) (string, string, bool) {
+	for i := len(ref) - 1; i >= 0; i-- {
+		if ref[i] == '@' {
+			return ref[:i], ref[i+1:], true
+		}
+	}
+	return ref, "", false
+}

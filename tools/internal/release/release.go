@@ -1,0 +1,146 @@
+// Package release reads the human-edited release inputs under channels/: one
+// file per operator version (channels/releases/<version>.yaml) and the image
+// digest lock beside them (channels/images.lock), and turns them into the
+// images a release ships, by digest.
+package release
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/blang/semver/v4"
+	"sigs.k8s.io/yaml"
+
+	"github.com/inferencestack/inferencestack/tools/internal/image"
+)
+
+// Distributions are the distribution names the operator embeds; a release
+// input may pin operand images only for these.
+var Distributions = []string{"meta-reference-gpu", "postgres-demo", "remote-vllm", "starter"}
+
+// Input is one release input file, channels/releases/<version>.yaml.
+type Input struct {
+	// Version is the operator version, semver without a leading "v".
+	Version string `json:"version"`
+	// ReleaseDate is the RFC 3339 time of the release; it becomes the CSV's
+	// createdAt annotation, so regenerating a bundle never reads the clock.
+	ReleaseDate string `json:"releaseDate"`
+	// MinKubeVersion is the lowest Kubernetes version the release supports.
+	MinKubeVersion string `json:"minKubeVersion"`
+	// OperatorImage is the controller image, by tag or digest.
+	OperatorImage string `json:"operatorImage"`
+	// Operands maps a distribution name to its Llama Stack server image.
+	Operands map[string]string `json:"operands"`
+
+	// Path is the file the input was read from (for messages).
+	Path string `json:"-"`
+}
+
+// SemVer returns the parsed Version.
+func (in Input) SemVer() semver.Version {
+	return semver.MustParse(in.Version)
+}
+
+// Created returns ReleaseDate normalized to UTC RFC 3339.
+func (in Input) Created() string {
+	t, _ := time.Parse(time.RFC3339, in.ReleaseDate)
+	return t.UTC().Format(time.RFC3339)
+}
+
+// LoadInput reads and checks a release input file.
+func LoadInput(path string) (Input, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Input{}, fmt.Errorf("release input: %w", err)
+	}
+	var in Input
+	if err := yaml.UnmarshalStrict(data, &in); err != nil {
+		return Input{}, fmt.Errorf("release input %s: %w (fields: version, releaseDate, minKubeVersion, operatorImage, operands)", path, err)
+	}
+	in.Path = path
+	return in, in.check()
+}
+
+func (in Input) check() error {
+	var errs []error
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("release input %s: field %s: %s", in.Path, field, fmt.Sprintf(format, args...)))
+	}
+	if _, err := semver.Parse(in.Version); err != nil {
+		fail("version", "%q is not a semantic version (%v): write it as MAJOR.MINOR.PATCH, without a leading v", in.Version, err)
+	} else if base := strings.TrimSuffix(filepath.Base(in.Path), filepath.Ext(in.Path)); base != in.Version {
+		fail("version", "%q differs from the file name %q: name the file <version>.yaml", in.Version, filepath.Base(in.Path))
+	}
+	if _, err := time.Parse(time.RFC3339, in.ReleaseDate); err != nil {
+		fail("releaseDate", "%q is not an RFC 3339 time such as 2026-11-22T00:00:00Z", in.ReleaseDate)
+	}
+	if _, err := semver.ParseTolerant(in.MinKubeVersion); err != nil {
+		fail("minKubeVersion", "%q is not a version such as 1.30.0", in.MinKubeVersion)
+	}
+	if err := image.CheckReference(in.OperatorImage); err != nil {
+		fail("operatorImage", "%v: write registry/repository:tag or registry/repository@sha256:<digest>", err)
+	}
+	if len(in.Operands) == 0 {
+		fail("operands", "empty: name the image of at least one distribution (%s)", strings.Join(Distributions, ", "))
+	}
+	for _, d := range slices.Sorted(maps.Keys(in.Operands)) {
+		if !slices.Contains(Distributions, d) {
+			fail("operands."+d, "unknown distribution %q: the operator knows %s", d, strings.Join(Distributions, ", "))
+			continue
+		}
+		if err := image.CheckReference(in.Operands[d]); err != nil {
+			fail("operands."+d, "%v: write registry/repository:tag or registry/repository@sha256:<digest>", err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Images returns every image of the release: the operator first, then the
+// operands in distribution order.
+func (in Input) Images() []string {
+	images := []string{in.OperatorImage}
+	for _, d := range slices.Sorted(maps.Keys(in.Operands)) {
+		images = append(images, in.Operands[d])
+	}
+	return images
+}
+
+// Latest returns the release input with the highest version in dir.
+func Latest(dir string) (string, error) {
+	versions, err := Versions(dir)
+	if err != nil {
+		return "", err
+	}
+	if len(versions) == 0 {
+		return "", fmt.Errorf("no release inputs (<version>.yaml) in %s: add one, see docs/release.md", dir)
+	}
+	return filepath.Join(dir, versions[len(versions)-1].String()+".yaml"), nil
+}
+
+// Versions lists the versions of the release inputs in dir, lowest first.
+func Versions(dir string) ([]semver.Version, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("release inputs: %w", err)
+	}
+	var versions []semver.Version
+	for _, e := range entries {
+		base, ok := strings.CutSuffix(e.Name(), ".yaml")
+		if e.IsDir() || !ok {
+			continue
+		}
+		v, err := semver.Parse(base)
+		if err != nil {
+			return nil, fmt.Errorf("release input %s: the file name is not <semver>.yaml", filepath.Join(dir, e.Name()))
+		}
+		versions = append(versions, v)
+	}
+	slices.SortFunc(versions, func(a, b semver.Version) int { return a.Compare(b) })
+	return versions, nil
+}

@@ -1,0 +1,258 @@
+// Package upgrades computes the upgrade path OLM v1 (operator-controller)
+// would take from an installed bundle version, by the same rules as its
+// resolver: a candidate must be a successor of the installed bundle by a
+// catalog edge (replaces, skips or skipRange, in any channel of the package)
+// or the installed version itself; it must sit in one of the requested
+// channels and inside the requested version range (Masterminds/semver
+// constraints, as in ClusterExtension spec.source.catalog.version);
+// candidates are ordered non-deprecated first, then highest version first,
+// and the first one wins. Repeating that step until nothing changes gives the
+// path, one hop per resolution.
+package upgrades
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	mmsemver "github.com/Masterminds/semver/v3"
+	"github.com/blang/semver/v4"
+
+	"github.com/inferencestack/inferencestack/tools/internal/fbc"
+)
+
+// Upgrades asks for the path from one installed version.
+type Upgrades struct {
+	// Package is the package's upgrade graph (see fbc.Load).
+	Package fbc.Package
+	// From is the installed bundle version, e.g. "1.0.0".
+	From string
+	// Channels restricts candidates to bundles in these channels, like
+	// ClusterExtension spec.source.catalog.channels. Empty means all.
+	Channels []string
+	// VersionRange restricts candidates like spec.source.catalog.version,
+	// e.g. "1.x" or ">=1.0.0 <2.0.0". Empty means any.
+	VersionRange string
+}
+
+// Step is one resolution: the bundle OLM v1 moves to and the edge it uses.
+type Step struct {
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Version string `json:"version"`
+	// Edge says how To is a successor of From, e.g. `replaces in stable-v1`.
+	Edge       string `json:"edge"`
+	Deprecated bool   `json:"deprecated,omitempty"`
+}
+
+// Unreachable is a newer bundle the path does not reach, and why.
+type Unreachable struct {
+	Bundle  string `json:"bundle"`
+	Version string `json:"version"`
+	Reason  string `json:"reason"`
+}
+
+// Result is the path and what it cannot reach.
+type Result struct {
+	Package string `json:"package"`
+	// Installed is the starting bundle name.
+	Installed string `json:"installed"`
+	Path      []Step `json:"path"`
+	// Final is the bundle the path ends on: the newest one reachable.
+	Final       string        `json:"final"`
+	Unreachable []Unreachable `json:"unreachable,omitempty"`
+}
+
+// Run computes the path.
+func (u Upgrades) Run(_ context.Context) (Result, error) {
+	p := u.Package
+	from, err := semver.Parse(strings.TrimPrefix(u.From, "v"))
+	if err != nil {
+		return Result{}, fmt.Errorf("--from %q is not a semver version: %w", u.From, err)
+	}
+	idx := slices.IndexFunc(p.Bundles, func(b fbc.Bundle) bool { return b.Version.EQ(from) })
+	if idx < 0 {
+		return Result{}, fmt.Errorf("package %q has no bundle with version %s; versions: %s", p.Name, from, versions(p.Bundles))
+	}
+	for _, c := range u.Channels {
+		if _, ok := p.Channel(c); !ok {
+			return Result{}, fmt.Errorf("package %q has no channel %q; channels: %s", p.Name, c, channelNames(p))
+		}
+	}
+	var constraint *mmsemver.Constraints
+	if u.VersionRange != "" {
+		constraint, err = mmsemver.NewConstraint(u.VersionRange)
+		if err != nil {
+			return Result{}, fmt.Errorf("--version-range %q is not a valid range (e.g. \"1.x\", \">=1.0.0 <2.0.0\"): %w", u.VersionRange, err)
+		}
+	}
+
+	res := Result{Package: p.Name, Installed: p.Bundles[idx].Name}
+	cur := p.Bundles[idx]
+	for range len(p.Bundles) {
+		next, edge := u.resolve(cur, constraint)
+		if next.Name == cur.Name {
+			break
+		}
+		res.Path = append(res.Path, Step{From: cur.Name, To: next.Name, Version: next.Version.String(), Edge: edge, Deprecated: next.Deprecated != ""})
+		cur = next
+	}
+	res.Final = cur.Name
+
+	for _, b := range p.Bundles {
+		if b.Version.LTE(cur.Version) {
+			continue
+		}
+		res.Unreachable = append(res.Unreachable, Unreachable{Bundle: b.Name, Version: b.Version.String(), Reason: u.why(cur, b, constraint)})
+	}
+	return res, nil
+}
+
+// resolve is one OLM v1 resolution from installed; it returns installed
+// itself when no successor qualifies.
+func (u Upgrades) resolve(installed fbc.Bundle, constraint *mmsemver.Constraints) (fbc.Bundle, string) {
+	var candidates []fbc.Bundle
+	edges := map[string]string{}
+	for _, b := range u.Package.Bundles {
+		if !u.inChannels(b) || !inRange(b, constraint) {
+			continue
+		}
+		if b.Name == installed.Name || b.Version.EQ(installed.Version) {
+			candidates = append(candidates, b)
+			continue
+		}
+		if edge := successorEdge(u.Package, installed, b); edge != "" {
+			candidates = append(candidates, b)
+			edges[b.Name] = edge
+		}
+	}
+	if len(candidates) == 0 {
+		return installed, ""
+	}
+	slices.SortStableFunc(candidates, func(a, b fbc.Bundle) int {
+		if ad, bd := a.Deprecated != "", b.Deprecated != ""; ad != bd {
+			if ad {
+				return 1
+			}
+			return -1
+		}
+		return b.Version.Compare(a.Version)
+	})
+	return candidates[0], edges[candidates[0].Name]
+}
+
+func (u Upgrades) inChannels(b fbc.Bundle) bool {
+	if len(u.Channels) == 0 {
+		return true
+	}
+	for _, c := range u.Package.Channels {
+		if slices.Contains(u.Channels, c.Name) && slices.ContainsFunc(c.Entries, func(e fbc.Entry) bool { return e.Name == b.Name }) {
+			return true
+		}
+	}
+	return false
+}
+
+func inRange(b fbc.Bundle, constraint *mmsemver.Constraints) bool {
+	if constraint == nil {
+		return true
+	}
+	v, err := mmsemver.NewVersion(b.Version.String())
+	return err == nil && constraint.Check(v)
+}
+
+// successorEdge returns how candidate succeeds installed, naming every
+// channel that holds the edge (OLM v1 reads edges from all channels), or "".
+func successorEdge(p fbc.Package, installed, candidate fbc.Bundle) string {
+	var kinds []string
+	channels := map[string][]string{}
+	for _, c := range p.Channels {
+		for _, e := range c.Entries {
+			if e.Name != candidate.Name {
+				continue
+			}
+			kind := ""
+			switch {
+			case e.Replaces == installed.Name:
+				kind = "replaces"
+			case slices.Contains(e.Skips, installed.Name):
+				kind = "skips"
+			case e.SkipRange != "":
+				// OLM v1 reads skipRange with blang/semver, as OLM v0 did.
+				if r, err := semver.ParseRange(e.SkipRange); err == nil && r(installed.Version) {
+					kind = fmt.Sprintf("skipRange %q", e.SkipRange)
+				}
+			}
+			if kind == "" {
+				continue
+			}
+			if !slices.Contains(kinds, kind) {
+				kinds = append(kinds, kind)
+			}
+			channels[kind] = append(channels[kind], c.Name)
+		}
+	}
+	var parts []string
+	for _, k := range kinds {
+		parts = append(parts, k+" in "+strings.Join(channels[k], ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// why explains why target is not reached from final, the path's end.
+func (u Upgrades) why(final, target fbc.Bundle, constraint *mmsemver.Constraints) string {
+	if !u.inChannels(target) {
+		return fmt.Sprintf("not in the requested channels %v", u.Channels)
+	}
+	if !inRange(target, constraint) {
+		return fmt.Sprintf("outside the version range %q", u.VersionRange)
+	}
+	if edge := successorEdge(u.Package, final, target); edge != "" {
+		// A direct edge exists but a better candidate won.
+		return fmt.Sprintf("a successor of %s (%s), but OLM v1 prefers non-deprecated and higher versions and ends on %s", final.Name, edge, final.Name)
+	}
+	var edges []string
+	for _, c := range u.Package.Channels {
+		for _, e := range c.Entries {
+			if e.Name != target.Name {
+				continue
+			}
+			var parts []string
+			if e.Replaces != "" {
+				parts = append(parts, "replaces "+e.Replaces)
+			}
+			if len(e.Skips) > 0 {
+				parts = append(parts, "skips "+strings.Join(e.Skips, ", "))
+			}
+			if e.SkipRange != "" {
+				parts = append(parts, fmt.Sprintf("skipRange %q", e.SkipRange))
+			}
+			if len(parts) == 0 {
+				parts = append(parts, "no incoming edges")
+			}
+			edges = append(edges, c.Name+": "+strings.Join(parts, "; "))
+		}
+	}
+	reason := fmt.Sprintf("no replaces, skips or skipRange edge leads from %s (%s) to it (%s)", final.Name, final.Version, strings.Join(edges, " | "))
+	if target.Version.Major != final.Version.Major {
+		reason += fmt.Sprintf("; the semver template never links major versions: add a bridge (skipRange) to the first %d.x bundle in channels/%s.release.yaml, or use the ClusterExtension's upgradeConstraintPolicy: SelfCertified", target.Version.Major, u.Package.Name)
+	}
+	return reason
+}
+
+func versions(bs []fbc.Bundle) string {
+	var out []string
+	for _, b := range bs {
+		out = append(out, b.Version.String())
+	}
+	return strings.Join(out, ", ")
+}
+
+func channelNames(p fbc.Package) string {
+	var out []string
+	for _, c := range p.Channels {
+		out = append(out, c.Name)
+	}
+	return strings.Join(out, ", ")
+}

@@ -1,0 +1,315 @@
+// Package validate checks release artifacts with the upstream validators
+// (operator-framework/api, operator-registry) plus this project's own rules.
+package validate
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/operator-framework/api/pkg/manifests"
+	"github.com/operator-framework/api/pkg/operators/v1alpha1"
+	apivalidation "github.com/operator-framework/api/pkg/validation"
+	apierrs "github.com/operator-framework/api/pkg/validation/errors"
+	registrybundle "github.com/operator-framework/operator-registry/pkg/lib/bundle"
+	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/inferencestack/inferencestack/tools/internal/csv"
+)
+
+// Severity of a finding.
+type Severity string
+
+// Severities.
+const (
+	SeverityError   Severity = "error"
+	SeverityWarning Severity = "warning"
+)
+
+// Finding is one problem found in a bundle.
+type Finding struct {
+	// Severity is error or warning.
+	Severity Severity `json:"severity"`
+	// Source names the check: operator-framework/api, operator-registry or bundlegen.
+	Source string `json:"source"`
+	// File is the file the finding is about, relative to the bundle.
+	File string `json:"file,omitempty"`
+	// Field is the YAML path of the field, when known.
+	Field string `json:"field,omitempty"`
+	// Message says what is wrong.
+	Message string `json:"message"`
+}
+
+func (f Finding) String() string {
+	loc := f.File
+	if f.Field != "" {
+		loc += " " + f.Field
+	}
+	if loc != "" {
+		loc = " " + strings.TrimSpace(loc) + ":"
+	}
+	return fmt.Sprintf("%s [%s]%s %s", f.Severity, f.Source, loc, f.Message)
+}
+
+// Report is the outcome of validating one bundle.
+type Report struct {
+	// Dir is the bundle directory.
+	Dir string `json:"dir"`
+	// Findings, errors first.
+	Findings []Finding `json:"findings"`
+}
+
+// HasErrors reports whether any finding is an error.
+func (r Report) HasErrors() bool {
+	return slices.ContainsFunc(r.Findings, func(f Finding) bool { return f.Severity == SeverityError })
+}
+
+// Errors returns the number of errors.
+func (r Report) Errors() int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Severity == SeverityError {
+			n++
+		}
+	}
+	return n
+}
+
+// Print writes one line per finding.
+func (r Report) Print(w io.Writer) {
+	for _, f := range r.Findings {
+		fmt.Fprintf(w, "%s: %s\n", r.Dir, f)
+	}
+}
+
+// Bundle validates a registry+v1 bundle directory.
+type Bundle struct {
+	// Dir holds manifests/ and metadata/.
+	Dir string
+	// RBACDir, when set, holds the operator's current RBAC manifests
+	// (role.yaml and bindings): the CSV's permissions must equal them.
+	RBACDir string
+	// KubeVersion is passed to the validators that check removed APIs.
+	KubeVersion string
+}
+
+// Run validates the bundle. The error is for failures to run the checks; the
+// findings are in the report.
+func (b Bundle) Run(_ context.Context) (Report, error) {
+	r := Report{Dir: b.Dir}
+	files, err := manifestFiles(filepath.Join(b.Dir, "manifests"))
+	if err != nil {
+		return r, err
+	}
+
+	// operator-registry: bundle format (directories, annotations) and content.
+	logger := logrus.New()
+	logger.SetOutput(io.Discard)
+	v := registrybundle.NewImageValidator(nil, logrus.NewEntry(logger))
+	if err := v.ValidateBundleFormat(b.Dir); err != nil {
+		r.add(registryFindings(err, "metadata/annotations.yaml", nil)...)
+	}
+	if err := v.ValidateBundleContent(filepath.Join(b.Dir, "manifests")); err != nil {
+		r.add(registryFindings(err, "manifests/", files)...)
+	}
+
+	// operator-framework/api: default bundle validators, operatorhub and good practices.
+	bundle, err := manifests.GetBundleFromDir(b.Dir)
+	if err != nil {
+		r.add(Finding{Severity: SeverityError, Source: "operator-framework/api", File: "manifests/", Message: err.Error()})
+		r.sort()
+		return r, nil
+	}
+	objs := bundle.ObjectsToValidate()
+	if b.KubeVersion != "" {
+		objs = append(objs, map[string]string{"k8s-version": b.KubeVersion})
+	}
+	validators := apivalidation.DefaultBundleValidators.WithValidators(
+		apivalidation.OperatorHubV2Validator,
+		apivalidation.StandardCapabilitiesValidator,
+		apivalidation.StandardCategoriesValidator,
+		apivalidation.GoodPracticesValidator,
+	)
+	for _, res := range validators.Validate(objs...) {
+		for _, e := range append(slices.Clone(res.Errors), res.Warnings...) {
+			r.add(apiFinding(e, res.Name, files))
+		}
+	}
+
+	// bundlegen's own rules.
+	if bundle.CSV != nil {
+		csvFile := files[fileKey{"ClusterServiceVersion", bundle.CSV.Name}]
+		r.add(checkRelatedImages(bundle.CSV, csvFile)...)
+		r.add(checkPin(bundle, files, csvFile)...)
+		if b.RBACDir != "" {
+			r.add(checkPermissions(bundle.CSV, csvFile, b.RBACDir)...)
+		}
+	}
+	r.sort()
+	return r, nil
+}
+
+func (r *Report) add(f ...Finding) { r.Findings = append(r.Findings, f...) }
+
+// dedupe drops operator-registry findings that repeat an operator-framework/api
+// one: operator-registry runs some of the same validators.
+func (r *Report) dedupe() {
+	type key struct {
+		sev            Severity
+		field, message string
+	}
+	api := map[key]bool{}
+	for _, f := range r.Findings {
+		if f.Source == "operator-framework/api" {
+			api[key{f.Severity, f.Field, f.Message}] = true
+		}
+	}
+	r.Findings = slices.DeleteFunc(r.Findings, func(f Finding) bool {
+		return f.Source == "operator-registry" && api[key{f.Severity, f.Field, f.Message}]
+	})
+}
+
+func (r *Report) sort() {
+	r.dedupe()
+	rank := func(s Severity) int {
+		if s == SeverityError {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(r.Findings, func(a, b Finding) int {
+		return cmp.Or(cmp.Compare(rank(a.Severity), rank(b.Severity)), cmp.Compare(a.File, b.File))
+	})
+	r.Findings = slices.Compact(r.Findings)
+}
+
+type fileKey struct{ kind, name string }
+
+// manifestFiles maps each object of the manifests directory to its file.
+func manifestFiles(dir string) (map[fileKey]string, error) {
+	docs, err := csv.ReadDocuments(dir)
+	if err != nil {
+		return nil, fmt.Errorf("bundle manifests: %w", err)
+	}
+	out := map[fileKey]string{}
+	for _, d := range docs {
+		var meta struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(d.Data, &meta); err == nil {
+			out[fileKey{d.Kind, meta.Metadata.Name}] = "manifests/" + filepath.Base(d.File)
+		}
+	}
+	return out, nil
+}
+
+func registryFindings(err error, file string, files map[fileKey]string) []Finding {
+	var errs []error
+	if ve, ok := err.(registrybundle.ValidationError); ok {
+		errs = ve.Errors
+	} else {
+		errs = []error{err}
+	}
+	var out []Finding
+	for _, e := range errs {
+		f := Finding{Severity: SeverityError, Source: "operator-registry", File: file, Message: e.Error()}
+		if ae, ok := e.(apierrs.Error); ok {
+			f = apiFinding(ae, "", files)
+			f.Source = "operator-registry"
+			if f.File == "" {
+				f.File = file
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func apiFinding(e apierrs.Error, name string, files map[fileKey]string) Finding {
+	f := Finding{Severity: SeverityError, Source: "operator-framework/api", Field: e.Field, Message: e.Detail}
+	if e.Level == apierrs.LevelWarn {
+		f.Severity = SeverityWarning
+	}
+	if f.Message == "" {
+		f.Message = e.Error()
+	}
+	if e.BadValue != nil && e.Field != "" {
+		f.Message = fmt.Sprintf("%s (value %v)", f.Message, e.BadValue)
+	}
+	for k, file := range files {
+		if k.name == name || fmt.Sprint(e.BadValue) == k.name {
+			if f.File == "" || k.kind == "ClusterServiceVersion" {
+				f.File = file
+			}
+		}
+	}
+	return f
+}
+
+// checkRelatedImages: every image the CSV runs or names is in relatedImages.
+func checkRelatedImages(c *v1alpha1.ClusterServiceVersion, file string) []Finding {
+	related := map[string]bool{}
+	for _, ri := range c.Spec.RelatedImages {
+		related[ri.Image] = true
+	}
+	var out []Finding
+	missing := func(field, img string) {
+		if img != "" && !related[img] {
+			out = append(out, Finding{Severity: SeverityError, Source: "bundlegen", File: file, Field: field,
+				Message: fmt.Sprintf("image %s is not listed in spec.relatedImages: regenerate the bundle with bundlegen bundle", img)})
+		}
+	}
+	missing("metadata.annotations.containerImage", c.Annotations[csv.AnnotationContainerImage])
+	for i, d := range c.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
+		pod := d.Spec.Template.Spec
+		for j, ct := range append(slices.Clone(pod.InitContainers), pod.Containers...) {
+			kind, idx := "containers", j-len(pod.InitContainers)
+			if j < len(pod.InitContainers) {
+				kind, idx = "initContainers", j
+			}
+			base := fmt.Sprintf("spec.install.spec.deployments[%d].spec.template.spec.%s[%d]", i, kind, idx)
+			missing(base+".image", ct.Image)
+			for k, e := range ct.Env {
+				if strings.HasPrefix(e.Name, "RELATED_IMAGE_") {
+					missing(fmt.Sprintf("%s.env[%d].value", base, k), e.Value)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// checkPermissions: the CSV's permissions equal those of the RBAC manifests.
+func checkPermissions(c *v1alpha1.ClusterServiceVersion, file, rbacDir string) []Finding {
+	spec := c.Spec.InstallStrategy.StrategySpec
+	if len(spec.DeploymentSpecs) == 0 {
+		return nil // the CRD package runs nothing
+	}
+	rbac, err := csv.LoadRBAC(rbacDir)
+	if err != nil {
+		return []Finding{{Severity: SeverityError, Source: "bundlegen", File: rbacDir, Message: err.Error()}}
+	}
+	sa := spec.DeploymentSpecs[0].Spec.Template.Spec.ServiceAccountName
+	cluster, namespaced, err := rbac.Permissions(sa)
+	if err != nil {
+		return []Finding{{Severity: SeverityError, Source: "bundlegen", File: rbacDir, Message: err.Error()}}
+	}
+	var out []Finding
+	if !equality.Semantic.DeepEqual(cluster, spec.ClusterPermissions) {
+		out = append(out, Finding{Severity: SeverityError, Source: "bundlegen", File: file, Field: "spec.install.spec.clusterPermissions",
+			Message: fmt.Sprintf("differ from the ClusterRoles bound to %s in %s: regenerate the bundle for a new version", sa, rbacDir)})
+	}
+	if !equality.Semantic.DeepEqual(namespaced, spec.Permissions) {
+		out = append(out, Finding{Severity: SeverityError, Source: "bundlegen", File: file, Field: "spec.install.spec.permissions",
+			Message: fmt.Sprintf("differ from the Roles bound to %s in %s: regenerate the bundle for a new version", sa, rbacDir)})
+	}
+	return out
+}

@@ -1,0 +1,128 @@
+package validate
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const golden = "../bundle/testdata/golden/bundle"
+
+// TestCommittedBundles: every bundle committed under bundle/ validates.
+func TestCommittedBundles(t *testing.T) {
+	dirs, err := filepath.Glob("../../../bundle/*/*")
+	require.NoError(t, err)
+	if len(dirs) == 0 {
+		t.Log("no bundles committed under bundle/ yet")
+	}
+	for _, dir := range dirs {
+		t.Run(dir, func(t *testing.T) {
+			r, err := Bundle{Dir: dir}.Run(context.Background())
+			require.NoError(t, err)
+			var b strings.Builder
+			r.Print(&b)
+			require.False(t, r.HasErrors(), b.String())
+		})
+	}
+}
+
+func copyBundle(t *testing.T, pkg string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), pkg)
+	require.NoError(t, os.CopyFS(dir, os.DirFS(filepath.Join(golden, pkg, "1.0.0"))))
+	return dir
+}
+
+func edit(t *testing.T, path, old, new string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Contains(t, string(data), old)
+	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(string(data), old, new, 1)), 0o644))
+}
+
+func TestBundle(t *testing.T) {
+	const csvFile = "manifests/inferencestack-operator.clusterserviceversion.yaml"
+	const pinFile = "manifests/inferencestack-operator-pin_v1_configmap.yaml"
+	tests := []struct {
+		name string
+		pkg  string
+		rbac string
+		edit func(t *testing.T, dir string)
+		want []Finding // matched on severity, source, file, field and a message substring
+	}{
+		{name: "crds bundle is valid", pkg: "inferencestack-crds"},
+		{name: "operator bundle is valid", pkg: "inferencestack-operator", rbac: "../bundle/testdata/in/rbac"},
+		{
+			name: "image missing from relatedImages", pkg: "inferencestack-operator",
+			edit: func(t *testing.T, dir string) {
+				edit(t, filepath.Join(dir, csvFile), "  - image: quay.io/inferencestack/distribution-starter@", "  - image: quay.io/inferencestack/other@")
+			},
+			want: []Finding{{Severity: SeverityError, Source: "bundlegen", File: csvFile,
+				Field: "spec.install.spec.deployments[0].spec.template.spec.containers[0].env[3].value", Message: "is not listed in spec.relatedImages"}},
+		},
+		{
+			name: "pin differs from the Deployment", pkg: "inferencestack-operator",
+			edit: func(t *testing.T, dir string) {
+				edit(t, filepath.Join(dir, pinFile), "starter: quay.io/inferencestack/distribution-starter@", "starter: quay.io/inferencestack/distribution-remote-vllm@")
+			},
+			want: []Finding{{Severity: SeverityError, Source: "bundlegen", File: csvFile,
+				Field: "spec.install.spec.deployments[0].spec.template.spec.containers[0].env.RELATED_IMAGE_STARTER", Message: "the pin and the Deployment must agree"}},
+		},
+		{
+			name: "pin ConfigMap missing", pkg: "inferencestack-operator",
+			edit: func(t *testing.T, dir string) { require.NoError(t, os.Remove(filepath.Join(dir, pinFile))) },
+			want: []Finding{{Severity: SeverityError, Source: "bundlegen", File: "manifests/", Message: "no ConfigMap inferencestack-operator-pin"}},
+		},
+		{
+			name: "permissions differ from role.yaml", pkg: "inferencestack-operator", rbac: "../bundle/testdata/in/rbac",
+			edit: func(t *testing.T, dir string) {
+				edit(t, filepath.Join(dir, csvFile), "          - inferencestacks/status\n", "")
+			},
+			want: []Finding{{Severity: SeverityError, Source: "bundlegen", File: csvFile, Field: "spec.install.spec.clusterPermissions", Message: "differ from the ClusterRoles"}},
+		},
+		{
+			name: "CSV validator error", pkg: "inferencestack-crds",
+			edit: func(t *testing.T, dir string) {
+				edit(t, filepath.Join(dir, "manifests/inferencestack-crds.clusterserviceversion.yaml"), "  displayName: Inference Stack CRDs\n", "")
+			},
+			want: []Finding{{Severity: SeverityError, Source: "operator-framework/api", File: "manifests/inferencestack-crds.clusterserviceversion.yaml", Field: "Spec.DisplayName", Message: "required field missing"}},
+		},
+		{
+			name: "annotations missing", pkg: "inferencestack-crds",
+			edit: func(t *testing.T, dir string) {
+				edit(t, filepath.Join(dir, "metadata/annotations.yaml"), "  operators.operatorframework.io.bundle.channels.v1: stable-v1\n", "")
+			},
+			want: []Finding{{Severity: SeverityError, Source: "operator-registry", File: "metadata/annotations.yaml", Message: `Missing annotation "operators.operatorframework.io.bundle.channels.v1"`}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := copyBundle(t, tc.pkg)
+			if tc.edit != nil {
+				tc.edit(t, dir)
+			}
+			r, err := Bundle{Dir: dir, RBACDir: tc.rbac}.Run(context.Background())
+			require.NoError(t, err)
+			var b strings.Builder
+			r.Print(&b)
+			if len(tc.want) == 0 {
+				require.False(t, r.HasErrors(), b.String())
+				return
+			}
+			for _, w := range tc.want {
+				found := false
+				for _, f := range r.Findings {
+					if f.Severity == w.Severity && f.Source == w.Source && f.File == w.File && f.Field == w.Field && strings.Contains(f.Message, w.Message) {
+						found = true
+					}
+				}
+				require.True(t, found, "want %s among:\n%s", w, b.String())
+			}
+		})
+	}
+}
