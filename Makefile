@@ -112,3 +112,15 @@ validate-catalog: ## Validate catalog/ (REQUIRE_DIGESTS=1 also fails on bundle i
 .PHONY: graph
 graph: ## Draw catalog/<package>/graph.md (Mermaid) and graph.svg from the catalog.
 	$(BUNDLEGEN) graph
+
+.PHONY: images
+images: ## Build the catalog image into bin/images/catalog (OCI layout, no Docker); PUSH=<ref> also pushes it.
+	$(BUNDLEGEN) image catalog catalog --output $(BIN)/images/catalog $(if $(PUSH),--push $(PUSH))
+
+##@ Benchmarks
+
+BENCH_FLAGS ?=
+
+.PHONY: bench-catalog
+bench-catalog: ## Render+validate a synthetic 2,000-bundle catalog with bundlegen and with opm (images from an in-process registry); print times, peak RSS, equality.
+	go run -tags $(GO_TAGS) ./tools/internal/benchcatalog $(BENCH_FLAGS)

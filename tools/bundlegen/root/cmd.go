@@ -7,6 +7,7 @@ import (
 	"github.com/inferencestack/inferencestack/tools/bundlegen/bundle"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/catalog"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/graph"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/image"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/pin"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/upgrades"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/validate"
@@ -26,5 +27,6 @@ func NewCmd() *cobra.Command {
 	cmd.AddCommand(catalog.NewCmd())
 	cmd.AddCommand(graph.NewCmd())
 	cmd.AddCommand(upgrades.NewCmd())
+	cmd.AddCommand(image.NewCmd())
 	return cmd
 }

@@ -1,0 +1,111 @@
+// Package image is the `bundlegen image` command: it builds bundle and
+// catalog images without a container engine.
+package image
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/inferencestack/inferencestack/tools/internal/image"
+)
+
+// options are the flags shared by `image bundle` and `image catalog`.
+type options struct {
+	output string
+	tag    string
+	push   string
+	labels []string
+	format string
+}
+
+// NewCmd returns the `image` command with its `bundle` and `catalog` subcommands.
+func NewCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "image",
+		Short: "Build bundle and catalog images without a container engine",
+		Long: `Build OLM images with go-containerregistry: no Docker, no daemon.
+
+Each image is one layer on scratch, with every timestamp at the Unix epoch, so
+the same input gives the same digest. Write it to an OCI layout folder
+(--output), push it (--push), or both. Registries on 127.0.0.1, ::1 or
+localhost are reached over plain HTTP; others need HTTPS and take credentials
+from ~/.docker/config.json.`,
+	}
+	cmd.AddCommand(
+		newKindCmd(image.KindBundle, "bundle DIR", "Build the registry+v1 bundle image of a bundle directory",
+			`DIR holds manifests/ and metadata/ (bundle/<package>/<version>). The image
+holds /manifests and /metadata and is labelled with the annotations of
+metadata/annotations.yaml, as the bundle.Dockerfile of opm would.`,
+			"  bundlegen image bundle bundle/inferencestack-operator/1.2.0 --push quay.io/acme/inferencestack-operator-bundle:v1.2.0"),
+		newKindCmd(image.KindCatalog, "catalog DIR", "Build the file-based catalog image of a catalog directory",
+			`DIR holds <package>/catalog.yaml (catalog/). Its files land under /configs,
+as COPY catalog /configs in Dockerfile.catalog, and the image is labelled
+operators.operatorframework.io.index.configs.v1=/configs, which is what
+catalogd reads. Files that are not YAML or JSON (graph.svg, graph.md) must be
+listed in DIR/.indexignore, or catalogd and opm fail to load the image. It
+holds no opm binary: see docs/images.md.`,
+			"  bundlegen image catalog catalog --output out/catalog --tag v1.2.0"),
+	)
+	return cmd
+}
+
+func newKindCmd(kind image.Kind, use, short, long, example string) *cobra.Command {
+	var o options
+	cmd := &cobra.Command{
+		Use:     use,
+		Short:   short,
+		Long:    long,
+		Example: example,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b := image.Build{Kind: kind, Dir: args[0], Layout: o.output, Tag: o.tag, Push: o.push}
+			if len(o.labels) > 0 {
+				if kind != image.KindCatalog {
+					return fmt.Errorf("--label applies to catalog images only; bundle labels come from metadata/annotations.yaml")
+				}
+				b.Labels = map[string]string{}
+				for _, l := range o.labels {
+					k, v, ok := strings.Cut(l, "=")
+					if !ok || k == "" {
+						return fmt.Errorf("--label %q: want KEY=VALUE", l)
+					}
+					b.Labels[k] = v
+				}
+			}
+			res, err := b.Run(cmd.Context())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			switch o.format {
+			case "json":
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			case "text":
+				fmt.Fprintf(out, "digest: %s\n", res.Digest)
+				if res.Layout != "" {
+					fmt.Fprintf(out, "layout: %s\n", res.Layout)
+				}
+				if res.Pushed != "" {
+					fmt.Fprintf(out, "pushed: %s\n", res.Pushed)
+				}
+				return nil
+			default:
+				return fmt.Errorf("-o %q: want text or json", o.format)
+			}
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.output, "output", "", "OCI layout folder to write (replaced if it exists)")
+	f.StringVar(&o.tag, "tag", "", "image name recorded in the OCI layout (org.opencontainers.image.ref.name)")
+	f.StringVar(&o.push, "push", "", "image reference to push to, e.g. quay.io/acme/catalog:v1")
+	f.StringVarP(&o.format, "format", "o", "text", "result format: text or json")
+	if kind == image.KindCatalog {
+		f.StringArrayVar(&o.labels, "label", nil, "extra image label KEY=VALUE (repeatable)")
+	}
+	return cmd
+}

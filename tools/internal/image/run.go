@@ -1,0 +1,87 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// Kind is what an image holds.
+type Kind string
+
+const (
+	// KindBundle is a registry+v1 bundle image (BuildBundle).
+	KindBundle Kind = "bundle"
+	// KindCatalog is a file-based catalog image (BuildCatalog).
+	KindCatalog Kind = "catalog"
+)
+
+// Build builds one image from a directory and writes it to an OCI layout
+// folder, pushes it to a registry, or both.
+type Build struct {
+	// Kind selects BuildBundle or BuildCatalog.
+	Kind Kind
+	// Dir is the bundle directory or the catalog directory.
+	Dir string
+	// Labels are extra catalog image labels (catalog only).
+	Labels map[string]string
+	// Layout is the OCI layout folder to write; empty writes none.
+	Layout string
+	// Tag is recorded as the image name inside the OCI layout (optional).
+	Tag string
+	// Push is the image reference to push to; empty pushes nothing.
+	Push string
+}
+
+// Result describes a built image.
+type Result struct {
+	// Digest is the manifest digest (sha256:...).
+	Digest string `json:"digest"`
+	// Layout is the OCI layout folder written, if any.
+	Layout string `json:"layout,omitempty"`
+	// Pushed is the pushed reference by digest, if any.
+	Pushed string `json:"pushed,omitempty"`
+}
+
+// Run builds the image and writes or pushes it.
+func (b Build) Run(ctx context.Context) (Result, error) {
+	if b.Layout == "" && b.Push == "" {
+		return Result{}, errors.New("nowhere to put the image: give an OCI layout folder (--output) or a reference to push to (--push)")
+	}
+	var (
+		img v1.Image
+		err error
+	)
+	switch b.Kind {
+	case KindBundle:
+		img, err = BuildBundle(b.Dir)
+	case KindCatalog:
+		img, err = BuildCatalog(b.Dir, CatalogOptions{Labels: b.Labels})
+	default:
+		return Result{}, fmt.Errorf("unknown image kind %q: use %q or %q", b.Kind, KindBundle, KindCatalog)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Digest: d.String()}
+	if b.Layout != "" {
+		if err := WriteLayout(img, b.Layout, b.Tag); err != nil {
+			return Result{}, err
+		}
+		res.Layout = b.Layout
+	}
+	if b.Push != "" {
+		pushed, err := Push(ctx, img, b.Push)
+		if err != nil {
+			return Result{}, err
+		}
+		res.Pushed = pushed.String()
+	}
+	return res, nil
+}
