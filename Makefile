@@ -48,7 +48,7 @@ vet: ## Run go vet.
 lint: ## Run golangci-lint (built from hack/tools/go.mod) and check formatting.
 	@unformatted=$$(gofmt -s -l $$(git ls-files -co --exclude-standard '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "not gofmt'ed (run make fmt):"; echo "$$unformatted"; exit 1; fi
-	$(GOLANGCI_LINT) run --build-tags $(GO_TAGS) ./...
+	$(GOLANGCI_LINT) run --allow-parallel-runners --build-tags $(GO_TAGS) ./...
 
 ##@ Build
 

@@ -50,7 +50,8 @@ type Env struct {
 
 	env        *envtest.Environment
 	kcm        *exec.Cmd
-	kcmDone    chan error
+	kcmDone    chan struct{} // closed when kube-controller-manager has exited
+	kcmErr     error
 	dir        string
 	kubeconfig string
 }
@@ -183,11 +184,11 @@ func (e *Env) startControllerManager(path string) error {
 		return fmt.Errorf("testenv: starting kube-controller-manager: %w", err)
 	}
 	e.kcm = cmd
-	e.kcmDone = make(chan error, 1)
-	go func() { e.kcmDone <- cmd.Wait(); _ = log.Close() }()
+	e.kcmDone = make(chan struct{})
+	go func() { e.kcmErr = cmd.Wait(); _ = log.Close(); close(e.kcmDone) }()
 	select {
-	case err := <-e.kcmDone:
-		e.kcm = nil
+	case <-e.kcmDone:
+		e.kcm, err = nil, e.kcmErr
 		out, _ := os.ReadFile(log.Name())
 		return fmt.Errorf("testenv: kube-controller-manager exited at start: %w\n%s", err, out)
 	case <-time.After(500 * time.Millisecond):
@@ -207,10 +208,10 @@ func (e *Env) Stop() error {
 	if e.kcm != nil {
 		_ = e.kcm.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-e.kcmDone: // exit status after SIGTERM carries no information
+		case <-e.kcmDone:
 		case <-time.After(10 * time.Second):
 			_ = e.kcm.Process.Kill()
-			_ = <-e.kcmDone
+			<-e.kcmDone
 		}
 		e.kcm = nil
 	}

@@ -36,7 +36,7 @@ func ReadDocuments(dir string) ([]Document, error) {
 	var docs []Document
 	for _, e := range entries {
 		n := e.Name()
-		if e.IsDir() || n == "kustomization.yaml" || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+		if e.IsDir() || n == "kustomization.yaml" || (!strings.HasSuffix(n, ".yaml") && !strings.HasSuffix(n, ".yml")) {
 			continue
 		}
 		d, err := ReadFileDocuments(filepath.Join(dir, n))

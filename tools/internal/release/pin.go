@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 
-
 	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/tools/internal/image"
 )

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -213,7 +214,7 @@ func manifestFiles(dir string) (map[fileKey]string, error) {
 
 func registryFindings(err error, file string, files map[fileKey]string) []Finding {
 	var errs []error
-	if ve, ok := err.(registrybundle.ValidationError); ok {
+	if ve := (registrybundle.ValidationError{}); errors.As(err, &ve) {
 		errs = ve.Errors
 	} else {
 		errs = []error{err}
@@ -221,7 +222,7 @@ func registryFindings(err error, file string, files map[fileKey]string) []Findin
 	var out []Finding
 	for _, e := range errs {
 		f := Finding{Severity: SeverityError, Source: "operator-registry", File: file, Message: e.Error()}
-		if ae, ok := e.(apierrs.Error); ok {
+		if ae := (apierrs.Error{}); errors.As(e, &ae) {
 			f = apiFinding(ae, "", files)
 			f.Source = "operator-registry"
 			if f.File == "" {
