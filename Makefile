@@ -75,46 +75,53 @@ verify: ## Regenerate every generated file and fail, naming them, if any differs
 
 ##@ Release
 
-BUNDLEGEN ?= go run -tags $(GO_TAGS) ./tools/bundlegen
+.PHONY: release
+release: manifests bundle catalog graph validate-bundles ## The main job: regenerate manifests, bundles (with the operand pin) and the catalog, validate them, draw the upgrade graphs.
+
+.PHONY: bundlegen
+bundlegen: ## Build the release CLI into bin/bundlegen.
+	@go build -tags $(GO_TAGS) -o $(BIN)/bundlegen ./tools/bundlegen
+
+BUNDLEGEN ?= $(BIN)/bundlegen
 # VERSION selects channels/releases/<VERSION>.yaml; empty means the highest release there.
 VERSION ?=
 # make verify regenerates the current release's bundles and fails on any difference.
 export VERIFY_TARGETS += bundle-check
 
 .PHONY: bundle
-bundle: ## Generate and validate bundle/<package>/<VERSION> for both packages; never rewrites a released bundle.
+bundle: bundlegen ## Generate and validate bundle/<package>/<VERSION> for both packages; never rewrites a released bundle.
 	$(BUNDLEGEN) bundle $(if $(VERSION),--version $(VERSION))
 
 .PHONY: bundle-check
-bundle-check: ## Fail unless regenerating the release's bundles gives exactly the committed bytes (part of verify).
+bundle-check: bundlegen ## Fail unless regenerating the release's bundles gives exactly the committed bytes (part of verify).
 	$(BUNDLEGEN) bundle --check $(if $(VERSION),--version $(VERSION))
 
 .PHONY: validate-bundles
-validate-bundles: ## Validate every committed bundle under bundle/.
+validate-bundles: bundlegen ## Validate every committed bundle under bundle/.
 	$(BUNDLEGEN) validate bundle bundle/*/*
 
 .PHONY: pin
-pin: ## Print the release's operand pin from channels/images.lock (RESOLVE=1 refreshes the lock from the registries).
+pin: bundlegen ## Print the release's operand pin from channels/images.lock (RESOLVE=1 refreshes the lock from the registries).
 	$(BUNDLEGEN) pin $(if $(VERSION),--version $(VERSION)) $(if $(RESOLVE),--resolve)
 
 # make verify re-renders the catalog and its graphs and fails on any difference.
 export VERIFY_TARGETS += catalog graph
 
 .PHONY: catalog
-catalog: ## Render catalog/<package>/catalog.yaml from channels/<package>.semver.yaml over bundle/ (no registry), then validate it.
+catalog: bundlegen ## Render catalog/<package>/catalog.yaml from channels/<package>.semver.yaml over bundle/ (no registry), then validate it.
 	$(BUNDLEGEN) catalog
 	$(BUNDLEGEN) validate catalog catalog
 
 .PHONY: validate-catalog
-validate-catalog: ## Validate catalog/ (REQUIRE_DIGESTS=1 also fails on bundle images not pinned by digest).
+validate-catalog: bundlegen ## Validate catalog/ (REQUIRE_DIGESTS=1 also fails on bundle images not pinned by digest).
 	$(BUNDLEGEN) validate catalog catalog $(if $(REQUIRE_DIGESTS),--require-digests)
 
 .PHONY: graph
-graph: ## Draw catalog/<package>/graph.md (Mermaid) and graph.svg from the catalog.
+graph: bundlegen ## Draw catalog/<package>/graph.md (Mermaid) and graph.svg from the catalog.
 	$(BUNDLEGEN) graph
 
 .PHONY: images
-images: ## Build the catalog image into bin/images/catalog (OCI layout, no Docker); PUSH=<ref> also pushes it.
+images: bundlegen ## Build the catalog image into bin/images/catalog (OCI layout, no Docker); PUSH=<ref> also pushes it.
 	$(BUNDLEGEN) image catalog catalog --output $(BIN)/images/catalog $(if $(PUSH),--push $(PUSH))
 
 ##@ Benchmarks
