@@ -389,10 +389,13 @@ func TestDeletionCleansUpAndKeepsTheCacheVolume(t *testing.T) {
 		t.Errorf("the retained cache password is gone: %v", err)
 	}
 	eventually(t, timeout, func() error {
-		if _, err := get(t, &corev1.PersistentVolumeClaim{}, ns, cache.PVCName(drop)); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("retainOnDelete=false: the volume claim is still there (%v)", err)
+		// Deleted: gone, or held only by the kubernetes.io/pvc-protection
+		// finalizer (its controller does not run here).
+		pvc, err := get(t, &corev1.PersistentVolumeClaim{}, ns, cache.PVCName(drop))
+		if apierrors.IsNotFound(err) || (err == nil && pvc.DeletionTimestamp != nil) {
+			return nil
 		}
-		return nil
+		return fmt.Errorf("retainOnDelete=false: the volume claim is still there (%v)", err)
 	})
 	if _, err := get(t, &corev1.Secret{}, ns, "vllm-key"); err != nil {
 		t.Errorf("the user's Secret was deleted: %v", err)
