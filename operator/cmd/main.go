@@ -25,10 +25,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/internal/components/cache"
+	"github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
-	"github.com/inferencestack/inferencestack/operator/internal/runconfig"
 	"github.com/inferencestack/inferencestack/operator/pin"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
 
 type options struct {

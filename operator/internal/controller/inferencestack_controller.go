@@ -34,14 +34,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/internal/apply"
-	"github.com/inferencestack/inferencestack/operator/internal/components"
-	"github.com/inferencestack/inferencestack/operator/internal/components/auth"
-	cachecomp "github.com/inferencestack/inferencestack/operator/internal/components/cache"
-	"github.com/inferencestack/inferencestack/operator/internal/components/config"
-	"github.com/inferencestack/inferencestack/operator/internal/components/network"
-	"github.com/inferencestack/inferencestack/operator/internal/components/scaling"
-	"github.com/inferencestack/inferencestack/operator/internal/components/server"
+	"github.com/inferencestack/inferencestack/operator/apply"
+	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/components/auth"
+	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
+	"github.com/inferencestack/inferencestack/operator/components/config"
+	"github.com/inferencestack/inferencestack/operator/components/network"
+	"github.com/inferencestack/inferencestack/operator/components/scaling"
+	"github.com/inferencestack/inferencestack/operator/components/server"
 	"github.com/inferencestack/inferencestack/operator/pin"
 )
 

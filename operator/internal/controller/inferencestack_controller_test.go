@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/internal/components"
-	"github.com/inferencestack/inferencestack/operator/internal/components/auth"
-	"github.com/inferencestack/inferencestack/operator/internal/components/cache"
-	"github.com/inferencestack/inferencestack/operator/internal/components/config"
+	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/components/auth"
+	"github.com/inferencestack/inferencestack/operator/components/cache"
+	"github.com/inferencestack/inferencestack/operator/components/config"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
 	"github.com/inferencestack/inferencestack/operator/internal/testutil"
 )

@@ -11,9 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/internal/components"
-	cachecomp "github.com/inferencestack/inferencestack/operator/internal/components/cache"
-	"github.com/inferencestack/inferencestack/operator/internal/components/server"
+	"github.com/inferencestack/inferencestack/operator/components"
+	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
+	"github.com/inferencestack/inferencestack/operator/components/server"
 )
 
 // setStatus writes the outcome of the steps into the stack's status: the

@@ -23,9 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/internal/apply"
-	"github.com/inferencestack/inferencestack/operator/internal/components"
-	"github.com/inferencestack/inferencestack/operator/internal/runconfig"
+	"github.com/inferencestack/inferencestack/operator/apply"
+	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
 
 // DefaultImage is the PostgreSQL image when the operator is not told another.

@@ -3,7 +3,7 @@ package auth_test
 import (
 	"testing"
 
-	"github.com/inferencestack/inferencestack/operator/internal/components/auth"
+	"github.com/inferencestack/inferencestack/operator/components/auth"
 	"github.com/inferencestack/inferencestack/operator/internal/testutil"
 )
 

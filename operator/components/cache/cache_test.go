@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/internal/components/cache"
+	"github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/internal/testutil"
 )
 

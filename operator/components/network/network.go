@@ -14,10 +14,10 @@ import (
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/internal/apply"
-	"github.com/inferencestack/inferencestack/operator/internal/components"
-	"github.com/inferencestack/inferencestack/operator/internal/components/cache"
-	"github.com/inferencestack/inferencestack/operator/internal/runconfig"
+	"github.com/inferencestack/inferencestack/operator/apply"
+	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/components/cache"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
 
 // ServerPolicyName is the server's NetworkPolicy.

@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/internal/runconfig"
 	"github.com/inferencestack/inferencestack/operator/pin"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
 
 // Labels every object the operator makes carries. The manager's cache holds

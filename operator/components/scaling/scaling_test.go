@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/inferencestack/inferencestack/operator/internal/components/scaling"
+	"github.com/inferencestack/inferencestack/operator/components/scaling"
 	"github.com/inferencestack/inferencestack/operator/internal/testutil"
 )
 

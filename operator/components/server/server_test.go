@@ -5,10 +5,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/inferencestack/inferencestack/operator/internal/components"
-	"github.com/inferencestack/inferencestack/operator/internal/components/server"
-	"github.com/inferencestack/inferencestack/operator/internal/runconfig"
+	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/components/server"
 	"github.com/inferencestack/inferencestack/operator/internal/testutil"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
 
 func inputs() server.Inputs {

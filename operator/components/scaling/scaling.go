@@ -15,9 +15,9 @@ import (
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/internal/apply"
-	"github.com/inferencestack/inferencestack/operator/internal/components"
-	"github.com/inferencestack/inferencestack/operator/internal/components/server"
+	"github.com/inferencestack/inferencestack/operator/apply"
+	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/components/server"
 )
 
 // HorizontalPodAutoscaler scales the server Deployment on CPU use, or is nil

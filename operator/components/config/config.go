@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/internal/apply"
-	"github.com/inferencestack/inferencestack/operator/internal/components"
-	"github.com/inferencestack/inferencestack/operator/internal/runconfig"
+	"github.com/inferencestack/inferencestack/operator/apply"
+	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
 
 // ConfigMapName is the run-config ConfigMap of a stack.

@@ -6,7 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/internal/components/config"
+	"github.com/inferencestack/inferencestack/operator/components/config"
 	"github.com/inferencestack/inferencestack/operator/internal/testutil"
 )
 

@@ -3,11 +3,11 @@ package apply_test
 import (
 	"testing"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
-	"github.com/inferencestack/inferencestack/operator/internal/apply"
+	"github.com/inferencestack/inferencestack/operator/apply"
 )
 
 func TestEqual(t *testing.T) {
