@@ -159,8 +159,10 @@ func readReferences(ctx context.Context, s *components.State) (map[string]map[st
 }
 
 func readReference(ctx context.Context, s *components.State, ref Reference) (map[string]string, bool, error) {
-	var obj client.Object
-	read := func() map[string]string { return nil }
+	var (
+		obj  client.Object
+		read func() map[string]string
+	)
 	switch ref.Kind {
 	case KindSecret:
 		sec := &corev1.Secret{}

@@ -368,16 +368,16 @@ func TestDeletionCleansUpAndKeepsTheCacheVolume(t *testing.T) {
 	for _, stack := range []*v1alpha1.InferenceStack{keep, drop} {
 		eventually(t, timeout, func() error {
 			if _, err := get(t, &v1alpha1.InferenceStack{}, ns, stack.Name); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("stack %s still exists (%v)", stack.Name, err)
+				return fmt.Errorf("stack %s still exists (%w)", stack.Name, err)
 			}
 			if _, err := get(t, &rbacv1.ClusterRole{}, "", auth.Name(stack)); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("ClusterRole %s still exists (%v)", auth.Name(stack), err)
+				return fmt.Errorf("ClusterRole %s still exists (%w)", auth.Name(stack), err)
 			}
 			if _, err := get(t, &rbacv1.ClusterRoleBinding{}, "", auth.Name(stack)); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("ClusterRoleBinding %s still exists (%v)", auth.Name(stack), err)
+				return fmt.Errorf("ClusterRoleBinding %s still exists (%w)", auth.Name(stack), err)
 			}
 			if _, err := get(t, &appsv1.Deployment{}, ns, stack.Name); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("Deployment %s was not garbage-collected (%v)", stack.Name, err)
+				return fmt.Errorf("Deployment %s was not garbage-collected (%w)", stack.Name, err)
 			}
 			return nil
 		})

@@ -59,7 +59,7 @@ type Operator struct {
 	Cmd *exec.Cmd
 	// MetricsAddr serves Prometheus metrics over plain HTTP.
 	MetricsAddr string
-	done        chan error
+	done        chan struct{} // closed when the process has exited
 }
 
 // StartOperator runs the operator binary with the control plane's
@@ -75,7 +75,7 @@ func StartOperator(binary, kubeconfig, logFile string, p pin.Pin) (*Operator, er
 	if err != nil {
 		return nil, err
 	}
-	o := &Operator{MetricsAddr: "127.0.0.1:" + strconv.Itoa(port), done: make(chan error, 1)}
+	o := &Operator{MetricsAddr: "127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
 	cmd := exec.Command(binary,
 		"--kubeconfig="+kubeconfig,
 		"--metrics-bind-address="+o.MetricsAddr,
@@ -94,7 +94,7 @@ func StartOperator(binary, kubeconfig, logFile string, p pin.Pin) (*Operator, er
 		return nil, fmt.Errorf("starting %s: %w", binary, err)
 	}
 	o.Cmd = cmd
-	go func() { o.done <- cmd.Wait(); _ = log.Close() }()
+	go func() { _ = cmd.Wait(); _ = log.Close(); close(o.done) }()
 	return o, nil
 }
 
@@ -149,7 +149,7 @@ func Wait(ctx context.Context, interval time.Duration, check func() error) error
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
 		case <-time.After(interval):
 		}
 	}
