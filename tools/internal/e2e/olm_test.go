@@ -324,7 +324,7 @@ func checkInstalled(t *testing.T, dir string, ce *unstructured.Unstructured) {
 		for _, want := range objs {
 			switch want.GetKind() {
 			case "ClusterServiceVersion":
-				checkCSV(t, want, ns)
+				checkCSV(t, want, ce, ns)
 			default:
 				got := &unstructured.Unstructured{}
 				got.SetGroupVersionKind(want.GroupVersionKind())
@@ -343,9 +343,11 @@ func checkInstalled(t *testing.T, dir string, ce *unstructured.Unstructured) {
 }
 
 // checkCSV checks the CSV's install strategy: Deployments and their
-// ServiceAccounts in ns, and a generated ClusterRole (with its binding) per
-// permissions and clusterPermissions entry, named <csv>-<serviceaccount>-<hash>.
-func checkCSV(t *testing.T, csv *unstructured.Unstructured, ns string) {
+// ServiceAccounts in ns, and for each permissions and clusterPermissions
+// entry a ClusterRole of the extension holding its rules (OLM v1 installs for
+// all namespaces, so permissions become ClusterRoles too) bound to the
+// ServiceAccount.
+func checkCSV(t *testing.T, csv *unstructured.Unstructured, ce *unstructured.Unstructured, ns string) {
 	t.Helper()
 	ctx := context.Background()
 	spec, _, _ := unstructured.NestedMap(csv.Object, "spec", "install", "spec")
@@ -358,26 +360,42 @@ func checkCSV(t *testing.T, csv *unstructured.Unstructured, ns string) {
 		require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, dep), "Deployment %s/%s of the CSV", ns, name)
 		t.Logf("Deployment %s/%s: present", ns, name)
 	}
+	roles := listOf("rbac.authorization.k8s.io/v1", "ClusterRoleList")
+	require.NoError(t, cluster.Client.List(ctx, roles, client.MatchingLabels{ownerNameLabel: ce.GetName()}))
 	for _, field := range []string{"permissions", "clusterPermissions"} {
 		perms, _, _ := unstructured.NestedSlice(spec, field)
 		for _, p := range perms {
-			sa := p.(map[string]any)["serviceAccountName"].(string)
+			perm := p.(map[string]any)
+			sa := perm["serviceAccountName"].(string)
 			acct := &unstructured.Unstructured{}
 			acct.SetAPIVersion("v1")
 			acct.SetKind("ServiceAccount")
 			require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sa}, acct), "ServiceAccount %s/%s of the CSV", ns, sa)
-			roles, err := cluster.ClusterRolesWithPrefix(ctx, csv.GetName()+"-"+sa+"-")
-			require.NoError(t, err)
-			require.NotEmpty(t, roles, "no ClusterRole %s-%s-<hash> for the CSV's %s", csv.GetName(), sa, field)
-			for _, r := range roles {
-				binding := &unstructured.Unstructured{}
-				binding.SetAPIVersion("rbac.authorization.k8s.io/v1")
-				binding.SetKind("ClusterRoleBinding")
-				require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Name: r}, binding), "ClusterRoleBinding %s", r)
-			}
-			t.Logf("%s of %s: ClusterRoles %v and their bindings present", field, sa, roles)
+			want, _, _ := unstructured.NestedSlice(perm, "rules")
+			idx := slices.IndexFunc(roles.Items, func(r unstructured.Unstructured) bool {
+				got, _, _ := unstructured.NestedSlice(r.Object, "rules")
+				return len(got) >= len(want) && equalJSON(got[:len(want)], want)
+			})
+			require.GreaterOrEqual(t, idx, 0, "no ClusterRole of ClusterExtension %s holds the rules of the CSV's %s for %s", ce.GetName(), field, sa)
+			role := roles.Items[idx].GetName()
+			binding := &unstructured.Unstructured{}
+			binding.SetAPIVersion("rbac.authorization.k8s.io/v1")
+			binding.SetKind("ClusterRoleBinding")
+			require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Name: role}, binding), "ClusterRoleBinding %s", role)
+			subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
+			require.True(t, slices.ContainsFunc(subjects, func(s any) bool {
+				m := s.(map[string]any)
+				return m["kind"] == "ServiceAccount" && m["name"] == sa && m["namespace"] == ns
+			}), "ClusterRoleBinding %s does not bind ServiceAccount %s/%s: %v", role, ns, sa, subjects)
+			t.Logf("%s of %s: ClusterRole %s and its binding present", field, sa, role)
 		}
 	}
+}
+
+func equalJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 func installedVersion(t *testing.T, ce *unstructured.Unstructured) string {
