@@ -314,7 +314,7 @@ func (p *process) waitReady(deadline time.Time) error {
 	for {
 		select {
 		case <-p.done:
-			return fmt.Errorf("olmtest: %s exited at start (%v); its log:\n%s", p.name, p.err, tail(p.log, 40))
+			return fmt.Errorf("olmtest: %s exited at start (%w); its log:\n%s", p.name, p.err, tail(p.log, 40))
 		default:
 		}
 		if resp, err := hc.Get("http://" + p.probe + "/readyz"); err == nil {

@@ -150,8 +150,11 @@ rules:
 
 func newestRelease(dir string) ([]byte, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no release file in %s (%v)", dir, err)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no release file <version>.yaml in %s", dir)
 	}
 	var newest string
 	var newestV semver.Version
