@@ -304,7 +304,13 @@ func (c *Cluster) start(ctx context.Context, spec processSpec) (*process, error)
 		return nil, fmt.Errorf("olmtest: starting %s under unshare (needs util-linux unshare and mount namespaces): %w", spec.name, err)
 	}
 	p := &process{name: spec.name, probe: spec.probe, log: logPath, cmd: cmd, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); _ = log.Close(); close(p.done) }()
+	go func() {
+		if p.err = cmd.Wait(); p.err == nil {
+			p.err = errors.New("exit status 0")
+		}
+		_ = log.Close()
+		close(p.done)
+	}()
 	return p, nil
 }
 
