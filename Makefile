@@ -53,11 +53,16 @@ lint: ## Run golangci-lint (built from hack/tools/go.mod) and check formatting.
 ##@ Build
 
 .PHONY: build
-build: ## Build every package, and the binaries into bin/.
+build: manager bundlegen ## Build every package, and the operator (bin/manager) and release CLI (bin/bundlegen).
 	go build -tags $(GO_TAGS) ./...
-	@mkdir -p $(BIN)
-	@for cmd in operator/cmd tools/bundlegen; do \
-		if [ -f $$cmd/main.go ]; then go build -tags $(GO_TAGS) -trimpath -o $(BIN)/ ./$$cmd; fi; done
+
+.PHONY: manager
+manager: ## Build the operator binary into bin/manager.
+	go build -tags $(GO_TAGS) -trimpath -o $(BIN)/manager ./operator/cmd
+
+.PHONY: demo
+demo: controlplane manager ## Run the operator on a local control plane, apply a sample stack, print what it made; Ctrl-C stops.
+	go run -tags $(GO_TAGS) ./operator/internal/local/demo $(DEMO_FLAGS)
 
 .PHONY: controlplane
 controlplane: ## Build etcd, kube-apiserver and kube-controller-manager for tests into bin/controlplane (skipped when current).
@@ -137,6 +142,12 @@ images: bundlegen ## Build the catalog image into bin/images/catalog (OCI layout
 	$(BUNDLEGEN) image catalog catalog --output $(BIN)/images/catalog $(if $(PUSH),--push $(PUSH))
 
 ##@ Benchmarks
+
+STACK_BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: controlplane manager ## Create 200 InferenceStacks on the local control plane; print time to applied, writes per stack and at steady state, operator RSS.
+	go run -tags $(GO_TAGS) ./operator/internal/local/bench $(STACK_BENCH_FLAGS)
 
 BENCH_FLAGS ?=
 

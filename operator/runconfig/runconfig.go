@@ -122,10 +122,7 @@ func FromOverride(name string, spec v1alpha1.InferenceStackSpec, data []byte) (R
 	path := field.NewPath("spec", "overrideConfig", "configMapName")
 	key, name := ConfigKey, ""
 	if o := spec.OverrideConfig; o != nil {
-		name = o.ConfigMapName
-		if o.Key != "" {
-			key = o.Key
-		}
+		name, key = o.ConfigMapName, o.KeyOrDefault()
 	}
 	bad := func(detail string) error {
 		return field.Invalid(path, name, fmt.Sprintf("key %s does not hold a run config: %s", key, detail))

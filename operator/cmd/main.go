@@ -1,0 +1,148 @@
+// Command manager runs the InferenceStack operator: it loads the operand pin
+// of its release, and runs the InferenceStack controller in a
+// controller-runtime manager with secure metrics, health probes and leader
+// election.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/components/cache"
+	"github.com/inferencestack/inferencestack/operator/internal/controller"
+	"github.com/inferencestack/inferencestack/operator/pin"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
+)
+
+type options struct {
+	metricsAddr      string
+	metricsSecure    bool
+	probeAddr        string
+	leaderElect      bool
+	leaderElectionID string
+	leaderElectionNS string
+	pinFile          string
+	cacheImage       string
+	retryInterval    time.Duration
+	stackSelector    string
+}
+
+func main() {
+	var o options
+	fs := flag.CommandLine
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint; 0 turns it off.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, to callers authorized by the API server.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so only one replica reconciles.")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "",
+		"Lease name of the leader election (default: one per major version of the operator, from the pin's operator version).")
+	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's).")
+	fs.StringVar(&o.pinFile, "pin-file", pin.DefaultPath,
+		"Operand pin file; when absent, "+pin.EnvPrefix+"<DISTRIBUTION> and "+pin.OperatorVersionEnv+" variables stand in.")
+	fs.StringVar(&o.cacheImage, "cache-image", envOr("RELATED_IMAGE_CACHE", cache.DefaultImage), "PostgreSQL image of spec.cache.")
+	fs.DurationVar(&o.retryInterval, "retry-interval", controller.DefaultRetryInterval,
+		"How soon a stack waiting for a missing Secret or ConfigMap is looked at again.")
+	fs.StringVar(&o.stackSelector, "stack-selector", "", "Label selector of the InferenceStacks this operator reconciles (default: all).")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		ctrl.Log.Error(err, "operator stopped")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	p, err := pin.Load(o.pinFile, os.Environ(), runconfig.Distributions())
+	if err != nil {
+		return err
+	}
+	var selector labels.Selector
+	if o.stackSelector != "" {
+		if selector, err = labels.Parse(o.stackSelector); err != nil {
+			return fmt.Errorf("--stack-selector %q: %w", o.stackSelector, err)
+		}
+	}
+	if o.leaderElectionID == "" {
+		o.leaderElectionID = "inferencestack-operator-v" + major(p.OperatorVersion) + ".inferencestack.io"
+	}
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme)); err != nil {
+		return err
+	}
+	metrics := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure}
+	if o.metricsSecure {
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("finding the API server: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metrics,
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        o.leaderElectionID,
+		LeaderElectionNamespace: o.leaderElectionNS,
+		Cache:                   controller.CacheOptions(selector),
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	r := &controller.InferenceStackReconciler{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Recorder:      mgr.GetEventRecorder("inferencestack-operator"),
+		Pin:           p,
+		CacheImage:    o.cacheImage,
+		RetryInterval: o.retryInterval,
+		Selector:      selector,
+	}
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", healthz.Ping)); err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting", "operatorVersion", p.OperatorVersion, "distributions", len(p.Operands), "leaderElectionID", o.leaderElectionID)
+	return mgr.Start(ctx)
+}
+
+// major is the major version of a semantic version ("1.2.3" gives "1"), or
+// "0" when it has none.
+func major(version string) string {
+	m, _, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
+	if m == "" || strings.Trim(m, "0123456789") != "" {
+		return "0"
+	}
+	return m
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}

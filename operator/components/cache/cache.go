@@ -1,0 +1,230 @@
+// Package cache is the cache component: the operator-managed PostgreSQL of
+// spec.cache. Its password Secret is created once and never rotated, and it
+// and the data volume carry no owner reference: they outlive the
+// InferenceStack unless cache.retainOnDelete is false, and are never deleted
+// when the cache is switched off.
+package cache
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/apply"
+	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
+)
+
+// DefaultImage is the PostgreSQL image when the operator is not told another.
+const DefaultImage = "docker.io/library/postgres:16.4"
+
+// postgresUID is the postgres user of the official image.
+const postgresUID = 999
+
+const dataDir = "/var/lib/postgresql/data"
+
+// Enabled reports whether the stack asks for the cache.
+func Enabled(stack *v1alpha1.InferenceStack) bool {
+	return stack.Spec.Cache != nil && stack.Spec.Cache.Enabled
+}
+
+// Retained reports whether the cache's volume and password outlive the
+// stack (cache.retainOnDelete, default true).
+func Retained(stack *v1alpha1.InferenceStack) bool {
+	c := stack.Spec.Cache
+	return c == nil || c.RetainOnDelete == nil || *c.RetainOnDelete
+}
+
+// Name is the name of the cache's Deployment and Service (and host name).
+func Name(stack *v1alpha1.InferenceStack) string { return runconfig.CacheServiceName(stack.Name) }
+
+// PVCName is the cache's data volume claim.
+func PVCName(stack *v1alpha1.InferenceStack) string { return stack.Name + "-cache-data" }
+
+// SecretName holds the cache password.
+func SecretName(stack *v1alpha1.InferenceStack) string { return runconfig.CacheSecretName(stack.Name) }
+
+// PasswordSecret is the cache password Secret, with a new random password.
+// The operator only ever creates it.
+func PasswordSecret(stack *v1alpha1.InferenceStack) (*corev1.Secret, error) {
+	raw := make([]byte, 24)
+	if _, err := rand.Read(raw); err != nil {
+		return nil, fmt.Errorf("generating the cache password: %w", err)
+	}
+	labels := components.Labels(stack, components.ComponentCache)
+	labels[components.LabelWatched] = "true"
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: SecretName(stack), Namespace: stack.Namespace, Labels: labels},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{runconfig.CachePasswordKey: []byte(base64.RawURLEncoding.EncodeToString(raw))},
+	}, nil
+}
+
+// PVC is the cache's data volume claim. It has no owner reference.
+func PVC(stack *v1alpha1.InferenceStack) *corev1ac.PersistentVolumeClaimApplyConfiguration {
+	size := resource.MustParse("1Gi")
+	if c := stack.Spec.Cache; c != nil && c.StorageSize != nil {
+		size = *c.StorageSize
+	}
+	spec := corev1ac.PersistentVolumeClaimSpec().
+		WithAccessModes(corev1.ReadWriteOnce).
+		WithResources(corev1ac.VolumeResourceRequirements().WithRequests(corev1.ResourceList{corev1.ResourceStorage: size}))
+	if c := stack.Spec.Cache; c != nil && c.StorageClassName != nil {
+		spec.WithStorageClassName(*c.StorageClassName)
+	}
+	return corev1ac.PersistentVolumeClaim(PVCName(stack), stack.Namespace).
+		WithLabels(components.Labels(stack, components.ComponentCache)).
+		WithSpec(spec)
+}
+
+// Deployment runs PostgreSQL on the data volume, one pod at a time.
+func Deployment(stack *v1alpha1.InferenceStack, image string) *appsv1ac.DeploymentApplyConfiguration {
+	env := func(name, value string) *corev1ac.EnvVarApplyConfiguration {
+		return corev1ac.EnvVar().WithName(name).WithValue(value)
+	}
+	probe := corev1ac.Probe().
+		WithExec(corev1ac.ExecAction().WithCommand("pg_isready", "-U", runconfig.CacheUser, "-d", runconfig.CacheDatabase)).
+		WithPeriodSeconds(10).WithTimeoutSeconds(5)
+	pod := corev1ac.PodSpec().
+		WithAutomountServiceAccountToken(false).
+		WithEnableServiceLinks(false).
+		WithSecurityContext(corev1ac.PodSecurityContext().
+			WithRunAsNonRoot(true).
+			WithRunAsUser(postgresUID).
+			WithRunAsGroup(postgresUID).
+			WithFSGroup(postgresUID).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+		WithContainers(corev1ac.Container().
+			WithName("postgres").
+			WithImage(image).
+			WithPorts(corev1ac.ContainerPort().WithName("postgres").WithContainerPort(runconfig.CachePort).WithProtocol(corev1.ProtocolTCP)).
+			WithEnv(
+				env("POSTGRES_DB", runconfig.CacheDatabase),
+				env("POSTGRES_USER", runconfig.CacheUser),
+				corev1ac.EnvVar().WithName("POSTGRES_PASSWORD").WithValueFrom(corev1ac.EnvVarSource().
+					WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(SecretName(stack)).WithKey(runconfig.CachePasswordKey))),
+				env("PGDATA", dataDir+"/pgdata"),
+			).
+			WithReadinessProbe(probe).
+			WithLivenessProbe(probe.WithInitialDelaySeconds(30)).
+			WithResources(corev1ac.ResourceRequirements().WithRequests(corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("100m"),
+				corev1.ResourceMemory: resource.MustParse("256Mi"),
+			})).
+			WithSecurityContext(corev1ac.SecurityContext().
+				WithAllowPrivilegeEscalation(false).
+				WithReadOnlyRootFilesystem(true).
+				WithRunAsNonRoot(true).
+				WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))).
+			WithVolumeMounts(
+				corev1ac.VolumeMount().WithName("data").WithMountPath(dataDir),
+				corev1ac.VolumeMount().WithName("run").WithMountPath("/var/run/postgresql"),
+				corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
+			)).
+		WithVolumes(
+			corev1ac.Volume().WithName("data").WithPersistentVolumeClaim(
+				corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(PVCName(stack))),
+			corev1ac.Volume().WithName("run").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+			corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+		)
+	return appsv1ac.Deployment(Name(stack), stack.Namespace).
+		WithLabels(components.Labels(stack, components.ComponentCache)).
+		WithOwnerReferences(components.OwnerReference(stack)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(1).
+			WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RecreateDeploymentStrategyType)).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(components.SelectorLabels(stack, components.ComponentCache))).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(components.Labels(stack, components.ComponentCache)).
+				WithSpec(pod)))
+}
+
+// Service is the cache's host name and port.
+func Service(stack *v1alpha1.InferenceStack) *corev1ac.ServiceApplyConfiguration {
+	return corev1ac.Service(Name(stack), stack.Namespace).
+		WithLabels(components.Labels(stack, components.ComponentCache)).
+		WithOwnerReferences(components.OwnerReference(stack)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithType(corev1.ServiceTypeClusterIP).
+			WithSelector(components.SelectorLabels(stack, components.ComponentCache)).
+			WithPorts(corev1ac.ServicePort().WithName("postgres").WithProtocol(corev1.ProtocolTCP).
+				WithPort(runconfig.CachePort).WithTargetPort(intstr.FromString("postgres"))))
+}
+
+// Step runs the cache component with the PostgreSQL image image.
+func Step(image string) components.Step {
+	return components.Step{Name: "cache", Run: func(ctx context.Context, s *components.State) error {
+		return run(ctx, s, image)
+	}}
+}
+
+func run(ctx context.Context, s *components.State, image string) error {
+	stack := s.Stack
+	if !Enabled(stack) {
+		// Switched off (or never on): stop PostgreSQL, keep its data and password.
+		for _, obj := range []client.Object{
+			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: Name(stack), Namespace: stack.Namespace}},
+			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: Name(stack), Namespace: stack.Namespace}},
+		} {
+			if _, err := apply.Delete(ctx, s.Client, obj, components.Owned(stack)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := ensurePassword(ctx, s); err != nil {
+		return err
+	}
+	if _, err := apply.Apply(ctx, s.Client, apply.PersistentVolumeClaim, PVC(stack)); err != nil {
+		return err
+	}
+	if _, err := apply.Apply(ctx, s.Client, apply.Deployment, Deployment(stack, image)); err != nil {
+		return err
+	}
+	_, err := apply.Apply(ctx, s.Client, apply.Service, Service(stack))
+	return err
+}
+
+// ensurePassword creates the password Secret when it does not exist; an
+// existing one is never changed, so the data on the volume stays readable.
+func ensurePassword(ctx context.Context, s *components.State) error {
+	key := client.ObjectKey{Namespace: s.Stack.Namespace, Name: SecretName(s.Stack)}
+	err := s.Client.Get(ctx, key, &corev1.Secret{})
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading the cache password Secret %s: %w", key, err)
+	}
+	// The cache holds only labelled Secrets: ask the API server before
+	// creating, so a Secret someone else made under this name is not hidden.
+	if err := s.APIReader.Get(ctx, key, &corev1.Secret{}); err == nil {
+		return components.Errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonCacheNotReady,
+			"Secret %s exists but was not made by the operator (label %s=%s missing): "+
+				"delete or rename it, or label it if it holds the cache password under key %s",
+			key, components.LabelManagedBy, components.ManagedBy, runconfig.CachePasswordKey)
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading the cache password Secret %s: %w", key, err)
+	}
+	secret, err := PasswordSecret(s.Stack)
+	if err != nil {
+		return err
+	}
+	if err := s.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the cache password Secret %s: %w", key, err)
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+// Package network is the network component: NetworkPolicies that admit only
+// the server's port to the server pods and only the server's traffic to the
+// cache's PostgreSQL.
+package network
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/apply"
+	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/components/cache"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
+)
+
+// ServerPolicyName is the server's NetworkPolicy.
+func ServerPolicyName(stack *v1alpha1.InferenceStack) string { return stack.Name + "-server" }
+
+// CachePolicyName is the cache's NetworkPolicy.
+func CachePolicyName(stack *v1alpha1.InferenceStack) string { return stack.Name + "-cache" }
+
+// ServerPolicy admits traffic to the server pods on the server's port only,
+// from anywhere (clients reach it through its Service).
+func ServerPolicy(stack *v1alpha1.InferenceStack) *networkingv1ac.NetworkPolicyApplyConfiguration {
+	return networkingv1ac.NetworkPolicy(ServerPolicyName(stack), stack.Namespace).
+		WithLabels(components.Labels(stack, components.ComponentServer)).
+		WithOwnerReferences(components.OwnerReference(stack)).
+		WithSpec(networkingv1ac.NetworkPolicySpec().
+			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(components.SelectorLabels(stack, components.ComponentServer))).
+			WithPolicyTypes(networkingv1.PolicyTypeIngress).
+			WithIngress(networkingv1ac.NetworkPolicyIngressRule().
+				WithPorts(networkingv1ac.NetworkPolicyPort().
+					WithProtocol(corev1.ProtocolTCP).
+					WithPort(intstr.FromInt32(runconfig.ServerPort)))))
+}
+
+// CachePolicy admits traffic to the cache pods on PostgreSQL's port from the
+// stack's server pods only.
+func CachePolicy(stack *v1alpha1.InferenceStack) *networkingv1ac.NetworkPolicyApplyConfiguration {
+	return networkingv1ac.NetworkPolicy(CachePolicyName(stack), stack.Namespace).
+		WithLabels(components.Labels(stack, components.ComponentCache)).
+		WithOwnerReferences(components.OwnerReference(stack)).
+		WithSpec(networkingv1ac.NetworkPolicySpec().
+			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(components.SelectorLabels(stack, components.ComponentCache))).
+			WithPolicyTypes(networkingv1.PolicyTypeIngress).
+			WithIngress(networkingv1ac.NetworkPolicyIngressRule().
+				WithFrom(networkingv1ac.NetworkPolicyPeer().
+					WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(components.SelectorLabels(stack, components.ComponentServer)))).
+				WithPorts(networkingv1ac.NetworkPolicyPort().
+					WithProtocol(corev1.ProtocolTCP).
+					WithPort(intstr.FromInt32(runconfig.CachePort)))))
+}
+
+// Step runs the network component.
+var Step = components.Step{Name: "network", Run: run}
+
+func run(ctx context.Context, s *components.State) error {
+	stack := s.Stack
+	if _, err := apply.Apply(ctx, s.Client, apply.NetworkPolicy, ServerPolicy(stack)); err != nil {
+		return err
+	}
+	if cache.Enabled(stack) {
+		_, err := apply.Apply(ctx, s.Client, apply.NetworkPolicy, CachePolicy(stack))
+		return err
+	}
+	_, err := apply.Delete(ctx, s.Client, &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: CachePolicyName(stack), Namespace: stack.Namespace},
+	}, components.Owned(stack))
+	return err
+}

@@ -1,0 +1,94 @@
+// Package scaling is the scaling component: the server's
+// HorizontalPodAutoscaler and PodDisruptionBudget when the stack asks for
+// them, removed when it no longer does.
+package scaling
+
+import (
+	"context"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	autoscalingv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/apply"
+	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/components/server"
+)
+
+// HorizontalPodAutoscaler scales the server Deployment on CPU use, or is nil
+// when workload.autoscaling is unset.
+func HorizontalPodAutoscaler(stack *v1alpha1.InferenceStack) *autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration {
+	w := stack.Spec.Workload
+	if w == nil || w.Autoscaling == nil {
+		return nil
+	}
+	a := w.Autoscaling
+	minReplicas, target := int32(1), int32(80)
+	if a.MinReplicas != nil {
+		minReplicas = *a.MinReplicas
+	}
+	if a.TargetCPUUtilizationPercentage != nil {
+		target = *a.TargetCPUUtilizationPercentage
+	}
+	return autoscalingv2ac.HorizontalPodAutoscaler(server.Name(stack), stack.Namespace).
+		WithLabels(components.Labels(stack, components.ComponentServer)).
+		WithOwnerReferences(components.OwnerReference(stack)).
+		WithSpec(autoscalingv2ac.HorizontalPodAutoscalerSpec().
+			WithScaleTargetRef(autoscalingv2ac.CrossVersionObjectReference().
+				WithAPIVersion("apps/v1").WithKind("Deployment").WithName(server.Name(stack))).
+			WithMinReplicas(minReplicas).
+			WithMaxReplicas(a.MaxReplicas).
+			WithMetrics(autoscalingv2ac.MetricSpec().
+				WithType(autoscalingv2.ResourceMetricSourceType).
+				WithResource(autoscalingv2ac.ResourceMetricSource().
+					WithName(corev1.ResourceCPU).
+					WithTarget(autoscalingv2ac.MetricTarget().
+						WithType(autoscalingv2.UtilizationMetricType).
+						WithAverageUtilization(target)))))
+}
+
+// PodDisruptionBudget limits voluntary disruptions of the server pods, or is
+// nil when workload.podDisruptionBudget is unset.
+func PodDisruptionBudget(stack *v1alpha1.InferenceStack) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
+	w := stack.Spec.Workload
+	if w == nil || w.PodDisruptionBudget == nil {
+		return nil
+	}
+	spec := policyv1ac.PodDisruptionBudgetSpec().
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(components.SelectorLabels(stack, components.ComponentServer)))
+	if p := w.PodDisruptionBudget; p.MinAvailable != nil {
+		spec.WithMinAvailable(*p.MinAvailable)
+	} else if p.MaxUnavailable != nil {
+		spec.WithMaxUnavailable(*p.MaxUnavailable)
+	}
+	return policyv1ac.PodDisruptionBudget(server.Name(stack), stack.Namespace).
+		WithLabels(components.Labels(stack, components.ComponentServer)).
+		WithOwnerReferences(components.OwnerReference(stack)).
+		WithSpec(spec)
+}
+
+// Step runs the scaling component.
+var Step = components.Step{Name: "scaling", Run: run}
+
+func run(ctx context.Context, s *components.State) error {
+	stack := s.Stack
+	meta := metav1.ObjectMeta{Name: server.Name(stack), Namespace: stack.Namespace}
+	if hpa := HorizontalPodAutoscaler(stack); hpa != nil {
+		if _, err := apply.Apply(ctx, s.Client, apply.HorizontalPodAutoscaler, hpa); err != nil {
+			return err
+		}
+	} else if _, err := apply.Delete(ctx, s.Client, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: meta}, components.Owned(stack)); err != nil {
+		return err
+	}
+	if pdb := PodDisruptionBudget(stack); pdb != nil {
+		_, err := apply.Apply(ctx, s.Client, apply.PodDisruptionBudget, pdb)
+		return err
+	}
+	_, err := apply.Delete(ctx, s.Client, &policyv1.PodDisruptionBudget{ObjectMeta: meta}, components.Owned(stack))
+	return err
+}

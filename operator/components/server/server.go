@@ -1,0 +1,278 @@
+// Package server is the server component: the Llama Stack server's
+// ServiceAccount, Deployment and Service. The Deployment runs under the
+// restricted pod security standard, mounts the run config, and carries the
+// hashes of the config and of the referenced user data on its pod template,
+// so it rolls out exactly when one of them changes.
+package server
+
+import (
+	"context"
+	"path"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/apply"
+	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
+)
+
+// ContainerName is the server container.
+const ContainerName = "server"
+
+// ConfigDir is where the run-config ConfigMap is mounted.
+const ConfigDir = "/etc/llama-stack/config"
+
+// HealthPath answers 200 when the server is up.
+const HealthPath = "/v1/health"
+
+// Name is the name of the server's Deployment and Service.
+func Name(stack *v1alpha1.InferenceStack) string { return stack.Name }
+
+// ServiceAccountName is the ServiceAccount the server runs as: the user's
+// workload.serviceAccountName, or one the operator makes.
+func ServiceAccountName(stack *v1alpha1.InferenceStack) string {
+	if w := stack.Spec.Workload; w != nil && w.ServiceAccountName != "" {
+		return w.ServiceAccountName
+	}
+	return stack.Name + "-server"
+}
+
+// Port is the port the server's Service exposes.
+func Port(stack *v1alpha1.InferenceStack) int32 {
+	if n := stack.Spec.Networking; n != nil && n.Port != 0 {
+		return n.Port
+	}
+	return runconfig.ServerPort
+}
+
+// Inputs are what the server's objects are built from, besides the stack.
+type Inputs struct {
+	// Image of the server.
+	Image string
+	// Config is the run config; its Env reaches the container.
+	Config runconfig.Result
+	// ConfigMapName holds the run config.
+	ConfigMapName string
+	// ReferencesHash is the hash of the referenced user data.
+	ReferencesHash string
+}
+
+// ServiceAccount is the operator-made ServiceAccount, or nil when the user
+// names their own.
+func ServiceAccount(stack *v1alpha1.InferenceStack) *corev1ac.ServiceAccountApplyConfiguration {
+	if w := stack.Spec.Workload; w != nil && w.ServiceAccountName != "" {
+		return nil
+	}
+	return corev1ac.ServiceAccount(ServiceAccountName(stack), stack.Namespace).
+		WithLabels(components.Labels(stack, components.ComponentServer)).
+		WithOwnerReferences(components.OwnerReference(stack)).
+		WithAutomountServiceAccountToken(false)
+}
+
+// Service exposes the server: ClusterIP, or LoadBalancer with
+// networking.expose.
+func Service(stack *v1alpha1.InferenceStack) *corev1ac.ServiceApplyConfiguration {
+	typ := corev1.ServiceTypeClusterIP
+	if n := stack.Spec.Networking; n != nil && n.Expose {
+		typ = corev1.ServiceTypeLoadBalancer
+	}
+	return corev1ac.Service(Name(stack), stack.Namespace).
+		WithLabels(components.Labels(stack, components.ComponentServer)).
+		WithOwnerReferences(components.OwnerReference(stack)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithType(typ).
+			WithSelector(components.SelectorLabels(stack, components.ComponentServer)).
+			WithPorts(corev1ac.ServicePort().
+				WithName(portName(stack)).
+				WithProtocol(corev1.ProtocolTCP).
+				WithPort(Port(stack)).
+				WithTargetPort(intstr.FromString(portName(stack)))))
+}
+
+func portName(stack *v1alpha1.InferenceStack) string {
+	if tlsEnabled(stack) {
+		return "https"
+	}
+	return "http"
+}
+
+func tlsEnabled(stack *v1alpha1.InferenceStack) bool {
+	n := stack.Spec.Networking
+	return n != nil && n.TLS != nil && n.TLS.Enabled
+}
+
+// AuthEnabled reports whether the server validates callers' tokens against
+// the cluster (and so needs its ServiceAccount token).
+func AuthEnabled(stack *v1alpha1.InferenceStack) bool {
+	return stack.Spec.Auth != nil && stack.Spec.Auth.Kubernetes != nil
+}
+
+// Deployment runs the server.
+func Deployment(stack *v1alpha1.InferenceStack, in Inputs) *appsv1ac.DeploymentApplyConfiguration {
+	w := stack.Spec.Workload
+	if w == nil {
+		w = &v1alpha1.WorkloadSpec{}
+	}
+	spec := appsv1ac.DeploymentSpec().
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(components.SelectorLabels(stack, components.ComponentServer))).
+		WithTemplate(podTemplate(stack, w, in))
+	if w.Autoscaling == nil {
+		// With autoscaling the HorizontalPodAutoscaler owns the replica count.
+		replicas := int32(1)
+		if w.Replicas != nil {
+			replicas = *w.Replicas
+		}
+		spec.WithReplicas(replicas)
+	}
+	return appsv1ac.Deployment(Name(stack), stack.Namespace).
+		WithLabels(components.Labels(stack, components.ComponentServer)).
+		WithOwnerReferences(components.OwnerReference(stack)).
+		WithSpec(spec)
+}
+
+func podTemplate(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, in Inputs) *corev1ac.PodTemplateSpecApplyConfiguration {
+	pod := corev1ac.PodSpec().
+		WithServiceAccountName(ServiceAccountName(stack)).
+		WithAutomountServiceAccountToken(AuthEnabled(stack)).
+		WithEnableServiceLinks(false).
+		WithSecurityContext(corev1ac.PodSecurityContext().
+			WithRunAsNonRoot(true).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+		WithContainers(container(stack, w, in)).
+		WithVolumes(volumes(stack, in)...)
+	if len(w.NodeSelector) > 0 {
+		pod.WithNodeSelector(w.NodeSelector)
+	}
+	for _, t := range w.Tolerations {
+		pod.WithTolerations(components.Convert[corev1ac.TolerationApplyConfiguration](t))
+	}
+	for _, t := range w.TopologySpreadConstraints {
+		pod.WithTopologySpreadConstraints(components.Convert[corev1ac.TopologySpreadConstraintApplyConfiguration](t))
+	}
+	return corev1ac.PodTemplateSpec().
+		WithLabels(components.Labels(stack, components.ComponentServer)).
+		WithAnnotations(map[string]string{
+			components.AnnotationConfigHash:  in.Config.Hash,
+			components.AnnotationSecretsHash: in.ReferencesHash,
+		}).
+		WithSpec(pod)
+}
+
+func container(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, in Inputs) *corev1ac.ContainerApplyConfiguration {
+	scheme := corev1.URISchemeHTTP
+	if tlsEnabled(stack) {
+		scheme = corev1.URISchemeHTTPS
+	}
+	probe := func(period, failures int32) *corev1ac.ProbeApplyConfiguration {
+		return corev1ac.Probe().
+			WithHTTPGet(corev1ac.HTTPGetAction().WithPath(HealthPath).WithPort(intstr.FromString(portName(stack))).WithScheme(scheme)).
+			WithPeriodSeconds(period).
+			WithFailureThreshold(failures).
+			WithTimeoutSeconds(5)
+	}
+	c := corev1ac.Container().
+		WithName(ContainerName).
+		WithImage(in.Image).
+		WithCommand("llama", "stack", "run", path.Join(ConfigDir, runconfig.ConfigKey)).
+		WithPorts(corev1ac.ContainerPort().WithName(portName(stack)).WithContainerPort(runconfig.ServerPort).WithProtocol(corev1.ProtocolTCP)).
+		WithStartupProbe(probe(5, 60)).
+		WithReadinessProbe(probe(10, 3)).
+		WithLivenessProbe(probe(20, 3)).
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithAllowPrivilegeEscalation(false).
+			WithReadOnlyRootFilesystem(true).
+			WithRunAsNonRoot(true).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))).
+		WithVolumeMounts(volumeMounts(stack)...)
+	if !slices.ContainsFunc(w.Env, func(e corev1.EnvVar) bool { return e.Name == "HOME" }) {
+		// The root filesystem is read-only: the server writes its home under /tmp.
+		c.WithEnv(corev1ac.EnvVar().WithName("HOME").WithValue("/tmp"))
+	}
+	for _, e := range in.Config.Env {
+		c.WithEnv(components.Convert[corev1ac.EnvVarApplyConfiguration](e))
+	}
+	for _, e := range w.Env {
+		c.WithEnv(components.Convert[corev1ac.EnvVarApplyConfiguration](e))
+	}
+	if w.Resources != nil {
+		c.WithResources(components.Convert[corev1ac.ResourceRequirementsApplyConfiguration](*w.Resources))
+	} else {
+		c.WithResources(corev1ac.ResourceRequirements().WithRequests(corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("250m"),
+			corev1.ResourceMemory: resource.MustParse("512Mi"),
+		}))
+	}
+	return c
+}
+
+const (
+	volumeConfig = "run-config"
+	volumeData   = "data"
+	volumeTmp    = "tmp"
+	volumeTLS    = "tls"
+	volumeCA     = "client-ca"
+)
+
+func volumeMounts(stack *v1alpha1.InferenceStack) []*corev1ac.VolumeMountApplyConfiguration {
+	m := []*corev1ac.VolumeMountApplyConfiguration{
+		corev1ac.VolumeMount().WithName(volumeConfig).WithMountPath(ConfigDir).WithReadOnly(true),
+		corev1ac.VolumeMount().WithName(volumeData).WithMountPath(runconfig.DataDir),
+		corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath("/tmp"),
+	}
+	if tlsEnabled(stack) {
+		m = append(m, corev1ac.VolumeMount().WithName(volumeTLS).WithMountPath(runconfig.TLSDir).WithReadOnly(true))
+		if stack.Spec.Networking.TLS.CABundle != nil {
+			m = append(m, corev1ac.VolumeMount().WithName(volumeCA).WithMountPath(runconfig.CADir).WithReadOnly(true))
+		}
+	}
+	return m
+}
+
+func volumes(stack *v1alpha1.InferenceStack, in Inputs) []*corev1ac.VolumeApplyConfiguration {
+	v := []*corev1ac.VolumeApplyConfiguration{
+		corev1ac.Volume().WithName(volumeConfig).WithConfigMap(corev1ac.ConfigMapVolumeSource().
+			WithName(in.ConfigMapName).
+			WithItems(corev1ac.KeyToPath().WithKey(runconfig.ConfigKey).WithPath(runconfig.ConfigKey))),
+		corev1ac.Volume().WithName(volumeData).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+		corev1ac.Volume().WithName(volumeTmp).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+	}
+	if tlsEnabled(stack) {
+		t := stack.Spec.Networking.TLS
+		v = append(v, corev1ac.Volume().WithName(volumeTLS).WithSecret(corev1ac.SecretVolumeSource().
+			WithSecretName(t.SecretName).
+			WithItems(corev1ac.KeyToPath().WithKey("tls.crt").WithPath("tls.crt"),
+				corev1ac.KeyToPath().WithKey("tls.key").WithPath("tls.key"))))
+		if ca := t.CABundle; ca != nil {
+			key := ca.KeyOrDefault()
+			v = append(v, corev1ac.Volume().WithName(volumeCA).WithConfigMap(corev1ac.ConfigMapVolumeSource().
+				WithName(ca.ConfigMapName).
+				WithItems(corev1ac.KeyToPath().WithKey(key).WithPath(runconfig.CAFile))))
+		}
+	}
+	return v
+}
+
+// Step runs the server component.
+var Step = components.Step{Name: "server", Run: run}
+
+func run(ctx context.Context, s *components.State) error {
+	stack := s.Stack
+	if sa := ServiceAccount(stack); sa != nil {
+		if _, err := apply.Apply(ctx, s.Client, apply.ServiceAccount, sa); err != nil {
+			return err
+		}
+	}
+	in := Inputs{Image: s.Image, Config: s.Config, ConfigMapName: s.ConfigMapName, ReferencesHash: s.ReferencesHash}
+	if _, err := apply.Apply(ctx, s.Client, apply.Deployment, Deployment(stack, in)); err != nil {
+		return err
+	}
+	_, err := apply.Apply(ctx, s.Client, apply.Service, Service(stack))
+	return err
+}

@@ -1,0 +1,77 @@
+package server_test
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/components/server"
+	"github.com/inferencestack/inferencestack/operator/internal/testutil"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
+)
+
+func inputs() server.Inputs {
+	return server.Inputs{
+		Image:          "example.com/server@sha256:abc",
+		Config:         runconfig.Result{Hash: "cafe", Env: []corev1.EnvVar{{Name: "A", Value: "1"}}},
+		ConfigMapName:  "s-run-config",
+		ReferencesHash: "beef",
+	}
+}
+
+func TestDeploymentIsRestrictedAndCarriesHashes(t *testing.T) {
+	d := server.Deployment(testutil.Stack("s"), inputs())
+	pod := d.Spec.Template.Spec
+	if sc := pod.SecurityContext; sc == nil || !*sc.RunAsNonRoot || *sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod security context %+v", sc)
+	}
+	c := pod.Containers[0]
+	sc := c.SecurityContext
+	if *sc.AllowPrivilegeEscalation || sc.Capabilities.Drop[0] != "ALL" || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("container security context %+v", sc)
+	}
+	if *pod.AutomountServiceAccountToken {
+		t.Error("the server gets a ServiceAccount token without auth.kubernetes")
+	}
+	a := d.Spec.Template.Annotations
+	if a[components.AnnotationConfigHash] != "cafe" || a[components.AnnotationSecretsHash] != "beef" {
+		t.Errorf("pod template annotations %v", a)
+	}
+	if *d.Spec.Replicas != 1 {
+		t.Errorf("replicas %d, want 1", *d.Spec.Replicas)
+	}
+	if *c.Image != "example.com/server@sha256:abc" {
+		t.Errorf("image %s", *c.Image)
+	}
+}
+
+func TestDeploymentLeavesReplicasToTheAutoscaler(t *testing.T) {
+	d := server.Deployment(testutil.Stack("s", testutil.WithAutoscaling(1, 4, 50)), inputs())
+	if d.Spec.Replicas != nil {
+		t.Errorf("replicas %d set although the HorizontalPodAutoscaler owns them", *d.Spec.Replicas)
+	}
+}
+
+func TestAuthMountsTheServiceAccountToken(t *testing.T) {
+	d := server.Deployment(testutil.Stack("s", testutil.WithKubernetesAuth()), inputs())
+	if !*d.Spec.Template.Spec.AutomountServiceAccountToken {
+		t.Error("with auth.kubernetes the server needs its ServiceAccount token for TokenReviews")
+	}
+}
+
+func TestUserHomeWins(t *testing.T) {
+	d := server.Deployment(testutil.Stack("s", testutil.WithEnv("HOME", "/data")), inputs())
+	n := 0
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if *e.Name == "HOME" {
+			n++
+			if *e.Value != "/data" {
+				t.Errorf("HOME=%s, want the user's /data", *e.Value)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("HOME appears %d times", n)
+	}
+}

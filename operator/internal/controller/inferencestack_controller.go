@@ -1,0 +1,330 @@
+// Package controller reconciles InferenceStacks: one outer Reconcile fetches
+// the stack, runs the component steps in order on a deep copy, and writes
+// the status once, only when it changed. A finalizer removes what owner
+// references cannot.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/apply"
+	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/components/auth"
+	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
+	"github.com/inferencestack/inferencestack/operator/components/config"
+	"github.com/inferencestack/inferencestack/operator/components/network"
+	"github.com/inferencestack/inferencestack/operator/components/scaling"
+	"github.com/inferencestack/inferencestack/operator/components/server"
+	"github.com/inferencestack/inferencestack/operator/pin"
+)
+
+// Finalizer holds a deleted InferenceStack until the objects owner
+// references cannot remove are gone.
+const Finalizer = "inferencestack.io/cleanup"
+
+// referencesIndex indexes InferenceStacks by the user objects they
+// reference (config.IndexKey).
+const referencesIndex = ".spec.references"
+
+// Defaults of the reconciler's timings.
+const (
+	DefaultRetryInterval    = 15 * time.Second
+	DefaultFinalizerTimeout = 2 * time.Minute
+)
+
+// InferenceStackReconciler reconciles InferenceStacks.
+type InferenceStackReconciler struct {
+	// Client reads from the manager's cache and writes to the API server.
+	Client client.Client
+	// APIReader reads user objects the cache does not hold yet.
+	APIReader client.Reader
+	// Recorder emits events on InferenceStacks.
+	Recorder events.EventRecorder
+	// Pin is this operator release's operand pin.
+	Pin pin.Pin
+	// CacheImage is the PostgreSQL image of spec.cache.
+	CacheImage string
+	// RetryInterval is how soon a stack waiting for a user object is looked
+	// at again (the cache does not see user objects until they exist and
+	// are labelled).
+	RetryInterval time.Duration
+	// FinalizerTimeout bounds how long a failing cleanup holds a deleted
+	// stack; after it the finalizer is removed with a warning event.
+	FinalizerTimeout time.Duration
+	// Selector, when not nil, restricts the stacks this operator reconciles
+	// (its cache only holds those).
+	Selector labels.Selector
+}
+
+// +kubebuilder:rbac:groups=inferencestack.io,resources=inferencestacks,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=inferencestack.io,resources=inferencestacks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=inferencestack.io,resources=inferencestacks/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets;services;serviceaccounts;persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile brings one InferenceStack's objects and status to its spec.
+func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	original := &v1alpha1.InferenceStack{}
+	if err := r.Client.Get(ctx, req.NamespacedName, original); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	stack := original.DeepCopy()
+	if !stack.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, original, stack)
+	}
+	if controllerutil.AddFinalizer(stack, Finalizer) {
+		if err := r.Client.Patch(ctx, stack, client.MergeFrom(original)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer %s: %w", Finalizer, err)
+		}
+		original = stack.DeepCopy()
+	}
+
+	s := &components.State{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, Stack: stack, Pin: r.Pin}
+	stepErr := r.runSteps(ctx, s)
+	r.setStatus(ctx, s, stepErr)
+	if !equality.Semantic.DeepEqual(original.Status, stack.Status) {
+		if err := r.Client.Status().Patch(ctx, stack, client.MergeFrom(original)); err != nil {
+			return ctrl.Result{}, errors.Join(stepErr, fmt.Errorf("writing status: %w", err))
+		}
+	}
+	var ce *components.ConditionError
+	if errors.As(stepErr, &ce) {
+		// The user has to act; look again now and then, without error backoff.
+		return ctrl.Result{RequeueAfter: r.retryInterval()}, nil
+	}
+	return ctrl.Result{}, stepErr
+}
+
+// Steps are the component steps, in the order they run.
+func (r *InferenceStackReconciler) Steps() []components.Step {
+	return []components.Step{
+		config.Step,
+		cachecomp.Step(r.CacheImage),
+		server.Step,
+		network.Step,
+		auth.Step,
+		scaling.Step,
+	}
+}
+
+func (r *InferenceStackReconciler) runSteps(ctx context.Context, s *components.State) error {
+	for _, step := range r.Steps() {
+		if err := step.Run(ctx, s); err != nil {
+			var ce *components.ConditionError
+			if errors.As(err, &ce) {
+				return err
+			}
+			return fmt.Errorf("step %s: %w", step.Name, err)
+		}
+	}
+	return nil
+}
+
+// finalize cleans up a deleted stack and removes the finalizer.
+func (r *InferenceStackReconciler) finalize(ctx context.Context, original, stack *v1alpha1.InferenceStack) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(stack, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	cleanupErr := errors.Join(auth.Cleanup(ctx, r.Client, stack), r.cleanupCache(ctx, stack))
+	if cleanupErr != nil {
+		if time.Since(stack.DeletionTimestamp.Time) < r.finalizerTimeout() {
+			stack.Status.Phase = v1alpha1.PhaseDeleting
+			meta.SetStatusCondition(&stack.Status.Conditions, metav1.Condition{
+				Type: v1alpha1.TypeDegraded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonDeleting,
+				ObservedGeneration: stack.Generation, Message: "cleanup failed, retrying: " + cleanupErr.Error(),
+			})
+			if !equality.Semantic.DeepEqual(original.Status, stack.Status) {
+				_ = r.Client.Status().Patch(ctx, stack, client.MergeFrom(original))
+			}
+			return ctrl.Result{}, cleanupErr
+		}
+		r.Recorder.Eventf(stack, nil, corev1.EventTypeWarning, "CleanupAbandoned", "Delete",
+			"gave up cleaning up after %s, remove leftovers by hand: %v", r.finalizerTimeout(), cleanupErr)
+	}
+	patchBase := stack.DeepCopy()
+	controllerutil.RemoveFinalizer(stack, Finalizer)
+	if err := r.Client.Patch(ctx, stack, client.MergeFrom(patchBase)); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// cleanupCache deletes the cache's volume claim and password Secret when
+// cache.retainOnDelete is false; otherwise it says, in an event, that they
+// were kept and how to delete them.
+func (r *InferenceStackReconciler) cleanupCache(ctx context.Context, stack *v1alpha1.InferenceStack) error {
+	objs := []client.Object{
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: cachecomp.PVCName(stack), Namespace: stack.Namespace}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: cachecomp.SecretName(stack), Namespace: stack.Namespace}},
+	}
+	if cachecomp.Retained(stack) {
+		pvc := objs[0]
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err == nil && components.Unowned(stack)(pvc) {
+			r.Recorder.Eventf(stack, nil, corev1.EventTypeNormal, "CacheRetained", "Delete",
+				"kept PersistentVolumeClaim %s and Secret %s (cache.retainOnDelete): delete them with "+
+					"kubectl delete -n %s pvc/%s secret/%s",
+				cachecomp.PVCName(stack), cachecomp.SecretName(stack), stack.Namespace, cachecomp.PVCName(stack), cachecomp.SecretName(stack))
+		}
+		return nil
+	}
+	var errs []error
+	for _, obj := range objs {
+		if _, err := apply.Delete(ctx, r.Client, obj, components.Unowned(stack)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *InferenceStackReconciler) retryInterval() time.Duration {
+	if r.RetryInterval > 0 {
+		return r.RetryInterval
+	}
+	return DefaultRetryInterval
+}
+
+func (r *InferenceStackReconciler) finalizerTimeout() time.Duration {
+	if r.FinalizerTimeout > 0 {
+		return r.FinalizerTimeout
+	}
+	return DefaultFinalizerTimeout
+}
+
+// ownedTypes are the kinds the operator makes; each carries the managed-by
+// label, which is all the manager's cache holds of them.
+func ownedTypes() []client.Object {
+	return []client.Object{
+		&appsv1.Deployment{}, &corev1.Service{}, &corev1.ServiceAccount{}, &corev1.PersistentVolumeClaim{},
+		&networkingv1.NetworkPolicy{}, &autoscalingv2.HorizontalPodAutoscaler{}, &policyv1.PodDisruptionBudget{},
+		&rbacv1.ClusterRole{}, &rbacv1.ClusterRoleBinding{},
+	}
+}
+
+// CacheOptions restrict the manager's cache to the operator's own objects
+// and the user objects stacks reference (which the operator labels), so
+// unrelated Secrets and ConfigMaps in the cluster cost it no memory. A
+// non-nil stacks selector also restricts the InferenceStacks it sees.
+func CacheOptions(stacks labels.Selector) cache.Options {
+	managed := labels.SelectorFromSet(labels.Set{components.LabelManagedBy: components.ManagedBy})
+	watched := labels.SelectorFromSet(labels.Set{components.LabelWatched: "true"})
+	by := map[client.Object]cache.ByObject{
+		&corev1.Secret{}:    {Label: watched},
+		&corev1.ConfigMap{}: {Label: watched},
+	}
+	for _, obj := range ownedTypes() {
+		by[obj] = cache.ByObject{Label: managed}
+	}
+	if stacks != nil {
+		by[&v1alpha1.InferenceStack{}] = cache.ByObject{Label: stacks}
+	}
+	return cache.Options{ByObject: by}
+}
+
+// SetupWithManager registers the controller, its index and its watches.
+func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.InferenceStack{}, referencesIndex, func(obj client.Object) []string {
+		var keys []string
+		for _, ref := range config.References(obj.(*v1alpha1.InferenceStack).Spec) {
+			keys = append(keys, config.IndexKey(ref.Kind, ref.Name))
+		}
+		return keys
+	})
+	if err != nil {
+		return fmt.Errorf("indexing InferenceStacks by reference: %w", err)
+	}
+	toStacks := handler.EnqueueRequestsFromMapFunc(r.stacksOf)
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("inferencestack").
+		For(&v1alpha1.InferenceStack{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
+			predicate.AnnotationChangedPredicate{}, deletionPredicate())))
+	for _, obj := range append(ownedTypes(), &corev1.Secret{}, &corev1.ConfigMap{}) {
+		b = b.Watches(obj, toStacks)
+	}
+	return b.Complete(r)
+}
+
+// deletionPredicate passes updates that mark a stack deleted or change its
+// finalizers, which the generation does not count.
+func deletionPredicate() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return !e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp()) ||
+			len(e.ObjectNew.GetFinalizers()) != len(e.ObjectOld.GetFinalizers())
+	}}
+}
+
+// stacksOf maps an object to the InferenceStacks it belongs to or that
+// reference it.
+func (r *InferenceStackReconciler) stacksOf(ctx context.Context, obj client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	add := func(ns, name string) {
+		req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
+		for _, have := range reqs {
+			if have == req {
+				return
+			}
+		}
+		reqs = append(reqs, req)
+	}
+	l := obj.GetLabels()
+	if l[components.LabelManagedBy] == components.ManagedBy && l[components.LabelInstance] != "" {
+		ns := obj.GetNamespace()
+		if ns == "" {
+			ns = l[components.LabelStackNamespace]
+		}
+		add(ns, l[components.LabelInstance])
+	}
+	var kind string
+	switch obj.(type) {
+	case *corev1.Secret:
+		kind = config.KindSecret
+	case *corev1.ConfigMap:
+		kind = config.KindConfigMap
+	default:
+		return reqs
+	}
+	var stacks v1alpha1.InferenceStackList
+	if err := r.Client.List(ctx, &stacks, client.InNamespace(obj.GetNamespace()),
+		client.MatchingFields{referencesIndex: config.IndexKey(kind, obj.GetName())}); err != nil {
+		log.FromContext(ctx).Error(err, "listing InferenceStacks that reference an object", "kind", kind, "name", obj.GetName())
+		return reqs
+	}
+	for _, s := range stacks.Items {
+		add(s.Namespace, s.Name)
+	}
+	return reqs
+}

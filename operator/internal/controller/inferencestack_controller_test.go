@@ -1,0 +1,446 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/components/auth"
+	"github.com/inferencestack/inferencestack/operator/components/cache"
+	"github.com/inferencestack/inferencestack/operator/components/config"
+	"github.com/inferencestack/inferencestack/operator/internal/controller"
+	"github.com/inferencestack/inferencestack/operator/internal/testutil"
+)
+
+const timeout = 30 * time.Second
+
+func secret(ns, name string, data map[string]string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: data}
+}
+
+// fullStack uses every component: an API-key Secret, the cache, auth,
+// autoscaling and a disruption budget.
+func fullStack(ns, name, keySecret string) *v1alpha1.InferenceStack {
+	return testutil.Stack(name, testutil.WithNamespace(ns),
+		testutil.WithDistribution(v1alpha1.DistributionRemoteVLLM),
+		testutil.WithProviders("inference", testutil.Provider("vllm",
+			testutil.WithEndpoint("http://vllm:8000/v1"), testutil.WithAPIKey(keySecret, "token"))),
+		testutil.WithModel("llama-3", "vllm"),
+		testutil.WithCache(),
+		testutil.WithKubernetesAuth("system:authenticated"),
+		testutil.WithAutoscaling(1, 3, 70),
+		testutil.WithPodDisruptionBudget(ptr.To(intstr.FromInt32(1)), nil),
+	)
+}
+
+// converged waits until the stack's status describes its generation with
+// the config generated and nothing degraded.
+func converged(t *testing.T, ns, name string) *v1alpha1.InferenceStack {
+	t.Helper()
+	var stack *v1alpha1.InferenceStack
+	eventually(t, timeout, func() error {
+		var err error
+		stack, err = get(t, &v1alpha1.InferenceStack{}, ns, name)
+		if err != nil {
+			return err
+		}
+		st := stack.Status
+		switch {
+		case st.ObservedGeneration != stack.Generation:
+			return fmt.Errorf("status is of generation %d, spec is %d", st.ObservedGeneration, stack.Generation)
+		case !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.TypeConfigGenerated):
+			return fmt.Errorf("ConfigGenerated is not True: %+v", st.Conditions)
+		case !meta.IsStatusConditionFalse(st.Conditions, v1alpha1.TypeDegraded):
+			return fmt.Errorf("Degraded is not False: %+v", st.Conditions)
+		}
+		return nil
+	})
+	return stack
+}
+
+func TestCreateMakesEveryObjectAndStatus(t *testing.T) {
+	startOperator(t)
+	ns := namespace(t)
+	create(t, secret(ns, "vllm-key", map[string]string{"token": "s3cret"}))
+	create(t, fullStack(ns, "full", "vllm-key"))
+	stack := converged(t, ns, "full")
+
+	st := stack.Status
+	if st.Phase != v1alpha1.PhaseDeploying {
+		t.Errorf("phase = %s, want Deploying (no kubelet runs pods here)", st.Phase)
+	}
+	if st.ResolvedDistribution == nil || st.ResolvedDistribution.Image != testPin.Operands["remote-vllm"] ||
+		st.ResolvedDistribution.OperandVersion != "1.0.0" || st.ResolvedDistribution.Name != "remote-vllm" {
+		t.Errorf("resolvedDistribution = %+v", st.ResolvedDistribution)
+	}
+	if len(st.Conditions) != len(v1alpha1.ConditionTypes) {
+		t.Errorf("conditions %+v, want one of each of %v", st.Conditions, v1alpha1.ConditionTypes)
+	}
+
+	cm, err := get(t, &corev1.ConfigMap{}, ns, config.ConfigMapName("full"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Config == nil || st.Config.Hash != cm.Annotations[components.AnnotationConfigHash] || st.Config.ConfigMapName != cm.Name {
+		t.Errorf("status.config %+v does not match ConfigMap %s (hash %s)", st.Config, cm.Name, cm.Annotations[components.AnnotationConfigHash])
+	}
+	if strings.Contains(cm.Data["run.yaml"], "s3cret") {
+		t.Error("the run config holds the API key's value")
+	}
+
+	dep, err := get(t, &appsv1.Deployment{}, ns, "full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := dep.Spec.Template.Spec
+	c := pod.Containers[0]
+	if c.Image != testPin.Operands["remote-vllm"] {
+		t.Errorf("server image %s", c.Image)
+	}
+	if sc := pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot ||
+		sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod security context %+v is not restricted", sc)
+	}
+	if sc := c.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
+		t.Errorf("container security context %+v is not restricted", sc)
+	}
+	if c.ReadinessProbe == nil || c.LivenessProbe == nil {
+		t.Error("server has no probes")
+	}
+	foundKey := false
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == "vllm-key" {
+			foundKey = true
+		}
+	}
+	if !foundKey {
+		t.Errorf("server env %+v does not take the API key from Secret vllm-key", c.Env)
+	}
+
+	for _, o := range []struct {
+		obj  client.Object
+		name string
+	}{
+		{&corev1.ServiceAccount{}, "full-server"},
+		{&corev1.Service{}, "full"},
+		{&corev1.Secret{}, cache.SecretName(stack)},
+		{&corev1.PersistentVolumeClaim{}, cache.PVCName(stack)},
+		{&appsv1.Deployment{}, cache.Name(stack)},
+		{&corev1.Service{}, cache.Name(stack)},
+		{&networkingv1.NetworkPolicy{}, "full-server"},
+		{&networkingv1.NetworkPolicy{}, "full-cache"},
+		{&autoscalingv2.HorizontalPodAutoscaler{}, "full"},
+		{&policyv1.PodDisruptionBudget{}, "full"},
+	} {
+		if _, err := get(t, o.obj, ns, o.name); err != nil {
+			t.Errorf("%T %s: %v", o.obj, o.name, err)
+		}
+	}
+	for _, obj := range []client.Object{&rbacv1.ClusterRole{}, &rbacv1.ClusterRoleBinding{}} {
+		if _, err := get(t, obj, "", auth.Name(stack)); err != nil {
+			t.Errorf("%T %s: %v", obj, auth.Name(stack), err)
+		}
+	}
+	pvc, _ := get(t, &corev1.PersistentVolumeClaim{}, ns, cache.PVCName(stack))
+	if len(pvc.OwnerReferences) != 0 {
+		t.Errorf("the cache volume claim has owner references %v: garbage collection would delete its data", pvc.OwnerReferences)
+	}
+}
+
+func TestSteadyStateMakesNoWrites(t *testing.T) {
+	op := startOperator(t)
+	ns := namespace(t)
+	create(t, secret(ns, "vllm-key", map[string]string{"token": "s3cret"}))
+	create(t, fullStack(ns, "calm", "vllm-key"))
+	converged(t, ns, "calm")
+	time.Sleep(time.Second) // let the events of the operator's own writes come back
+	op.writes.Reset()
+
+	// Every poke makes the operator reconcile the unchanged stack.
+	for i := range 5 {
+		stack, _ := get(t, &v1alpha1.InferenceStack{}, ns, "calm")
+		if stack.Annotations == nil {
+			stack.Annotations = map[string]string{}
+		}
+		stack.Annotations["test/poke"] = fmt.Sprint(i)
+		if err := env.Client.Update(context.Background(), stack); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	eventually(t, timeout, func() error {
+		if n := op.writes.Reconciles(); n < 5 {
+			return fmt.Errorf("%d reconciles", n)
+		}
+		return nil
+	})
+	if w := op.writes.Writes(); len(w) != 0 {
+		t.Errorf("reconciling an unchanged stack %d times made %d writes, want 0:\n%s",
+			op.writes.Reconciles(), len(w), strings.Join(w, "\n"))
+	}
+}
+
+func TestSpecChangeRollsOutOnlyTheServer(t *testing.T) {
+	startOperator(t)
+	ns := namespace(t)
+	create(t, secret(ns, "vllm-key", map[string]string{"token": "s3cret"}))
+	create(t, fullStack(ns, "roll", "vllm-key"))
+	converged(t, ns, "roll")
+	server, _ := get(t, &appsv1.Deployment{}, ns, "roll")
+	pg, _ := get(t, &appsv1.Deployment{}, ns, "roll-cache")
+
+	// A config change: another model.
+	update(t, ns, "roll", func(s *v1alpha1.InferenceStack) {
+		s.Spec.Resources.Models = append(s.Spec.Resources.Models, v1alpha1.ModelSpec{Name: "llama-4", Provider: "vllm", ModelType: v1alpha1.ModelTypeLLM})
+	})
+	converged(t, ns, "roll")
+	var server2 *appsv1.Deployment
+	eventually(t, timeout, func() error {
+		server2, _ = get(t, &appsv1.Deployment{}, ns, "roll")
+		if server2.Spec.Template.Annotations[components.AnnotationConfigHash] == server.Spec.Template.Annotations[components.AnnotationConfigHash] {
+			return errors.New("the server's pod template still carries the old config hash")
+		}
+		return nil
+	})
+	if pg2, _ := get(t, &appsv1.Deployment{}, ns, "roll-cache"); pg2.Generation != pg.Generation {
+		t.Errorf("the cache Deployment went from generation %d to %d on a server config change", pg.Generation, pg2.Generation)
+	}
+
+	// A config-neutral change: keep the cache's data on delete or not.
+	update(t, ns, "roll", func(s *v1alpha1.InferenceStack) { s.Spec.Cache.RetainOnDelete = ptr.To(false) })
+	converged(t, ns, "roll")
+	time.Sleep(time.Second)
+	if server3, _ := get(t, &appsv1.Deployment{}, ns, "roll"); server3.Generation != server2.Generation {
+		t.Errorf("a config-neutral change rolled the server out (generation %d -> %d)", server2.Generation, server3.Generation)
+	}
+}
+
+func TestSecretRotationRestartsOnlyItsUsers(t *testing.T) {
+	startOperator(t)
+	ns := namespace(t)
+	create(t, secret(ns, "key-a", map[string]string{"token": "a1"}))
+	create(t, secret(ns, "key-b", map[string]string{"token": "b1"}))
+	create(t, fullStack(ns, "a", "key-a"))
+	create(t, fullStack(ns, "b", "key-b"))
+	converged(t, ns, "a")
+	converged(t, ns, "b")
+	var a, b *appsv1.Deployment
+	eventually(t, timeout, func() error {
+		var err error
+		a, err = get(t, &appsv1.Deployment{}, ns, "a")
+		if err != nil {
+			return err
+		}
+		b, err = get(t, &appsv1.Deployment{}, ns, "b")
+		return err
+	})
+	pg, _ := get(t, &appsv1.Deployment{}, ns, "a-cache")
+
+	rotated, _ := get(t, &corev1.Secret{}, ns, "key-a")
+	if rotated.Labels[components.LabelWatched] != "true" {
+		t.Errorf("the referenced Secret has labels %v, want %s=true", rotated.Labels, components.LabelWatched)
+	}
+	rotated.Data["token"] = []byte("a2")
+	if err := env.Client.Update(context.Background(), rotated); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, func() error {
+		a2, _ := get(t, &appsv1.Deployment{}, ns, "a")
+		if a2.Spec.Template.Annotations[components.AnnotationSecretsHash] == a.Spec.Template.Annotations[components.AnnotationSecretsHash] {
+			return errors.New("stack a's server did not restart after its Secret changed")
+		}
+		return nil
+	})
+	time.Sleep(time.Second)
+	if b2, _ := get(t, &appsv1.Deployment{}, ns, "b"); b2.Generation != b.Generation {
+		t.Errorf("stack b's server restarted (generation %d -> %d) for a Secret it does not use", b.Generation, b2.Generation)
+	}
+	if pg2, _ := get(t, &appsv1.Deployment{}, ns, "a-cache"); pg2.Generation != pg.Generation {
+		t.Errorf("stack a's cache restarted for the API key's rotation")
+	}
+}
+
+func TestHandEditsAreRepaired(t *testing.T) {
+	startOperator(t)
+	ns := namespace(t)
+	create(t, testutil.Stack("fix", testutil.WithNamespace(ns)))
+	converged(t, ns, "fix")
+	var svc *corev1.Service
+	eventually(t, timeout, func() error {
+		var err error
+		svc, err = get(t, &corev1.Service{}, ns, "fix")
+		return err
+	})
+	if err := env.Client.Delete(context.Background(), svc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, func() error {
+		again, err := get(t, &corev1.Service{}, ns, "fix")
+		if err != nil {
+			return err
+		}
+		if again.UID == svc.UID {
+			return errors.New("the Service was not deleted yet")
+		}
+		return nil
+	})
+
+	dep, _ := get(t, &appsv1.Deployment{}, ns, "fix")
+	dep.Spec.Replicas = ptr.To(int32(7))
+	if err := env.Client.Update(context.Background(), dep); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, func() error {
+		again, _ := get(t, &appsv1.Deployment{}, ns, "fix")
+		if *again.Spec.Replicas != 1 {
+			return fmt.Errorf("replicas still %d", *again.Spec.Replicas)
+		}
+		return nil
+	})
+}
+
+func TestMissingSecretSetsConditionThenRecovers(t *testing.T) {
+	startOperator(t)
+	ns := namespace(t)
+	create(t, testutil.Stack("wait", testutil.WithNamespace(ns),
+		testutil.WithProviders("inference", testutil.Provider("openai", testutil.WithAPIKey("openai-key", "key")))))
+	eventually(t, timeout, func() error {
+		stack, err := get(t, &v1alpha1.InferenceStack{}, ns, "wait")
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonSecretNotFound ||
+			!strings.Contains(c.Message, "Secret openai-key") {
+			return fmt.Errorf("Degraded condition %+v, want True/SecretNotFound naming Secret openai-key", c)
+		}
+		return nil
+	})
+	if _, err := get(t, &appsv1.Deployment{}, ns, "wait"); !apierrors.IsNotFound(err) {
+		t.Errorf("the server was deployed without its Secret (err %v)", err)
+	}
+	create(t, secret(ns, "openai-key", map[string]string{"key": "sk-1"}))
+	converged(t, ns, "wait")
+	eventually(t, timeout, func() error {
+		_, err := get(t, &appsv1.Deployment{}, ns, "wait")
+		return err
+	})
+}
+
+func TestDeletionCleansUpAndKeepsTheCacheVolume(t *testing.T) {
+	startOperator(t)
+	ns := namespace(t)
+	create(t, secret(ns, "vllm-key", map[string]string{"token": "s3cret"}))
+	keep := fullStack(ns, "keep", "vllm-key")
+	drop := fullStack(ns, "drop", "vllm-key")
+	drop.Spec.Cache.RetainOnDelete = ptr.To(false)
+	create(t, keep)
+	create(t, drop)
+	for _, name := range []string{"keep", "drop"} {
+		stack := converged(t, ns, name)
+		if !slices.Contains(stack.Finalizers, controller.Finalizer) {
+			t.Fatalf("stack %s has no finalizer: %v", name, stack.Finalizers)
+		}
+		if err := env.Client.Delete(context.Background(), stack); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, stack := range []*v1alpha1.InferenceStack{keep, drop} {
+		eventually(t, timeout, func() error {
+			if _, err := get(t, &v1alpha1.InferenceStack{}, ns, stack.Name); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("stack %s still exists (%v)", stack.Name, err)
+			}
+			if _, err := get(t, &rbacv1.ClusterRole{}, "", auth.Name(stack)); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("ClusterRole %s still exists (%v)", auth.Name(stack), err)
+			}
+			if _, err := get(t, &rbacv1.ClusterRoleBinding{}, "", auth.Name(stack)); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("ClusterRoleBinding %s still exists (%v)", auth.Name(stack), err)
+			}
+			if _, err := get(t, &appsv1.Deployment{}, ns, stack.Name); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("Deployment %s was not garbage-collected (%v)", stack.Name, err)
+			}
+			return nil
+		})
+	}
+	if _, err := get(t, &corev1.PersistentVolumeClaim{}, ns, cache.PVCName(keep)); err != nil {
+		t.Errorf("the retained cache volume claim is gone: %v", err)
+	}
+	if _, err := get(t, &corev1.Secret{}, ns, cache.SecretName(keep)); err != nil {
+		t.Errorf("the retained cache password is gone: %v", err)
+	}
+	eventually(t, timeout, func() error {
+		// Deleted: gone, or held only by the kubernetes.io/pvc-protection
+		// finalizer (its controller does not run here).
+		pvc, err := get(t, &corev1.PersistentVolumeClaim{}, ns, cache.PVCName(drop))
+		if apierrors.IsNotFound(err) || (err == nil && pvc.DeletionTimestamp != nil) {
+			return nil
+		}
+		return fmt.Errorf("retainOnDelete=false: the volume claim is still there (%v)", err)
+	})
+	if _, err := get(t, &corev1.Secret{}, ns, "vllm-key"); err != nil {
+		t.Errorf("the user's Secret was deleted: %v", err)
+	}
+}
+
+func TestOperatorRestartConverges(t *testing.T) {
+	first := startOperator(t)
+	ns := namespace(t)
+	create(t, secret(ns, "vllm-key", map[string]string{"token": "s3cret"}))
+	for i := range 5 {
+		create(t, fullStack(ns, fmt.Sprintf("r%d", i), "vllm-key"))
+	}
+	// Stop mid-way: as soon as the first objects appear.
+	eventually(t, timeout, func() error {
+		_, err := get(t, &corev1.ConfigMap{}, ns, config.ConfigMapName("r0"))
+		return err
+	})
+	first.stop()
+	second := startOperator(t)
+	for i := range 5 {
+		converged(t, ns, fmt.Sprintf("r%d", i))
+		eventually(t, timeout, func() error {
+			_, err := get(t, &policyv1.PodDisruptionBudget{}, ns, fmt.Sprintf("r%d", i))
+			return err
+		})
+	}
+	time.Sleep(time.Second)
+	second.writes.Reset()
+	third := startOperator(t)
+	second.stop()
+	time.Sleep(3 * time.Second)
+	if w := third.writes.Writes(); len(w) != 0 {
+		t.Errorf("a restarted operator wrote to converged stacks:\n%s", strings.Join(w, "\n"))
+	}
+}
+
+func update(t *testing.T, ns, name string, change func(*v1alpha1.InferenceStack)) {
+	t.Helper()
+	eventually(t, timeout, func() error {
+		stack, err := get(t, &v1alpha1.InferenceStack{}, ns, name)
+		if err != nil {
+			return err
+		}
+		change(stack)
+		return env.Client.Update(context.Background(), stack)
+	})
+}

@@ -1,0 +1,128 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/components"
+	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
+	"github.com/inferencestack/inferencestack/operator/components/server"
+)
+
+// setStatus writes the outcome of the steps into the stack's status: the
+// conditions, the phase they sum up, the resolved image and the config.
+func (r *InferenceStackReconciler) setStatus(ctx context.Context, s *components.State, stepErr error) {
+	stack := s.Stack
+	st := &stack.Status
+	set := func(typ string, status metav1.ConditionStatus, reason, message string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: stack.Generation,
+		})
+	}
+	st.ObservedGeneration = stack.Generation
+
+	var ce *components.ConditionError
+	isCondition := errors.As(stepErr, &ce)
+	switch {
+	case s.ConfigMapName != "":
+		set(v1alpha1.TypeConfigGenerated, metav1.ConditionTrue, v1alpha1.ReasonSucceeded,
+			fmt.Sprintf("run config %.12s is in ConfigMap %s", s.Config.Hash, s.ConfigMapName))
+		st.Config = &v1alpha1.ConfigStatus{Hash: s.Config.Hash, ConfigMapName: s.ConfigMapName}
+	case isCondition && ce.Type == v1alpha1.TypeConfigGenerated:
+		set(v1alpha1.TypeConfigGenerated, metav1.ConditionFalse, ce.Reason, ce.Message)
+	case isCondition:
+		// The config was generated but a later check stopped the step (a
+		// missing Secret): the condition keeps what it said before.
+		if meta.FindStatusCondition(st.Conditions, v1alpha1.TypeConfigGenerated) == nil {
+			set(v1alpha1.TypeConfigGenerated, metav1.ConditionFalse, ce.Reason, ce.Message)
+		}
+	}
+	if s.Image != "" {
+		name := string(stack.Spec.Distribution.Name)
+		if name == "" {
+			name = v1alpha1.CustomDistributionName
+		}
+		st.ResolvedDistribution = &v1alpha1.ResolvedDistribution{Name: name, Image: s.Image, OperandVersion: s.Pin.OperatorVersion}
+	}
+
+	switch {
+	case isCondition:
+		set(v1alpha1.TypeDegraded, metav1.ConditionTrue, ce.Reason, ce.Message)
+	case stepErr != nil:
+		set(v1alpha1.TypeDegraded, metav1.ConditionTrue, v1alpha1.ReasonApplyFailed, stepErr.Error())
+	default:
+		set(v1alpha1.TypeDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, "the stack's objects match its spec")
+	}
+
+	r.setRollout(ctx, stack, set)
+	st.Phase = phase(stack)
+}
+
+// setRollout sets Available and Progressing from the server's Deployment
+// (and the cache's, when enabled).
+func (r *InferenceStackReconciler) setRollout(ctx context.Context, stack *v1alpha1.InferenceStack,
+	set func(string, metav1.ConditionStatus, string, string)) {
+	dep := &appsv1.Deployment{}
+	key := client.ObjectKey{Namespace: stack.Namespace, Name: server.Name(stack)}
+	if err := r.Client.Get(ctx, key, dep); err != nil {
+		set(v1alpha1.TypeAvailable, metav1.ConditionFalse, v1alpha1.ReasonDeploying, "the server Deployment does not exist yet")
+		set(v1alpha1.TypeProgressing, metav1.ConditionTrue, v1alpha1.ReasonDeploying, "creating the server Deployment")
+		return
+	}
+	desired := int32(1)
+	if dep.Spec.Replicas != nil {
+		desired = *dep.Spec.Replicas
+	}
+	if desired == 0 {
+		set(v1alpha1.TypeAvailable, metav1.ConditionFalse, v1alpha1.ReasonScaledToZero, "workload.replicas is 0")
+		set(v1alpha1.TypeProgressing, metav1.ConditionFalse, v1alpha1.ReasonScaledToZero, "workload.replicas is 0")
+		return
+	}
+	ds := dep.Status
+	if ds.ObservedGeneration < dep.Generation || ds.UpdatedReplicas < desired || ds.AvailableReplicas < ds.Replicas {
+		set(v1alpha1.TypeProgressing, metav1.ConditionTrue, v1alpha1.ReasonDeploying,
+			fmt.Sprintf("rolling out: %d of %d server replicas updated, %d available", ds.UpdatedReplicas, desired, ds.AvailableReplicas))
+	} else {
+		set(v1alpha1.TypeProgressing, metav1.ConditionFalse, v1alpha1.ReasonSucceeded, "the server is rolled out")
+	}
+	switch {
+	case ds.AvailableReplicas < 1:
+		set(v1alpha1.TypeAvailable, metav1.ConditionFalse, v1alpha1.ReasonMinimumReplicasUnavailable,
+			fmt.Sprintf("no server replica is ready (0 of %d)", desired))
+	case cachecomp.Enabled(stack) && !r.cacheAvailable(ctx, stack):
+		set(v1alpha1.TypeAvailable, metav1.ConditionFalse, v1alpha1.ReasonCacheNotReady, "the PostgreSQL cache is not ready")
+	default:
+		set(v1alpha1.TypeAvailable, metav1.ConditionTrue, v1alpha1.ReasonMinimumReplicasAvailable,
+			fmt.Sprintf("%d of %d server replicas ready", ds.AvailableReplicas, desired))
+	}
+}
+
+func (r *InferenceStackReconciler) cacheAvailable(ctx context.Context, stack *v1alpha1.InferenceStack) bool {
+	dep := &appsv1.Deployment{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: cachecomp.Name(stack)}, dep)
+	return err == nil && dep.Status.AvailableReplicas > 0
+}
+
+// phase sums up the conditions in one word.
+func phase(stack *v1alpha1.InferenceStack) v1alpha1.Phase {
+	c := stack.Status.Conditions
+	switch {
+	case !stack.DeletionTimestamp.IsZero():
+		return v1alpha1.PhaseDeleting
+	case !meta.IsStatusConditionTrue(c, v1alpha1.TypeConfigGenerated):
+		return v1alpha1.PhasePending
+	case meta.IsStatusConditionTrue(c, v1alpha1.TypeDegraded):
+		return v1alpha1.PhaseDegraded
+	case meta.IsStatusConditionTrue(c, v1alpha1.TypeAvailable) && !meta.IsStatusConditionTrue(c, v1alpha1.TypeProgressing):
+		return v1alpha1.PhaseReady
+	default:
+		return v1alpha1.PhaseDeploying
+	}
+}

@@ -1,0 +1,158 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/rand"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/internal/controller"
+	"github.com/inferencestack/inferencestack/operator/internal/testenv"
+	"github.com/inferencestack/inferencestack/operator/pin"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(&discard{})))
+	testenv.RunMain(m, testenv.Options{
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		GarbageCollector:  true,
+		Scheme:            scheme(),
+	}, &env)
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// testPin is the operand pin the tests' operator runs with.
+var testPin = pin.Pin{OperatorVersion: "1.0.0", Operands: map[string]string{
+	"starter":            "quay.io/inferencestack/distribution-starter@sha256:" + fmt.Sprintf("%064d", 1),
+	"remote-vllm":        "quay.io/inferencestack/distribution-remote-vllm@sha256:" + fmt.Sprintf("%064d", 2),
+	"postgres-demo":      "quay.io/inferencestack/distribution-postgres-demo@sha256:" + fmt.Sprintf("%064d", 3),
+	"meta-reference-gpu": "quay.io/inferencestack/distribution-meta-reference-gpu@sha256:" + fmt.Sprintf("%064d", 4),
+}}
+
+// operator is a running InferenceStack controller whose API writes are
+// counted.
+type operator struct {
+	writes *writeCounter
+	stop   func()
+}
+
+type operatorOption func(*controller.InferenceStackReconciler)
+
+// startOperator runs the controller in a manager of its own until the test
+// ends (or stop is called).
+func startOperator(t *testing.T, opts ...operatorOption) *operator {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  controller.CacheOptions(nil),
+		// Each test runs a manager of its own with the same controller.
+		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := &operator{writes: &writeCounter{}}
+	r := &controller.InferenceStackReconciler{
+		Client:           &countingClient{Client: mgr.GetClient(), counter: op.writes},
+		APIReader:        mgr.GetAPIReader(),
+		Recorder:         mgr.GetEventRecorder("inferencestack-operator"),
+		Pin:              testPin,
+		CacheImage:       "docker.io/library/postgres:16.4",
+		RetryInterval:    500 * time.Millisecond,
+		FinalizerTimeout: 10 * time.Second,
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	op.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(op.stop)
+	return op
+}
+
+// namespace makes a namespace for one test.
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "t-" + rand.String(8)}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// eventually retries check until it returns nil, failing the test with its
+// last error after timeout.
+func eventually(t *testing.T, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func get[T client.Object](t *testing.T, obj T, ns, name string) (T, error) {
+	t.Helper()
+	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
+	return obj, err
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}

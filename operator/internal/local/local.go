@@ -1,0 +1,165 @@
+// Package local runs the operator binary against the local control plane
+// (etcd and kube-apiserver built by hack/controlplane.sh) for `make demo` and
+// `make bench`: a real cluster API, a real operator process, no containers.
+package local
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/internal/testenv"
+	"github.com/inferencestack/inferencestack/operator/pin"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
+)
+
+// Root is the repository root (the working directory of make).
+func Root() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "operator", "config", "crd", "bases")); err != nil {
+		return "", fmt.Errorf("run from the repository root (make demo / make bench): %w", err)
+	}
+	return dir, nil
+}
+
+// Scheme knows client-go's types and InferenceStacks.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = v1alpha1.AddToScheme(s)
+	return s
+}
+
+// StartControlPlane starts etcd, kube-apiserver and, with gc,
+// kube-controller-manager, and installs the operator's CRD.
+func StartControlPlane(root string, gc bool) (*testenv.Env, error) {
+	return testenv.Start(testenv.Options{
+		CRDDirectoryPaths: []string{filepath.Join(root, "operator", "config", "crd", "bases")},
+		GarbageCollector:  gc,
+		Scheme:            Scheme(),
+	})
+}
+
+// Operator is a running operator process.
+type Operator struct {
+	Cmd *exec.Cmd
+	// MetricsAddr serves Prometheus metrics over plain HTTP.
+	MetricsAddr string
+	done        chan error
+}
+
+// StartOperator runs the operator binary with the control plane's
+// kubeconfig and the operand pin of the release input version (from
+// RELATED_IMAGE_* variables, as in a bundle without the pin file), logging
+// to logFile.
+func StartOperator(binary, kubeconfig, logFile string, p pin.Pin) (*Operator, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	log, err := os.Create(logFile)
+	if err != nil {
+		return nil, err
+	}
+	o := &Operator{MetricsAddr: "127.0.0.1:" + strconv.Itoa(port), done: make(chan error, 1)}
+	cmd := exec.Command(binary,
+		"--kubeconfig="+kubeconfig,
+		"--metrics-bind-address="+o.MetricsAddr,
+		"--metrics-secure=false",
+		"--health-probe-bind-address=0",
+		"--pin-file="+filepath.Join(os.TempDir(), "no-such-pin-file"),
+		"--retry-interval=2s",
+	)
+	cmd.Env = append(os.Environ(), pin.OperatorVersionEnv+"="+p.OperatorVersion)
+	for d, image := range p.Operands {
+		cmd.Env = append(cmd.Env, pin.EnvName(d)+"="+image)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", binary, err)
+	}
+	o.Cmd = cmd
+	go func() { o.done <- cmd.Wait(); _ = log.Close() }()
+	return o, nil
+}
+
+// Stop ends the operator and waits for it.
+func (o *Operator) Stop() {
+	_ = o.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-o.done:
+	case <-time.After(10 * time.Second):
+		_ = o.Cmd.Process.Kill()
+		<-o.done
+	}
+}
+
+// RSS returns the operator's resident set size and its peak, in bytes.
+func (o *Operator) RSS() (current, peak int64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", o.Cmd.Process.Pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		key, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		switch key {
+		case "VmRSS":
+			current = kb * 1024
+		case "VmHWM":
+			peak = kb * 1024
+		}
+	}
+	return current, peak, nil
+}
+
+// DemoPin names a made-up image per embedded distribution.
+func DemoPin(version string) pin.Pin {
+	p := pin.Pin{OperatorVersion: version, Operands: map[string]string{}}
+	for _, d := range runconfig.Distributions() {
+		p.Operands[d] = "quay.io/inferencestack/distribution-" + d + ":demo"
+	}
+	return p
+}
+
+// Wait polls check every interval until it returns nil or ctx ends.
+func Wait(ctx context.Context, interval time.Duration, check func() error) error {
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-time.After(interval):
+		}
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
