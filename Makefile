@@ -41,14 +41,14 @@ fmt: ## Format the Go code.
 	gofmt -s -w $$(git ls-files -co --exclude-standard '*.go')
 
 .PHONY: vet
-vet: ## Run go vet.
-	go vet -tags $(GO_TAGS) ./...
+vet: ## Run go vet (the e2e tests included).
+	go vet -tags $(GO_TAGS),e2e ./...
 
 .PHONY: lint
 lint: ## Run golangci-lint (built from hack/tools/go.mod) and check formatting.
 	@unformatted=$$(gofmt -s -l $$(git ls-files -co --exclude-standard '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "not gofmt'ed (run make fmt):"; echo "$$unformatted"; exit 1; fi
-	$(GOLANGCI_LINT) run --allow-parallel-runners --build-tags $(GO_TAGS) ./...
+	$(GOLANGCI_LINT) run --allow-parallel-runners --build-tags $(GO_TAGS),e2e ./...
 
 ##@ Build
 
@@ -68,11 +68,23 @@ demo: controlplane manager ## Run the operator on a local control plane, apply a
 controlplane: ## Build etcd, kube-apiserver and kube-controller-manager for tests into bin/controlplane (skipped when current).
 	@hack/controlplane.sh
 
+export OLM_BIN ?= $(BIN)/olm
+
+.PHONY: olm
+olm: ## Build OLM v1 (catalogd, operator-controller) and its CRDs for the e2e tests into bin/olm (skipped when current).
+	@hack/olm.sh
+
 ##@ Test
 
 .PHONY: test
-test: controlplane ## Run all tests (unit and integration on a real control plane).
+test: controlplane test-e2e ## Run all tests (unit, integration on a real control plane, OLM v1 end-to-end).
 	go test -tags $(GO_TAGS) $(TEST_FLAGS) ./...
+
+E2E_FLAGS ?=
+
+.PHONY: test-e2e
+test-e2e: controlplane olm ## Run the OLM v1 end-to-end tests: install and upgrade the release's catalog with real catalogd and operator-controller (needs root or user namespaces for unshare).
+	go test -tags $(GO_TAGS),e2e -count=1 -timeout 15m $(E2E_FLAGS) ./tools/internal/e2e/
 
 .PHONY: verify
 verify: ## Regenerate every generated file and fail, naming them, if any differs from what is committed.

@@ -330,6 +330,11 @@ func (g Generate) operatorBundle(in release.Input, images release.Images) (Files
 	if err != nil {
 		return nil, fmt.Errorf("RBAC in %s: %w", g.RBACDir, err)
 	}
+	// The bundle's ServiceAccount is named per major, so that two majors can
+	// be installed side by side (see csv.MajorServiceAccount).
+	bundleSA := csv.MajorServiceAccount(sa, in.SemVer().Major)
+	dep.Spec.Template.Spec.ServiceAccountName = bundleSA
+	cluster, namespaced = csv.WithServiceAccount(cluster, bundleSA), csv.WithServiceAccount(namespaced, bundleSA)
 	related := []v1alpha1.RelatedImage{{Name: "manager", Image: images.Operator}}
 	for _, d := range slices.Sorted(maps.Keys(images.Operands)) {
 		related = append(related, v1alpha1.RelatedImage{Name: "operand-" + d, Image: images.Operands[d]})

@@ -89,3 +89,27 @@ func sortedByName[T any](items []T, name func(T) string) []T {
 	slices.SortStableFunc(out, func(a, b T) int { return strings.Compare(name(a), name(b)) })
 	return out
 }
+
+// MajorServiceAccount is the name the bundles of one major version give the
+// operator's ServiceAccount (name from the manager Deployment): name-v<major>.
+//
+// OLM v1 installs for all namespaces and turns every permissions and
+// clusterPermissions entry into a ClusterRole named from a short prefix of
+// "<csv>-<serviceaccount>" (18 characters for ours: the version is cut off)
+// and a hash of the entry, that is of the ServiceAccount name and the rules.
+// Two majors installed side by side would collide on each entry whose rules
+// they share (leader election's, always) and OLM refuses the second install
+// ("ClusterRole ... already exists ... and cannot be managed by
+// operator-controller"); a ServiceAccount name per major keeps the hashes apart.
+func MajorServiceAccount(name string, major uint64) string {
+	return fmt.Sprintf("%s-v%d", name, major)
+}
+
+// WithServiceAccount returns perms with every entry's ServiceAccount set to name.
+func WithServiceAccount(perms []v1alpha1.StrategyDeploymentPermissions, name string) []v1alpha1.StrategyDeploymentPermissions {
+	out := slices.Clone(perms)
+	for i := range out {
+		out[i].ServiceAccountName = name
+	}
+	return out
+}

@@ -298,11 +298,15 @@ func checkPermissions(c *v1alpha1.ClusterServiceVersion, file, rbacDir string) [
 	if err != nil {
 		return []Finding{{Severity: SeverityError, Source: "bundlegen", File: rbacDir, Message: err.Error()}}
 	}
+	// The bundle names the ServiceAccount per major (csv.MajorServiceAccount);
+	// the RBAC manifests bind the plain name.
 	sa := spec.DeploymentSpecs[0].Spec.Template.Spec.ServiceAccountName
-	cluster, namespaced, err := rbac.Permissions(sa)
+	source := strings.TrimSuffix(sa, csv.MajorServiceAccount("", c.Spec.Version.Major))
+	cluster, namespaced, err := rbac.Permissions(source)
 	if err != nil {
 		return []Finding{{Severity: SeverityError, Source: "bundlegen", File: rbacDir, Message: err.Error()}}
 	}
+	cluster, namespaced = csv.WithServiceAccount(cluster, sa), csv.WithServiceAccount(namespaced, sa)
 	var out []Finding
 	if !equality.Semantic.DeepEqual(cluster, spec.ClusterPermissions) {
 		out = append(out, Finding{Severity: SeverityError, Source: "bundlegen", File: file, Field: "spec.install.spec.clusterPermissions",

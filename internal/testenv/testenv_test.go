@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/inferencestack/inferencestack/operator/internal/testenv"
+	"github.com/inferencestack/inferencestack/internal/testenv"
 )
 
 var env *testenv.Env

@@ -1,0 +1,216 @@
+package olmtest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/blang/semver/v4"
+
+	"github.com/inferencestack/inferencestack/tools/internal/bundle"
+	"github.com/inferencestack/inferencestack/tools/internal/fbc"
+	"github.com/inferencestack/inferencestack/tools/internal/image"
+)
+
+// Release makes a test release repository with the release tools themselves:
+// bundles of the given versions of both packages (bundle.Generate over the
+// repository's operator/config, one release file per version made from the
+// repository's newest one) and the catalog the semver template renders over
+// them (fbc.Catalogs), with the repository's release extras.
+type Release struct {
+	// Root is the repository root (operator/config, channels/).
+	Root string
+	// Dir receives bundle/, channels/ and catalog/.
+	Dir string
+	// Versions lists the bundle versions of each package, e.g.
+	// {"inferencestack-operator": {"1.0.0", "1.1.0"}}; a version generates
+	// bundles of both packages, only the listed ones go into the catalog.
+	Versions map[string][]string
+	// Log receives the tools' warnings; nil discards them.
+	Log io.Writer
+}
+
+// Run generates the bundles and the catalog and returns Dir's catalog folder.
+func (r Release) Run(ctx context.Context) (string, error) {
+	log := r.Log
+	if log == nil {
+		log = io.Discard
+	}
+	releases := filepath.Join(r.Dir, "channels", "releases")
+	if err := os.MkdirAll(releases, 0o755); err != nil {
+		return "", err
+	}
+	base, err := newestRelease(filepath.Join(r.Root, "channels", "releases"))
+	if err != nil {
+		return "", err
+	}
+	rbacDir, err := r.rbacDir()
+	if err != nil {
+		return "", err
+	}
+	var all []string
+	for _, vs := range r.Versions {
+		all = append(all, vs...)
+	}
+	slices.Sort(all)
+	for _, v := range slices.Compact(all) {
+		if err := os.WriteFile(filepath.Join(releases, v+".yaml"), releaseFile(base, v), 0o644); err != nil {
+			return "", err
+		}
+		_, err := bundle.Generate{
+			ReleasesDir: releases,
+			LockPath:    filepath.Join(r.Root, "channels", "images.lock"),
+			Version:     v,
+			CRDDir:      filepath.Join(r.Root, "operator", "config", "crd", "bases"),
+			RBACDir:     rbacDir,
+			ManagerPath: filepath.Join(r.Root, "operator", "config", "manager", "manager.yaml"),
+			SamplesDir:  filepath.Join(r.Root, "operator", "config", "samples"),
+			BasesDir:    filepath.Join(r.Root, "operator", "config", "manifests", "bases"),
+			OutputDir:   filepath.Join(r.Dir, "bundle"),
+			// The test versions' operator images are not in the digest lock.
+			AllowTags: true,
+			Warnings:  log,
+		}.Run(ctx)
+		if err != nil {
+			return "", fmt.Errorf("generating the test bundles of %s: %w", v, err)
+		}
+	}
+	channels := filepath.Join(r.Dir, "channels")
+	for pkg, versions := range r.Versions {
+		t := fbc.Template{Schema: "olm.semver", GenerateMajorChannels: true}
+		for _, v := range versions {
+			t.Stable.Bundles = append(t.Stable.Bundles, fbc.TemplateBundle{Image: filepath.Join("bundle", pkg, v)})
+		}
+		data, err := t.Marshal()
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(channels, pkg+fbc.TemplateSuffix), data, 0o644); err != nil {
+			return "", err
+		}
+		extras, err := os.ReadFile(fbc.ReleasePath(filepath.Join(r.Root, "channels", pkg+fbc.TemplateSuffix)))
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(fbc.ReleasePath(filepath.Join(channels, pkg+fbc.TemplateSuffix)), extras, 0o644); err != nil {
+			return "", err
+		}
+	}
+	catalog := filepath.Join(r.Dir, "catalog")
+	if _, err := (fbc.Catalogs{ChannelsDir: channels, Root: r.Dir, OutDir: catalog}).Run(ctx); err != nil {
+		return "", fmt.Errorf("rendering the test catalog: %w", err)
+	}
+	return catalog, nil
+}
+
+// rbacDir is operator/config/rbac, or, while the operator's generated
+// ClusterRole (role.yaml, from the controller's RBAC markers) does not exist
+// yet, a copy of it with a stand-in role.yaml so bundles can be generated.
+func (r Release) rbacDir() (string, error) {
+	dir := filepath.Join(r.Root, "operator", "config", "rbac")
+	if _, err := os.Stat(filepath.Join(dir, "role.yaml")); err == nil {
+		return dir, nil
+	}
+	tmp := filepath.Join(r.Dir, "rbac")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return "", err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(tmp, e.Name()), data, 0o644); err != nil {
+			return "", err
+		}
+	}
+	return tmp, os.WriteFile(filepath.Join(tmp, "role.yaml"), []byte(standInRole), 0o644)
+}
+
+const standInRole = `# Stand-in written by olmtest while operator/config/rbac/role.yaml (generated
+# from the controller's RBAC markers) does not exist.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: inferencestack-operator
+rules:
+- apiGroups: [inferencestack.io]
+  resources: [inferencestacks, inferencestacks/status, inferencestacks/finalizers]
+  verbs: [get, list, watch, update, patch]
+`
+
+func newestRelease(dir string) ([]byte, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no release file <version>.yaml in %s", dir)
+	}
+	var newest string
+	var newestV semver.Version
+	for _, f := range files {
+		v, err := semver.Parse(strings.TrimSuffix(filepath.Base(f), ".yaml"))
+		if err != nil {
+			continue
+		}
+		if newest == "" || v.GT(newestV) {
+			newest, newestV = f, v
+		}
+	}
+	return os.ReadFile(newest)
+}
+
+var (
+	versionLine  = regexp.MustCompile(`(?m)^version: .*$`)
+	operatorLine = regexp.MustCompile(`(?m)^(operatorImage: [^:\s]+):.*$`)
+)
+
+// releaseFile is base with its version and operator image tag set to v.
+func releaseFile(base []byte, v string) []byte {
+	out := versionLine.ReplaceAll(base, []byte("version: "+v))
+	return operatorLine.ReplaceAll(out, []byte("${1}:v"+v))
+}
+
+// PushRelease pushes, to the cluster's registry, every bundle under
+// dir/bundle at the reference the catalog names once redirected
+// (<registry>/inferencestack/<package>-bundle:v<version>, see
+// RedirectedPrefix), and the catalog folder catalogDir as
+// <registry>/inferencestack/<catalogRepo>:latest. It returns the catalog's
+// reference as a ClusterCatalog names it (under RedirectedPrefix).
+func (c *Cluster) PushRelease(ctx context.Context, bundleRoot, catalogDir, catalogRepo string) (string, error) {
+	dirs, err := filepath.Glob(filepath.Join(bundleRoot, "*", "*"))
+	if err != nil {
+		return "", err
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "metadata", "annotations.yaml")); err != nil {
+			continue
+		}
+		img, err := image.BuildBundle(d)
+		if err != nil {
+			return "", err
+		}
+		pkg, version := filepath.Base(filepath.Dir(d)), filepath.Base(d)
+		if _, err := image.Push(ctx, img, fmt.Sprintf("%s/inferencestack/%s-bundle:v%s", c.Registry, pkg, version)); err != nil {
+			return "", err
+		}
+	}
+	img, err := image.BuildCatalog(catalogDir, image.CatalogOptions{})
+	if err != nil {
+		return "", err
+	}
+	if _, err := image.Push(ctx, img, fmt.Sprintf("%s/inferencestack/%s:latest", c.Registry, catalogRepo)); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s/%s:latest", RedirectedPrefix, catalogRepo), nil
+}
