@@ -22,7 +22,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
-	"github.com/inferencestack/inferencestack/operator/internal/testenv"
+	"github.com/inferencestack/inferencestack/internal/testenv"
 	"github.com/inferencestack/inferencestack/operator/pin"
 )
 
