@@ -155,8 +155,10 @@ func TestCoverageAgainstAPIServer(t *testing.T) {
 			wantMissing: []string{`apiGroups="" resources=pods verbs=list`},
 		},
 		{
-			name:        "missing subresource",
-			owner:       func(*testing.T) []rbacv1.PolicyRule { return []rbacv1.PolicyRule{write, rule("apps", "deployments", get)} },
+			name: "missing subresource",
+			owner: func(*testing.T) []rbacv1.PolicyRule {
+				return []rbacv1.PolicyRule{write, rule("apps", "deployments", get)}
+			},
 			objects:     roleAndBinding("missing-subresource", rule("apps", "deployments/scale", get)),
 			wantCovered: []bool{false, false},
 			wantMissing: []string{"apiGroups=apps resources=deployments/scale verbs=get"},
@@ -168,15 +170,19 @@ func TestCoverageAgainstAPIServer(t *testing.T) {
 			wantCovered: []bool{true, true},
 		},
 		{
-			name:        "resourceName too narrow",
-			owner:       func(*testing.T) []rbacv1.PolicyRule { return []rbacv1.PolicyRule{write, rule("", "configmaps", get, "a")} },
+			name: "resourceName too narrow",
+			owner: func(*testing.T) []rbacv1.PolicyRule {
+				return []rbacv1.PolicyRule{write, rule("", "configmaps", get, "a")}
+			},
 			objects:     roleAndBinding("narrow-name", rule("", "configmaps", get, "a", "b")),
 			wantCovered: []bool{false, false},
 			wantMissing: []string{`apiGroups="" resources=configmaps resourceNames=b verbs=get`},
 		},
 		{
-			name:        "resourceNames within the held names",
-			owner:       func(*testing.T) []rbacv1.PolicyRule { return []rbacv1.PolicyRule{write, rule("", "configmaps", get, "a", "b")} },
+			name: "resourceNames within the held names",
+			owner: func(*testing.T) []rbacv1.PolicyRule {
+				return []rbacv1.PolicyRule{write, rule("", "configmaps", get, "a", "b")}
+			},
 			objects:     roleAndBinding("held-names", rule("", "configmaps", get, "b")),
 			wantCovered: []bool{true, true},
 		},
@@ -220,8 +226,10 @@ func TestCoverageAgainstAPIServer(t *testing.T) {
 			wantCovered: []bool{true, true},
 		},
 		{
-			name:        "wildcards cover everything",
-			owner:       func(*testing.T) []rbacv1.PolicyRule { return []rbacv1.PolicyRule{rule("*", "*", []string{"*"}), url("*", "*")} },
+			name: "wildcards cover everything",
+			owner: func(*testing.T) []rbacv1.PolicyRule {
+				return []rbacv1.PolicyRule{rule("*", "*", []string{"*"}), url("*", "*")}
+			},
 			objects:     roleAndBinding("wildcards", rule("apps", "deployments/scale", []string{"update"}), url("/metrics", "get")),
 			wantCovered: []bool{true, true},
 		},
