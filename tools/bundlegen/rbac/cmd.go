@@ -45,7 +45,8 @@ func newCheckCmd() *cobra.Command {
 For each missing rule it prints the +kubebuilder:rbac marker that adds it.
 Exit status: 0 when covered and fresh (unexplained rules and a missing bundle are reported only),
 1 when a rule is missing, a bundle is stale, or the check cannot run.`,
-		Args: cobra.NoArgs,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.output != "text" && o.output != "json" {
 				return fmt.Errorf("--output %q: use text or json", o.output)
