@@ -113,6 +113,13 @@ bundle: bundlegen ## Generate and validate bundle/<package>/<VERSION> for both p
 bundle-check: bundlegen ## Fail unless regenerating the release's bundles gives exactly the committed bytes (part of verify).
 	$(BUNDLEGEN) bundle --check $(if $(VERSION),--version $(VERSION))
 
+# make verify also proves the operator's RBAC covers its components' RBAC and the release's bundles carry it.
+export VERIFY_TARGETS += rbac-check
+
+.PHONY: rbac-check
+rbac-check: bundlegen ## Fail when role.yaml cannot create the components' RBAC (escalation prevention) or a bundle's permissions are stale; prints the markers to add (part of verify).
+	$(BUNDLEGEN) rbac check $(if $(VERSION),--version $(VERSION))
+
 .PHONY: validate-bundles
 validate-bundles: bundlegen ## Validate every committed bundle under bundle/.
 	$(BUNDLEGEN) validate bundle bundle/*/*

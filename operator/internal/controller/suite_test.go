@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/inferencestack/inferencestack/internal/testenv"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
-	"github.com/inferencestack/inferencestack/internal/testenv"
 	"github.com/inferencestack/inferencestack/operator/pin"
 )
 

@@ -9,6 +9,7 @@ import (
 	"github.com/inferencestack/inferencestack/tools/bundlegen/graph"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/image"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/pin"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/rbac"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/upgrades"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/validate"
 )
@@ -28,5 +29,6 @@ func NewCmd() *cobra.Command {
 	cmd.AddCommand(graph.NewCmd())
 	cmd.AddCommand(upgrades.NewCmd())
 	cmd.AddCommand(image.NewCmd())
+	cmd.AddCommand(rbac.NewCmd())
 	return cmd
 }

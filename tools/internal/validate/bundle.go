@@ -318,3 +318,25 @@ func checkPermissions(c *v1alpha1.ClusterServiceVersion, file, rbacDir string) [
 	}
 	return out
 }
+
+// Permissions checks only that the CSV of the bundle in dir carries exactly
+// the permissions of the RBAC manifests in rbacDir (what Bundle.Run does with
+// RBACDir, without the other validators). Findings name the CSV file
+// relative to the bundle; a bundle without a CSV is an error.
+func Permissions(dir, rbacDir string) ([]Finding, error) {
+	docs, err := csv.ReadDocuments(filepath.Join(dir, "manifests"))
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", dir, err)
+	}
+	for _, d := range docs {
+		if d.Kind != "ClusterServiceVersion" {
+			continue
+		}
+		var c v1alpha1.ClusterServiceVersion
+		if err := json.Unmarshal(d.Data, &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", d.File, err)
+		}
+		return checkPermissions(&c, "manifests/"+filepath.Base(d.File), rbacDir), nil
+	}
+	return nil, fmt.Errorf("bundle %s: no ClusterServiceVersion in manifests/", dir)
+}

@@ -1,0 +1,115 @@
+package rbac
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/inferencestack/inferencestack/tools/internal/rbacdrift"
+)
+
+const repo = "../../.."
+
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := NewCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func checkArgs(rbacDir string, extra ...string) []string {
+	return append([]string{"check", "--rbac", rbacDir,
+		"--source", repo + "/operator/internal", "--applied-kinds", repo + "/operator/apply/kinds.go",
+		"--releases", repo + "/channels/releases", "--bundles", "testdata-none"}, extra...)
+}
+
+// drifted copies the repository's RBAC manifests with create on tokenreviews
+// turned into get.
+func drifted(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	entries, err := os.ReadDir(repo + "/operator/config/rbac")
+	require.NoError(t, err)
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(repo, "operator/config/rbac", e.Name()))
+		require.NoError(t, err)
+		if e.Name() == "role.yaml" {
+			before := string(data)
+			data = []byte(strings.Replace(before, "  - tokenreviews\n  verbs:\n  - create\n", "  - tokenreviews\n  verbs:\n  - get\n", 1))
+			require.NotEqual(t, before, string(data), "role.yaml changed shape: fix the test's drift")
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644))
+	}
+	return dir
+}
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		name      string
+		args      []string
+		assertion require.ErrorAssertionFunc
+		want      []string
+	}{
+		{
+			name:      "the repository's RBAC",
+			args:      checkArgs(repo + "/operator/config/rbac"),
+			assertion: require.NoError,
+			want: []string{
+				"ok (rules): ClusterRole inferencestack-auth-rbac-check-rbac-check (auth.ClusterRole)\n",
+				"note: no bundle for release ",
+				"rbac check: the operator's RBAC covers its components; release ",
+			},
+		},
+		{
+			name:      "create on tokenreviews removed",
+			args:      nil, // set below: needs t
+			assertion: require.Error,
+			want: []string{
+				"/role.yaml: missing apiGroups=authentication.k8s.io resources=tokenreviews verbs=create: needed to grant the rules of ClusterRole",
+				"add to the controller's RBAC markers, then run `make manifests`:\n  // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create\n",
+				"refused: ClusterRoleBinding inferencestack-auth-rbac-check-rbac-check (auth.ClusterRoleBinding)\n",
+				"rbac check: 2 missing rule(s), 0 stale bundle field(s)",
+			},
+		},
+		{
+			name:      "bad output format",
+			args:      checkArgs(repo+"/operator/config/rbac", "-o", "yaml"),
+			assertion: require.Error,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if args == nil {
+				args = checkArgs(drifted(t))
+			}
+			out, err := run(t, args...)
+			tc.assertion(t, err)
+			if err != nil {
+				out += err.Error()
+			}
+			for _, w := range tc.want {
+				require.Contains(t, out, w)
+			}
+		})
+	}
+}
+
+func TestCheckJSON(t *testing.T) {
+	out, err := run(t, checkArgs(drifted(t), "-o", "json")...)
+	require.ErrorContains(t, err, "2 missing rule(s)")
+	var r rbacdrift.Report
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	require.Len(t, r.Missing, 2)
+	require.Equal(t, []string{"tokenreviews"}, r.Missing[0].Rule.Resources)
+	require.Equal(t, []string{"// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create"}, r.Markers)
+}
