@@ -1,8 +1,7 @@
 // Package componentrbac renders the RBAC objects the operator creates for its
 // components, through the same builder functions the controller applies, so
-// that the release tools can check them (bundlegen rbac check). It exists
-// because Go's internal rule keeps tools/ from importing
-// operator/components: it is the one exported view of them.
+// that the release tools can check them (bundlegen rbac check): it is the
+// one list of them.
 //
 // When a component starts creating a Role, ClusterRole or binding, add its
 // builder to Objects.
