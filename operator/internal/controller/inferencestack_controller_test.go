@@ -395,7 +395,10 @@ func TestDeletionCleansUpAndKeepsTheCacheVolume(t *testing.T) {
 		if apierrors.IsNotFound(err) || (err == nil && pvc.DeletionTimestamp != nil) {
 			return nil
 		}
-		return fmt.Errorf("retainOnDelete=false: the volume claim is still there (%v)", err)
+		if err != nil {
+			return fmt.Errorf("reading the volume claim: %w", err)
+		}
+		return errors.New("retainOnDelete=false: the volume claim is still there")
 	})
 	if _, err := get(t, &corev1.Secret{}, ns, "vllm-key"); err != nil {
 		t.Errorf("the user's Secret was deleted: %v", err)
