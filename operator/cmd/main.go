@@ -118,7 +118,6 @@ func run(ctx context.Context, o options) error {
 		Pin:           p,
 		CacheImage:    o.cacheImage,
 		RetryInterval: o.retryInterval,
-		Selector:      selector,
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err

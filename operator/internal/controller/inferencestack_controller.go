@@ -78,9 +78,6 @@ type InferenceStackReconciler struct {
 	// FinalizerTimeout bounds how long a failing cleanup holds a deleted
 	// stack; after it the finalizer is removed with a warning event.
 	FinalizerTimeout time.Duration
-	// Selector, when not nil, restricts the stacks this operator reconciles
-	// (its cache only holds those).
-	Selector labels.Selector
 }
 
 // +kubebuilder:rbac:groups=inferencestack.io,resources=inferencestacks,verbs=get;list;watch;update;patch
