@@ -11,6 +11,7 @@ package testenv
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -63,6 +64,16 @@ func AssetsDir() (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir, nil
 	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", fmt.Errorf("testenv: KUBEBUILDER_ASSETS is not set and %w", err)
+	}
+	return filepath.Join(root, "bin", "controlplane"), nil
+}
+
+// RepoRoot is the folder of this module's go.mod at or above the working
+// directory.
+func RepoRoot() (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -70,12 +81,32 @@ func AssetsDir() (string, error) {
 	for dir := wd; ; dir = filepath.Dir(dir) {
 		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
 			strings.HasPrefix(string(data), "module github.com/inferencestack/inferencestack\n") {
-			return filepath.Join(dir, "bin", "controlplane"), nil
+			return dir, nil
 		}
 		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("testenv: KUBEBUILDER_ASSETS is not set and no repository root above %s", wd)
+			return "", fmt.Errorf("no repository root above %s", wd)
 		}
 	}
+}
+
+// FreePorts returns n distinct free TCP ports of 127.0.0.1.
+func FreePorts(n int) ([]int, error) {
+	var ports []int
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 // Start starts etcd and kube-apiserver (and kube-controller-manager when

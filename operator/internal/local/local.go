@@ -6,7 +6,6 @@ package local
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,18 +22,6 @@ import (
 	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
-
-// Root is the repository root (the working directory of make).
-func Root() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	if _, err := os.Stat(filepath.Join(dir, "operator", "config", "crd", "bases")); err != nil {
-		return "", fmt.Errorf("run from the repository root (make demo / make bench): %w", err)
-	}
-	return dir, nil
-}
 
 // Scheme knows client-go's types and InferenceStacks.
 func Scheme() *runtime.Scheme {
@@ -67,10 +54,11 @@ type Operator struct {
 // RELATED_IMAGE_* variables, as in a bundle without the pin file), logging
 // to logFile.
 func StartOperator(binary, kubeconfig, logFile string, p pin.Pin) (*Operator, error) {
-	port, err := freePort()
+	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
+	port := ports[0]
 	log, err := os.Create(logFile)
 	if err != nil {
 		return nil, err
@@ -153,13 +141,4 @@ func Wait(ctx context.Context, interval time.Duration, check func() error) error
 		case <-time.After(interval):
 		}
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -18,16 +18,17 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/inferencestack/inferencestack/internal/testenv"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/internal/local"
 	"github.com/inferencestack/inferencestack/operator/internal/testutil"
@@ -56,7 +57,7 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	root, err := local.Root()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -211,29 +212,10 @@ func writes(addr string) (int64, error) {
 
 // parallel runs f(0..n-1) on 8 workers and returns the first error.
 func parallel(n int, f func(int) error) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		next  = make(chan int)
-	)
-	for range 8 {
-		wg.Go(func() {
-			for i := range next {
-				if err := f(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
+	var g errgroup.Group
+	g.SetLimit(8)
 	for i := range n {
-		next <- i
+		g.Go(func() error { return f(i) })
 	}
-	close(next)
-	wg.Wait()
-	return first
+	return g.Wait()
 }

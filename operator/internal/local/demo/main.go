@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/inferencestack/inferencestack/internal/testenv"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/internal/local"
 )
@@ -38,7 +39,7 @@ func main() {
 }
 
 func run(ctx context.Context, operator, sample string, exitAfter time.Duration) error {
-	root, err := local.Root()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		return err
 	}
