@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -42,14 +42,17 @@ type options struct {
 	cacheImage       string
 	retryInterval    time.Duration
 	stackSelector    string
+	takeUnlabeled    bool
 }
 
 func main() {
 	var o options
 	fs := flag.CommandLine
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint; 0 turns it off.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "",
+		"Address of the metrics endpoint; 0 turns it off (default: one port per major, :8443 for 1, :8444 for 2, ...).")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, to callers authorized by the API server.")
-	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "",
+		"Address of the /healthz and /readyz endpoints (default: one port per major, :8081 for 1, :8082 for 2, ...).")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so only one replica reconciles.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "",
 		"Lease name of the leader election (default: one per major version of the operator, from the pin's operator version).")
@@ -59,7 +62,11 @@ func main() {
 	fs.StringVar(&o.cacheImage, "cache-image", envOr("RELATED_IMAGE_CACHE", cache.DefaultImage), "PostgreSQL image of spec.cache.")
 	fs.DurationVar(&o.retryInterval, "retry-interval", controller.DefaultRetryInterval,
 		"How soon a stack waiting for a missing Secret or ConfigMap is looked at again.")
-	fs.StringVar(&o.stackSelector, "stack-selector", "", "Label selector of the InferenceStacks this operator reconciles (default: all).")
+	fs.StringVar(&o.stackSelector, "stack-selector", "",
+		"Label selector narrowing the InferenceStacks this operator reconciles, within those labelled "+v1alpha1.LabelOperatorMajor+"=<its major>.")
+	fs.BoolVar(&o.takeUnlabeled, "take-unlabeled-stacks", true,
+		"Label InferenceStacks without "+v1alpha1.LabelOperatorMajor+" with this operator's major, so it reconciles them; "+
+			"exactly one of the majors running side by side takes them (each release sets it in its bundle).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	flag.Parse()
@@ -78,15 +85,21 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	var selector labels.Selector
+	major, err := p.Major()
+	if err != nil {
+		return err
+	}
+	var extra labels.Selector
 	if o.stackSelector != "" {
-		if selector, err = labels.Parse(o.stackSelector); err != nil {
+		if extra, err = labels.Parse(o.stackSelector); err != nil {
 			return fmt.Errorf("--stack-selector %q: %w", o.stackSelector, err)
 		}
 	}
-	if o.leaderElectionID == "" {
-		o.leaderElectionID = "inferencestack-operator-v" + major(p.OperatorVersion) + ".inferencestack.io"
+	selector, err := controller.StackSelector(major, extra)
+	if err != nil {
+		return err
 	}
+	o.defaults(major)
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme)); err != nil {
 		return err
@@ -111,10 +124,11 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	recorder := mgr.GetEventRecorder("inferencestack-operator-v" + major)
 	r := &controller.InferenceStackReconciler{
 		Client:        mgr.GetClient(),
 		APIReader:     mgr.GetAPIReader(),
-		Recorder:      mgr.GetEventRecorder("inferencestack-operator"),
+		Recorder:      recorder,
 		Pin:           p,
 		CacheImage:    o.cacheImage,
 		RetryInterval: o.retryInterval,
@@ -122,21 +136,34 @@ func run(ctx context.Context, o options) error {
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
+	if o.takeUnlabeled {
+		claimer := &controller.Claimer{Client: mgr.GetClient(), Recorder: recorder, Major: major}
+		if err := claimer.SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
 	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", healthz.Ping)); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting", "operatorVersion", p.OperatorVersion, "distributions", len(p.Operands), "leaderElectionID", o.leaderElectionID)
+	ctrl.Log.Info("starting", "operatorVersion", p.OperatorVersion, "distributions", len(p.Operands),
+		"stacks", selector.String(), "takeUnlabeledStacks", o.takeUnlabeled, "leaderElectionID", o.leaderElectionID)
 	return mgr.Start(ctx)
 }
 
-// major is the major version of a semantic version ("1.2.3" gives "1"), or
-// "0" when it has none.
-func major(version string) string {
-	m, _, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
-	if m == "" || strings.Trim(m, "0123456789") != "" {
-		return "0"
+// defaults fills in what differs per major, so that two majors run side by
+// side (also on one host, out of cluster): the Lease of the leader election
+// and the metrics and probe ports.
+func (o *options) defaults(major string) {
+	n, _ := strconv.Atoi(major)
+	if o.leaderElectionID == "" {
+		o.leaderElectionID = "inferencestack-operator-v" + major + ".inferencestack.io"
 	}
-	return m
+	if o.metricsAddr == "" {
+		o.metricsAddr = ":" + strconv.Itoa(8442+n)
+	}
+	if o.probeAddr == "" {
+		o.probeAddr = ":" + strconv.Itoa(8080+n)
+	}
 }
 
 func envOr(name, fallback string) string {

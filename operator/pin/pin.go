@@ -9,7 +9,10 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/blang/semver/v4"
 
 	"sigs.k8s.io/yaml"
 )
@@ -106,6 +109,18 @@ func Load(path string, environ []string, distributions []string) (Pin, error) {
 		p.OperatorVersion = "unknown"
 	}
 	return p, nil
+}
+
+// Major is the major version of the operator release that ships the pin
+// ("2.0.1" gives "2"). The operator of that major reconciles the stacks
+// labelled with it, so a pin without a semantic version is an error.
+func (p Pin) Major() (string, error) {
+	v, err := semver.ParseTolerant(p.OperatorVersion)
+	if err != nil {
+		return "", fmt.Errorf("operator version %q of the operand pin is not a semantic version (%w): "+
+			"set operatorVersion in the pin file, or %s", p.OperatorVersion, err, OperatorVersionEnv)
+	}
+	return strconv.FormatUint(v.Major, 10), nil
 }
 
 // Image returns the pinned image of a distribution.

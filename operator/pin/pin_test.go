@@ -72,3 +72,15 @@ func TestMarshalRoundTrip(t *testing.T) {
 	require.ErrorContains(t, err, `pins no image for distribution "c" (pinned: a, b)`)
 	require.Equal(t, "RELATED_IMAGE_META_REFERENCE_GPU", pin.EnvName("meta-reference-gpu"))
 }
+
+func TestMajor(t *testing.T) {
+	for version, want := range map[string]string{"1.0.0": "1", "2.3.4": "2", "v10.0.1": "10", "2.0.0-rc.1": "2"} {
+		got, err := pin.Pin{OperatorVersion: version}.Major()
+		require.NoError(t, err, version)
+		require.Equal(t, want, got, version)
+	}
+	for _, version := range []string{"unknown", "", "x.1"} {
+		_, err := pin.Pin{OperatorVersion: version}.Major()
+		require.ErrorContains(t, err, pin.OperatorVersionEnv, "version %q", version)
+	}
+}

@@ -62,6 +62,32 @@ type Inputs struct {
 	ConfigMapName string
 	// ReferencesHash is the hash of the referenced user data.
 	ReferencesHash string
+	// OperatorMajor is the major version of the running operator; some
+	// defaults differ per major (DefaultResources).
+	OperatorMajor string
+}
+
+// DefaultResources are the server container's resources when
+// spec.workload.resources is not set. They changed in operator 2.0: the
+// Llama Stack 0.3 servers 2.x pins need more memory at start-up, and a memory
+// limit keeps one stack from starving its node.
+//
+//	1.x: requests cpu 250m, memory 512Mi; no limits
+//	2.x: requests cpu 500m, memory 1Gi; limits memory 2Gi
+func DefaultResources(operatorMajor string) corev1.ResourceRequirements {
+	if operatorMajor == "1" {
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("250m"),
+			corev1.ResourceMemory: resource.MustParse("512Mi"),
+		}}
+	}
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("500m"),
+			corev1.ResourceMemory: resource.MustParse("1Gi"),
+		},
+		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+	}
 }
 
 // ServiceAccount is the operator-made ServiceAccount, or nil when the user
@@ -201,14 +227,11 @@ func container(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, in Inpu
 	for _, e := range w.Env {
 		c.WithEnv(components.Convert[corev1ac.EnvVarApplyConfiguration](e))
 	}
+	resources := DefaultResources(in.OperatorMajor)
 	if w.Resources != nil {
-		c.WithResources(components.Convert[corev1ac.ResourceRequirementsApplyConfiguration](*w.Resources))
-	} else {
-		c.WithResources(corev1ac.ResourceRequirements().WithRequests(corev1.ResourceList{
-			corev1.ResourceCPU:    resource.MustParse("250m"),
-			corev1.ResourceMemory: resource.MustParse("512Mi"),
-		}))
+		resources = *w.Resources
 	}
+	c.WithResources(components.Convert[corev1ac.ResourceRequirementsApplyConfiguration](resources))
 	return c
 }
 
@@ -269,10 +292,14 @@ func run(ctx context.Context, s *components.State) error {
 			return err
 		}
 	}
-	in := Inputs{Image: s.Image, Config: s.Config, ConfigMapName: s.ConfigMapName, ReferencesHash: s.ReferencesHash}
+	major, err := s.Pin.Major()
+	if err != nil {
+		return err
+	}
+	in := Inputs{Image: s.Image, Config: s.Config, ConfigMapName: s.ConfigMapName, ReferencesHash: s.ReferencesHash, OperatorMajor: major}
 	if _, err := apply.Apply(ctx, s.Client, apply.Deployment, Deployment(stack, in)); err != nil {
 		return err
 	}
-	_, err := apply.Apply(ctx, s.Client, apply.Service, Service(stack))
+	_, err = apply.Apply(ctx, s.Client, apply.Service, Service(stack))
 	return err
 }

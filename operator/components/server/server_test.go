@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/components/server"
@@ -74,4 +75,38 @@ func TestUserHomeWins(t *testing.T) {
 	if n != 1 {
 		t.Errorf("HOME appears %d times", n)
 	}
+}
+
+// TestDefaultResourcesPerMajor: without workload.resources the server gets
+// its major's defaults (2.0 raised them and added a memory limit); the
+// user's resources always win.
+func TestDefaultResourcesPerMajor(t *testing.T) {
+	for major, want := range map[string]string{"1": "requests cpu=250m memory=512Mi limits memory=", "2": "requests cpu=500m memory=1Gi limits memory=2Gi"} {
+		in := inputs()
+		in.OperatorMajor = major
+		r := server.Deployment(testutil.Stack("s"), in).Spec.Template.Spec.Containers[0].Resources
+		got := "requests cpu=" + quantity(r.Requests, corev1.ResourceCPU) + " memory=" + quantity(r.Requests, corev1.ResourceMemory) +
+			" limits memory=" + quantity(r.Limits, corev1.ResourceMemory)
+		if got != want {
+			t.Errorf("major %s: %s, want %s", major, got, want)
+		}
+	}
+	user := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}
+	in := inputs()
+	in.OperatorMajor = "2"
+	r := server.Deployment(testutil.Stack("s", testutil.WithResources(user)), in).Spec.Template.Spec.Containers[0].Resources
+	if quantity(r.Requests, corev1.ResourceCPU) != "4" || r.Limits != nil {
+		t.Errorf("the user's resources %v were not used as they are: %+v", user, r)
+	}
+}
+
+func quantity(l *corev1.ResourceList, name corev1.ResourceName) string {
+	if l == nil {
+		return ""
+	}
+	q, ok := (*l)[name]
+	if !ok {
+		return ""
+	}
+	return q.String()
 }

@@ -49,11 +49,11 @@ type Operator struct {
 	done        chan struct{} // closed when the process has exited
 }
 
-// StartOperator runs the operator binary with the control plane's
-// kubeconfig and the operand pin of the release input version (from
-// RELATED_IMAGE_* variables, as in a bundle without the pin file), logging
-// to logFile.
-func StartOperator(binary, kubeconfig, logFile string, p pin.Pin) (*Operator, error) {
+// StartOperator runs the operator binary with kubeconfig, the operand pin p
+// (from RELATED_IMAGE_* variables, as in a bundle without the pin file; its
+// operator version is the operator's, and so its major) and the extra flags
+// args, logging to logFile.
+func StartOperator(binary, kubeconfig, logFile string, p pin.Pin, args ...string) (*Operator, error) {
 	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		return nil, err
@@ -64,14 +64,14 @@ func StartOperator(binary, kubeconfig, logFile string, p pin.Pin) (*Operator, er
 		return nil, err
 	}
 	o := &Operator{MetricsAddr: "127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
-	cmd := exec.Command(binary,
-		"--kubeconfig="+kubeconfig,
-		"--metrics-bind-address="+o.MetricsAddr,
+	cmd := exec.Command(binary, append([]string{
+		"--kubeconfig=" + kubeconfig,
+		"--metrics-bind-address=" + o.MetricsAddr,
 		"--metrics-secure=false",
 		"--health-probe-bind-address=0",
-		"--pin-file="+filepath.Join(os.TempDir(), "no-such-pin-file"),
+		"--pin-file=" + filepath.Join(os.TempDir(), "no-such-pin-file"),
 		"--retry-interval=2s",
-	)
+	}, args...)...)
 	cmd.Env = append(os.Environ(), pin.OperatorVersionEnv+"="+p.OperatorVersion)
 	for d, image := range p.Operands {
 		cmd.Env = append(cmd.Env, pin.EnvName(d)+"="+image)

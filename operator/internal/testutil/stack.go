@@ -253,3 +253,8 @@ func WithEnv(name, value string) Option {
 		workload(s).Env = append(workload(s).Env, corev1.EnvVar{Name: name, Value: value})
 	}
 }
+
+// WithResources sets the server container's resources.
+func WithResources(r corev1.ResourceRequirements) Option {
+	return func(s *v1alpha1.InferenceStack) { workload(s).Resources = &r }
+}

@@ -74,7 +74,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	op, err := local.StartOperator(filepath.Join(root, o.operator), env.Kubeconfig(), filepath.Join(env.Dir(), "operator.log"), local.DemoPin("1.0.0"))
+	op, err := local.StartOperator(filepath.Join(root, o.operator), env.Kubeconfig(), filepath.Join(env.Dir(), "operator.log"), local.DemoPin("2.0.0"))
 	if err != nil {
 		return err
 	}

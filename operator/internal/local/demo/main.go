@@ -62,7 +62,7 @@ func run(ctx context.Context, operator, sample string, exitAfter time.Duration) 
 	}
 	defer func() { _ = env.Stop() }()
 	logFile := filepath.Join(env.Dir(), "operator.log")
-	op, err := local.StartOperator(filepath.Join(root, operator), env.Kubeconfig(), logFile, local.DemoPin("1.0.0"))
+	op, err := local.StartOperator(filepath.Join(root, operator), env.Kubeconfig(), logFile, local.DemoPin("2.0.0"))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,418 @@
+package main_test
+
+// The operator binary of two majors at once on one real control plane: each
+// reconciles only the InferenceStacks labelled with its major (its cache holds
+// no other), the one that takes unlabelled stacks claims them, and relabelling
+// a stack hands it over in place. Each binary runs as a ServiceAccount of its
+// own, bound to the operator's generated ClusterRole (role.yaml), and the API
+// server's audit log says who wrote what.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/inferencestack/inferencestack/internal/testenv"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/internal/local"
+)
+
+// operatorsNS holds the operators' ServiceAccounts and leader election Leases.
+const operatorsNS = "operators"
+
+var (
+	env      *testenv.Env
+	auditLog string
+)
+
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+  userGroups: ["system:serviceaccounts:` + operatorsNS + `"]
+- level: None
+`
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "majors-audit-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	policy := filepath.Join(dir, "policy.yaml")
+	auditLog = filepath.Join(dir, "audit.log")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testenv.RunMain(m, testenv.Options{
+		CRDDirectoryPaths: []string{filepath.Join("..", "config", "crd", "bases")},
+		GarbageCollector:  true,
+		Scheme:            local.Scheme(),
+		APIServerArgs: map[string][]string{
+			"audit-policy-file": {policy},
+			"audit-log-path":    {auditLog},
+			"audit-log-format":  {"json"},
+			"audit-log-mode":    {"blocking"},
+		},
+	}, &env)
+}
+
+// TestTwoMajorsSideBySide runs the operator binary as 1.1.0 (taking
+// unlabelled stacks, as 1.x releases do) and as 2.0.0 (only stacks labelled
+// 2, as 2.0.0 is released) at once.
+func TestTwoMajorsSideBySide(t *testing.T) {
+	ctx := context.Background()
+	binary := buildOperator(t)
+	setupOperatorAccounts(t, "v1", "v2")
+	startOperator(t, binary, "v1", "1.1.0")
+	startOperator(t, binary, "v2", "2.0.0", "--take-unlabeled-stacks=false")
+
+	// One namespace per stack, so the audit log's namespaces name the stack.
+	unlabelled := createStack(t, "unlabelled", "")
+	one := createStack(t, "one", "1")
+	two := createStack(t, "two", "2")
+	moving := createStack(t, "moving", "1", withCache)
+
+	for _, s := range []*v1alpha1.InferenceStack{unlabelled, one, two, moving} {
+		waitDeploying(t, s)
+	}
+	// The 1.x operator claimed the unlabelled stack; 2.0.0 does not take them.
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(unlabelled), unlabelled))
+	if got := unlabelled.Labels[v1alpha1.LabelOperatorMajor]; got != "1" {
+		t.Fatalf("unlabelled stack has %s=%q, want 1 (claimed by the operator that takes unlabelled stacks)", v1alpha1.LabelOperatorMajor, got)
+	}
+	// Each major's defaults show which one built each Deployment.
+	for s, want := range map[*v1alpha1.InferenceStack]string{unlabelled: "250m", one: "250m", two: "500m", moving: "250m"} {
+		if got := serverCPU(t, s); got != want {
+			t.Errorf("stack %s: server cpu request %s, want %s (the defaults of its major)", s.Namespace, got, want)
+		}
+	}
+	stacksOf := map[string][]string{
+		"v1": {unlabelled.Namespace, one.Namespace, moving.Namespace},
+		"v2": {two.Namespace},
+	}
+	checkAudit(t, 0, stacksOf, stacksOf)
+
+	// Hand "moving" over to 2.x by relabelling it.
+	before := objectUIDs(t, moving.Namespace)
+	if _, ok := before["PersistentVolumeClaim"]; !ok {
+		t.Fatalf("stack moving has no PersistentVolumeClaim before the hand-over: %v", before)
+	}
+	relabel := client.MergeFrom(moving.DeepCopy())
+	moving.Labels[v1alpha1.LabelOperatorMajor] = "2"
+	require.NoError(t, env.Client.Patch(ctx, moving, relabel))
+	waitFor(t, "the 2.x defaults on stack moving's Deployment", func() bool { return serverCPU(t, moving) == "500m" })
+	after := objectUIDs(t, moving.Namespace)
+	if !mapsEqual(before, after) {
+		t.Errorf("the hand-over replaced objects of stack moving:\nbefore %v\nafter  %v", before, after)
+	}
+
+	// From now on only 2.x writes stack moving's objects: change its spec and
+	// look at who applied the change.
+	offset := auditSize(t)
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(moving), moving))
+	change := client.MergeFrom(moving.DeepCopy())
+	moving.Spec.Workload = &v1alpha1.WorkloadSpec{Replicas: ptr.To[int32](2)}
+	require.NoError(t, env.Client.Patch(ctx, moving, change))
+	waitFor(t, "2 replicas on stack moving's Deployment", func() bool {
+		d := &appsv1.Deployment{}
+		return env.Client.Get(ctx, types.NamespacedName{Namespace: moving.Namespace, Name: moving.Name}, d) == nil &&
+			d.Spec.Replicas != nil && *d.Spec.Replicas == 2
+	})
+	waitDeploying(t, moving)
+	checkAudit(t, offset, map[string][]string{
+		"v1": {unlabelled.Namespace, one.Namespace},
+		"v2": {two.Namespace, moving.Namespace},
+	}, map[string][]string{"v2": {moving.Namespace}})
+	if final := objectUIDs(t, moving.Namespace); !mapsEqual(after, final) {
+		t.Errorf("objects of stack moving were replaced after the hand-over:\nbefore %v\nafter  %v", after, final)
+	}
+}
+
+func withCache(s *v1alpha1.InferenceStack) { s.Spec.Cache = &v1alpha1.CacheSpec{Enabled: true} }
+
+// buildOperator builds this package's binary.
+func buildOperator(t *testing.T) string {
+	t.Helper()
+	binary := filepath.Join(t.TempDir(), "manager")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return binary
+}
+
+// setupOperatorAccounts makes a ServiceAccount per major in operatorsNS bound
+// to the operator's ClusterRole and leader election Role, from
+// operator/config/rbac, as a bundle installs them.
+func setupOperatorAccounts(t *testing.T, majors ...string) {
+	t.Helper()
+	createObject(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorsNS}})
+	role := &rbacv1.ClusterRole{}
+	readYAML(t, filepath.Join("..", "config", "rbac", "role.yaml"), role)
+	leader := &rbacv1.Role{}
+	readYAML(t, filepath.Join("..", "config", "rbac", "leader_election_role.yaml"), leader)
+	leader.Namespace = operatorsNS
+	createObject(t, role)
+	createObject(t, leader)
+	var subjects []rbacv1.Subject
+	for _, m := range majors {
+		createObject(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: operatorsNS, Name: "operator-" + m}})
+		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: operatorsNS, Name: "operator-" + m})
+	}
+	createObject(t, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   subjects,
+	})
+	createObject(t, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: operatorsNS, Name: leader.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: leader.Name},
+		Subjects:   subjects,
+	})
+}
+
+// startOperator runs the binary as ServiceAccount operator-<major> with the
+// pin of operator version, and the flags args.
+func startOperator(t *testing.T, binary, major, version string, args ...string) *local.Operator {
+	t.Helper()
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	require.NoError(t, err)
+	tr, err := cs.CoreV1().ServiceAccounts(operatorsNS).CreateToken(ctx, "operator-"+major,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
+	cfg.AuthInfos["operator"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "operator"}
+	cfg.CurrentContext = "test"
+	require.NoError(t, clientcmd.WriteToFile(*cfg, kubeconfig))
+
+	logFile := filepath.Join(t.TempDir(), "operator-"+major+".log")
+	op, err := local.StartOperator(binary, kubeconfig, logFile, local.DemoPin(version),
+		append([]string{"--leader-elect", "--leader-election-namespace=" + operatorsNS}, args...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		op.Stop()
+		if t.Failed() {
+			data, _ := os.ReadFile(logFile)
+			t.Logf("---- operator %s log ----\n%s", major, lastLines(string(data), 40))
+		}
+	})
+	return op
+}
+
+// createStack creates an InferenceStack named name in a namespace of its own
+// (also named name), labelled with major unless it is empty.
+func createStack(t *testing.T, name, major string, opts ...func(*v1alpha1.InferenceStack)) *v1alpha1.InferenceStack {
+	t.Helper()
+	createObject(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	s := &v1alpha1.InferenceStack{
+		ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: name, Labels: map[string]string{}},
+		Spec:       v1alpha1.InferenceStackSpec{Distribution: v1alpha1.DistributionSpec{Name: "starter"}},
+	}
+	if major != "" {
+		s.Labels[v1alpha1.LabelOperatorMajor] = major
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	createObject(t, s)
+	return s
+}
+
+func createObject(t *testing.T, obj client.Object) {
+	t.Helper()
+	require.NoError(t, env.Client.Create(context.Background(), obj))
+}
+
+func readYAML(t *testing.T, path string, into any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(data, into))
+}
+
+// waitDeploying waits until the stack's config is generated and its server
+// rolls out: the furthest a stack gets without a kubelet.
+func waitDeploying(t *testing.T, s *v1alpha1.InferenceStack) {
+	t.Helper()
+	waitFor(t, "stack "+s.Namespace+" Deploying with ConfigGenerated", func() bool {
+		got := &v1alpha1.InferenceStack{}
+		if env.Client.Get(context.Background(), client.ObjectKeyFromObject(s), got) != nil {
+			return false
+		}
+		return got.Status.Phase == v1alpha1.PhaseDeploying && got.Status.ObservedGeneration == got.Generation &&
+			meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.TypeConfigGenerated)
+	})
+}
+
+func waitFor(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !done() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// serverCPU is the CPU request of the stack's server container.
+func serverCPU(t *testing.T, s *v1alpha1.InferenceStack) string {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, d); err != nil {
+		return ""
+	}
+	q := d.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
+	return q.String()
+}
+
+// objectUIDs maps "Kind/name" to the UID of every object of the kinds the
+// operator makes in namespace ns.
+func objectUIDs(t *testing.T, ns string) map[string]types.UID {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]types.UID{}
+	lists := []client.ObjectList{
+		&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &corev1.SecretList{},
+		&corev1.ServiceAccountList{}, &corev1.PersistentVolumeClaimList{}, &networkingv1.NetworkPolicyList{},
+	}
+	for _, l := range lists {
+		require.NoError(t, env.Client.List(ctx, l, client.InNamespace(ns)))
+		require.NoError(t, meta.EachListItem(l, func(o runtime.Object) error {
+			obj := o.(client.Object)
+			kind := strings.TrimSuffix(fmt.Sprintf("%T", l), "List")
+			kind = kind[strings.LastIndex(kind, ".")+1:]
+			if kind == "ConfigMap" && obj.GetName() == "kube-root-ca.crt" {
+				return nil
+			}
+			if kind == "PersistentVolumeClaim" {
+				out[kind] = obj.GetUID()
+			}
+			out[kind+"/"+obj.GetName()] = obj.GetUID()
+			return nil
+		}))
+	}
+	return out
+}
+
+// auditEvent is what the test reads of an audit.k8s.io/v1 Event.
+type auditEvent struct {
+	Verb string `json:"verb"`
+	User struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef *struct {
+		Resource  string `json:"resource"`
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+}
+
+func auditSize(t *testing.T) int64 {
+	t.Helper()
+	fi, err := os.Stat(auditLog)
+	require.NoError(t, err)
+	return fi.Size()
+}
+
+// checkAudit reads the audit log from offset and checks that each operator
+// (by major) wrote only in its stacks' namespaces (and, for leader election, in
+// operatorsNS), and did write in the namespaces of mustWrite.
+func checkAudit(t *testing.T, offset int64, stacks, mustWrite map[string][]string) {
+	t.Helper()
+	f, err := os.Open(auditLog)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.Seek(offset, 0)
+	require.NoError(t, err)
+	wrote := map[string]map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e auditEvent
+		require.NoError(t, json.NewDecoder(bytes.NewReader(sc.Bytes())).Decode(&e))
+		major := strings.TrimPrefix(e.User.Username, "system:serviceaccount:"+operatorsNS+":operator-")
+		if major == e.User.Username || e.ObjectRef == nil || e.ResponseStatus.Code >= 300 {
+			continue
+		}
+		ns := e.ObjectRef.Namespace
+		if ns == operatorsNS {
+			// The leader election Lease and its events.
+			continue
+		}
+		if !slices.Contains(stacks[major], ns) {
+			t.Errorf("operator %s wrote outside its stacks %v: %s %s %s/%s", major, stacks[major], e.Verb, e.ObjectRef.Resource, ns, e.ObjectRef.Name)
+		}
+		if wrote[major] == nil {
+			wrote[major] = map[string]int{}
+		}
+		wrote[major][ns]++
+	}
+	require.NoError(t, sc.Err())
+	for major, namespaces := range mustWrite {
+		for _, ns := range namespaces {
+			if wrote[major][ns] == 0 {
+				t.Errorf("the audit log has no write by operator %s in namespace %s (its stack's)", major, ns)
+			}
+		}
+	}
+	t.Logf("writes by operator and namespace since offset %d: %v", offset, wrote)
+}
+
+func mapsEqual(a, b map[string]types.UID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

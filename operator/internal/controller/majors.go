@@ -1,0 +1,119 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+)
+
+// StackSelector selects the InferenceStacks the operator of major reconciles:
+// those labelled v1alpha1.LabelOperatorMajor=major, narrowed by extra (nil:
+// no narrowing). The manager's cache holds only these (CacheOptions), so the
+// operator of another major never even sees them.
+func StackSelector(major string, extra labels.Selector) (labels.Selector, error) {
+	req, err := labels.NewRequirement(v1alpha1.LabelOperatorMajor, selection.Equals, []string{major})
+	if err != nil {
+		return nil, fmt.Errorf("operator major %q: %w", major, err)
+	}
+	sel := labels.NewSelector().Add(*req)
+	if extra != nil {
+		reqs, _ := extra.Requirements()
+		sel = sel.Add(reqs...)
+	}
+	return sel, nil
+}
+
+// unlabeled selects the InferenceStacks no major has been assigned.
+func unlabeled() labels.Selector {
+	req, _ := labels.NewRequirement(v1alpha1.LabelOperatorMajor, selection.DoesNotExist, nil)
+	return labels.NewSelector().Add(*req)
+}
+
+// Claimer gives unlabelled InferenceStacks to one major: it labels each with
+// v1alpha1.LabelOperatorMajor=Major, after which that major's cache sees it.
+// Run it in exactly one major (the one whose release takes unlabelled
+// stacks); if two did, the optimistic lock of the label patch still lets only
+// the first one claim a stack. It holds only the metadata of unlabelled
+// stacks, in a cache of its own.
+type Claimer struct {
+	// Client writes the label.
+	Client client.Client
+	// Recorder emits an event on each claimed stack.
+	Recorder events.EventRecorder
+	// Major is the operator's major version.
+	Major string
+
+	cache cache.Cache
+}
+
+// SetupWithManager starts the Claimer's cache and controller with the manager
+// (on the elected leader only, like the InferenceStack controller).
+func (c *Claimer) SetupWithManager(mgr ctrl.Manager) error {
+	var err error
+	c.cache, err = cache.New(mgr.GetConfig(), cache.Options{
+		Scheme:               mgr.GetScheme(),
+		Mapper:               mgr.GetRESTMapper(),
+		DefaultLabelSelector: unlabeled(),
+	})
+	if err != nil {
+		return fmt.Errorf("creating the cache of unlabelled InferenceStacks: %w", err)
+	}
+	if err := mgr.Add(c.cache); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("inferencestack-claim").
+		WatchesRawSource(source.Kind(c.cache, stackMetadata(),
+			&handler.TypedEnqueueRequestForObject[*metav1.PartialObjectMetadata]{})).
+		Complete(c)
+}
+
+func stackMetadata() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("InferenceStack"))
+	return m
+}
+
+// Reconcile labels one unlabelled InferenceStack with the Claimer's major.
+func (c *Claimer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	stack := stackMetadata()
+	if err := c.cache.Get(ctx, req.NamespacedName, stack); err != nil {
+		// Gone, or labelled since (so no longer in this cache).
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if _, ok := stack.Labels[v1alpha1.LabelOperatorMajor]; ok || !stack.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, nil
+	}
+	patch := client.MergeFromWithOptions(stack.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if stack.Labels == nil {
+		stack.Labels = map[string]string{}
+	}
+	stack.Labels[v1alpha1.LabelOperatorMajor] = c.Major
+	if err := c.Client.Patch(ctx, stack, patch); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			// Changed (perhaps labelled by someone else) or deleted meanwhile:
+			// look again once the cache has caught up.
+			return reconcile.Result{RequeueAfter: time.Second}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("labelling InferenceStack %s with %s=%s: %w", req, v1alpha1.LabelOperatorMajor, c.Major, err)
+	}
+	stack.SetGroupVersionKind(stackMetadata().GroupVersionKind())
+	c.Recorder.Eventf(stack, nil, "Normal", "AssignedToMajor", "Assign",
+		"unlabelled, so taken by the operator of major %s, which takes unlabelled stacks; set label %s to another major to hand it over",
+		c.Major, v1alpha1.LabelOperatorMajor)
+	return reconcile.Result{}, nil
+}
