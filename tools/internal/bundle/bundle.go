@@ -35,6 +35,8 @@ const (
 	PackageOperator = "inferencestack-operator"
 	// ManagerContainer is the operator's container in the manager Deployment.
 	ManagerContainer = "manager"
+	// TakeUnlabeledFlag is the operator flag a release's takesUnlabeledStacks sets.
+	TakeUnlabeledFlag = "--take-unlabeled-stacks"
 )
 
 // Generate makes the bundles of one release.
@@ -186,6 +188,9 @@ func (g Generate) release() (release.Input, release.Images, error) {
 	if err != nil {
 		return release.Input{}, release.Images{}, err
 	}
+	if err := release.CheckUnlabeledOwner(g.ReleasesDir); err != nil {
+		return release.Input{}, release.Images{}, err
+	}
 	lock, err := release.LoadLock(g.LockPath)
 	if err != nil {
 		return release.Input{}, release.Images{}, err
@@ -314,7 +319,7 @@ func (g Generate) operatorBundle(in release.Input, images release.Images) (Files
 	if err != nil {
 		return nil, err
 	}
-	dep, err := g.deployment(images)
+	dep, err := g.deployment(in, images)
 	if err != nil {
 		return nil, err
 	}
@@ -376,9 +381,10 @@ func (g Generate) operatorBundle(in release.Input, images release.Images) (Files
 	return files, nil
 }
 
-// deployment reads the manager Deployment and sets the operator image and
-// the RELATED_IMAGE_ variables of the operand images.
-func (g Generate) deployment(images release.Images) (appsv1.Deployment, error) {
+// deployment reads the manager Deployment and sets the operator image, the
+// RELATED_IMAGE_ variables of the operand images, and whether the release
+// takes unlabelled InferenceStacks.
+func (g Generate) deployment(in release.Input, images release.Images) (appsv1.Deployment, error) {
 	docs, err := csv.ReadFileDocuments(g.ManagerPath)
 	if err != nil {
 		return appsv1.Deployment{}, fmt.Errorf("manager Deployment: %w", err)
@@ -411,6 +417,9 @@ func (g Generate) deployment(images release.Images) (appsv1.Deployment, error) {
 		env = append(env, corev1.EnvVar{Name: release.EnvName(d), Value: images.Operands[d]})
 	}
 	c.Env = env
+	if !in.TakesUnlabeled() {
+		c.Args = append(slices.DeleteFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, TakeUnlabeledFlag) }), TakeUnlabeledFlag+"=false")
+	}
 	return dep, nil
 }
 

@@ -248,3 +248,43 @@ func readTreeIfExists(t *testing.T, dir string) map[string]string {
 	}
 	return readTree(t, dir)
 }
+
+// TestTakesUnlabeledStacks: a release that does not take unlabelled stacks
+// runs its operator with --take-unlabeled-stacks=false; one that does (the
+// default) leaves the operator's default, true. Of the newest release of each
+// major exactly one takes them.
+func TestTakesUnlabeledStacks(t *testing.T) {
+	second := func(v1, v2 string) func(root string) {
+		return func(root string) {
+			releases := filepath.Join(root, "releases")
+			rewrite(t, filepath.Join(releases, "1.0.0.yaml"), "operands:\n", v1+"operands:\n")
+			data, err := os.ReadFile(filepath.Join(releases, "1.0.0.yaml"))
+			require.NoError(t, err)
+			data = bytes.ReplaceAll(data, []byte("1.0.0"), []byte("2.0.0"))
+			data = bytes.Replace(data, []byte(v1+"operands:\n"), []byte(v2+"operands:\n"), 1)
+			require.NoError(t, os.WriteFile(filepath.Join(releases, "2.0.0.yaml"), data, 0o644))
+		}
+	}
+	const no = "takesUnlabeledStacks: false\n"
+	g := fixture(t, second("", no))
+	g.AllowTags = true
+	for _, v := range []string{"1.0.0", "2.0.0"} {
+		g.Version = v
+		_, err := g.Run(context.Background())
+		require.NoError(t, err)
+		csv, err := os.ReadFile(filepath.Join(g.OutputDir, PackageOperator, v, "manifests", PackageOperator+".clusterserviceversion.yaml"))
+		require.NoError(t, err)
+		require.Equal(t, v == "2.0.0", strings.Contains(string(csv), "- "+TakeUnlabeledFlag+"=false"), "release %s", v)
+	}
+
+	for _, tc := range []struct{ v1, v2, want string }{
+		{"", "", "set takesUnlabeledStacks: false in all but one"},
+		{no, no, "no major takes InferenceStacks"},
+	} {
+		g := fixture(t, second(tc.v1, tc.v2))
+		g.AllowTags = true
+		_, err := g.Run(context.Background())
+		require.ErrorContains(t, err, tc.want)
+		require.ErrorContains(t, err, "2.0.0.yaml")
+	}
+}

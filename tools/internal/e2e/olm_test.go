@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,7 +106,7 @@ func TestInstallOneMajor(t *testing.T) {
 }
 
 // testRelease builds a release with more versions than the repository's:
-// operator 1.0.0, 1.0.1, 1.1.0 and 2.0.0, CRDs 1.0.0, made by the release
+// operator 1.0.0, 1.0.1, 1.1.0 and 2.0.0, CRDs 1.0.0 and 2.0.0, made by the release
 // tools from the repository's inputs, and serves it as catalog "e2e".
 func testRelease(t *testing.T) (bundleRoot, catalogDir string) {
 	t.Helper()
@@ -114,7 +115,7 @@ func testRelease(t *testing.T) (bundleRoot, catalogDir string) {
 		Root: root,
 		Dir:  dir,
 		Versions: map[string][]string{
-			bundle.PackageCRDs:     {"1.0.0"},
+			bundle.PackageCRDs:     {"1.0.0", "2.0.0"},
 			bundle.PackageOperator: {"1.0.0", "1.0.1", "1.1.0", "2.0.0"},
 		},
 	}.Run(context.Background())
@@ -258,23 +259,40 @@ func TestUpgradeFollowsTheCatalogEdges(t *testing.T) {
 	}
 }
 
-// TestTwoMajorsSideBySide: the operator at 1.x and at 2.x, each from its
-// own ClusterExtension in its own namespace, are Installed at once; the CRD
-// comes once, from the inferencestack-crds package.
+// TestTwoMajorsSideBySide: the README's manifests for two majors (the sample
+// install of operator/config/olm, then operator/config/olm/v2) over the
+// release catalog: the operator at 1.x and at 2.x, each in its own namespace,
+// are Installed at once; the CRD comes once, from the inferencestack-crds
+// package; only the 1.x operator takes unlabelled stacks.
 func TestTwoMajorsSideBySide(t *testing.T) {
 	dumpLogsOnFailure(t)
 	ctx := context.Background()
-	bundleRoot, _ := testRelease(t)
+	bundleRoot, catalogDir := releaseCatalog(t)
+	serveCatalog(t, "inferencestack", "catalog", bundleRoot, catalogDir)
 
-	apply(t, installer(t, "e2e-v1", "crds", "operator-v1")...)
-	apply(t, installer(t, "e2e-v2", "operator-v2")...)
-	crds := extension(t, bundle.PackageCRDs, "crds", "e2e-v1", "1.x", "e2e")
-	v1 := extension(t, bundle.PackageOperator, "operator-v1", "e2e-v1", "1.x", "e2e")
-	v2 := extension(t, bundle.PackageOperator, "operator-v2", "e2e-v2", "2.x", "e2e")
-	apply(t, crds, v1, v2)
+	var objs []*unstructured.Unstructured
+	for _, f := range []string{"namespace.yaml", "installer-rbac.yaml", "clusterextension-crds.yaml", "clusterextension-operator.yaml",
+		"v2/namespace.yaml", "v2/installer.yaml", "v2/clusterextension-operator.yaml"} {
+		objs = append(objs, sample(t, f)...)
+	}
+	apply(t, objs...)
+	var crds, v1, v2 *unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetName() {
+		case "inferencestack-crds":
+			crds = o
+		case "inferencestack-operator":
+			v1 = o
+		case "inferencestack-operator-v2":
+			v2 = o
+		}
+	}
 	for _, ce := range []*unstructured.Unstructured{crds, v1, v2} {
+		require.NotNil(t, ce, "the sample manifests lack a ClusterExtension")
+		start := time.Now()
 		_, err := cluster.WaitCondition(ctx, ce, olmtest.TypeInstalled, installTimeout)
 		require.NoError(t, err)
+		t.Logf("ClusterExtension %s Installed (%s) in %s", ce.GetName(), installedVersion(t, ce), time.Since(start).Round(100*time.Millisecond))
 	}
 	// All three Installed at once, each on the major asked for.
 	for _, ce := range []*unstructured.Unstructured{crds, v1, v2} {
@@ -283,11 +301,27 @@ func TestTwoMajorsSideBySide(t *testing.T) {
 		require.NotNil(t, cond)
 		require.Equal(t, metav1.ConditionTrue, cond.Status, "%s: %s", ce.GetName(), cond.Message)
 	}
-	require.Equal(t, "1.1.0", installedVersion(t, v1))
-	require.Equal(t, "2.0.0", installedVersion(t, v2))
+	require.Equal(t, "1", strings.Split(installedVersion(t, v1), ".")[0], "major of %s", v1.GetName())
+	require.Equal(t, "2", strings.Split(installedVersion(t, v2), ".")[0], "major of %s", v2.GetName())
 	checkInstalled(t, filepath.Join(bundleRoot, bundle.PackageCRDs, installedVersion(t, crds)), crds)
 	checkInstalled(t, filepath.Join(bundleRoot, bundle.PackageOperator, installedVersion(t, v1)), v1)
 	checkInstalled(t, filepath.Join(bundleRoot, bundle.PackageOperator, installedVersion(t, v2)), v2)
+
+	// No object is claimed by both extensions: OLM labels what it installs
+	// with its owner, and each operator's objects live in its namespace.
+	for _, ce := range []*unstructured.Unstructured{v1, v2} {
+		ns, _, _ := unstructured.NestedString(ce.Object, "spec", "namespace")
+		dep := &unstructured.Unstructured{}
+		dep.SetAPIVersion("apps/v1")
+		dep.SetKind("Deployment")
+		require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: bundle.PackageOperator}, dep))
+		require.Equal(t, ce.GetName(), dep.GetLabels()[ownerNameLabel], "Deployment %s/%s", ns, dep.GetName())
+		// Exactly one major takes unlabelled stacks: 2.x runs with
+		// --take-unlabeled-stacks=false, 1.x with the default (true).
+		containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+		args := toStrings(containers[0].(map[string]any)["args"])
+		require.Equal(t, ce == v2, slices.Contains(args, bundle.TakeUnlabeledFlag+"=false"), "%s args %v", ce.GetName(), args)
+	}
 
 	// The CRD exists once, owned by the CRD package's extension; neither
 	// operator bundle ships it.
@@ -295,7 +329,7 @@ func TestTwoMajorsSideBySide(t *testing.T) {
 	crd.SetAPIVersion("apiextensions.k8s.io/v1")
 	crd.SetKind("CustomResourceDefinition")
 	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Name: crdName}, crd))
-	require.Equal(t, "crds", crd.GetLabels()[ownerNameLabel], "CRD %s labels: %v", crdName, crd.GetLabels())
+	require.Equal(t, "inferencestack-crds", crd.GetLabels()[ownerNameLabel], "CRD %s labels: %v", crdName, crd.GetLabels())
 	for _, v := range []string{installedVersion(t, v1), installedVersion(t, v2)} {
 		files, err := filepath.Glob(filepath.Join(bundleRoot, bundle.PackageOperator, v, "manifests", "*.yaml"))
 		require.NoError(t, err)

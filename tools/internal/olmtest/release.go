@@ -57,9 +57,12 @@ func (r Release) Run(ctx context.Context) (string, error) {
 	for _, vs := range r.Versions {
 		all = append(all, vs...)
 	}
-	slices.Sort(all)
-	for _, v := range slices.Compact(all) {
-		if err := os.WriteFile(filepath.Join(releases, v+".yaml"), releaseFile(base, v), 0o644); err != nil {
+	slices.SortFunc(all, func(a, b string) int { return semver.MustParse(a).Compare(semver.MustParse(b)) })
+	all = slices.Compact(all)
+	for _, v := range all {
+		// The lowest major takes unlabelled stacks, as in the repository's releases.
+		takes := semver.MustParse(v).Major == semver.MustParse(all[0]).Major
+		if err := os.WriteFile(filepath.Join(releases, v+".yaml"), releaseFile(base, v, takes), 0o644); err != nil {
 			return "", err
 		}
 		_, err := bundle.Generate{
@@ -173,11 +176,17 @@ func newestRelease(dir string) ([]byte, error) {
 var (
 	versionLine  = regexp.MustCompile(`(?m)^version: .*$`)
 	operatorLine = regexp.MustCompile(`(?m)^(operatorImage: [^:\s]+):.*$`)
+	takesLine    = regexp.MustCompile(`(?m)^takesUnlabeledStacks: .*\n`)
 )
 
-// releaseFile is base with its version and operator image tag set to v.
-func releaseFile(base []byte, v string) []byte {
+// releaseFile is base with its version and operator image tag set to v, and
+// takesUnlabeledStacks set to takes.
+func releaseFile(base []byte, v string, takes bool) []byte {
 	out := versionLine.ReplaceAll(base, []byte("version: "+v))
+	out = takesLine.ReplaceAll(out, nil)
+	if !takes {
+		out = append(out, "takesUnlabeledStacks: false\n"...)
+	}
 	return operatorLine.ReplaceAll(out, []byte("${1}:v"+v))
 }
 

@@ -19,7 +19,7 @@ func TestReleaseRendersEveryVersion(t *testing.T) {
 		Root: filepath.Join("..", "..", ".."),
 		Dir:  dir,
 		Versions: map[string][]string{
-			"inferencestack-crds":     {"1.0.0"},
+			"inferencestack-crds":     {"1.0.0", "2.0.0"},
 			"inferencestack-operator": {"1.0.0", "1.1.0", "2.0.0"},
 		},
 	}.Run(ctx)
@@ -34,7 +34,7 @@ func TestReleaseRendersEveryVersion(t *testing.T) {
 		slices.Sort(got[p.Name])
 	}
 	require.Equal(t, map[string][]string{
-		"inferencestack-crds":     {"1.0.0"},
+		"inferencestack-crds":     {"1.0.0", "2.0.0"},
 		"inferencestack-operator": {"1.0.0", "1.1.0", "2.0.0"},
 	}, got)
 	require.DirExists(t, filepath.Join(dir, "bundle", "inferencestack-operator", "2.0.0", "manifests"))

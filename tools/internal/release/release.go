@@ -45,6 +45,12 @@ type Input struct {
 	OperatorImage string `json:"operatorImage"`
 	// Operands maps a distribution name to its Llama Stack server image.
 	Operands map[string]string `json:"operands"`
+	// TakesUnlabeledStacks says whether the operator of this release takes
+	// InferenceStacks without the inferencestack.io/operator-major label
+	// (its --take-unlabeled-stacks flag). Of the majors that may run side by
+	// side exactly one must: unset means it does; set it to false in a new
+	// major until the previous one reaches its end of life.
+	TakesUnlabeledStacks *bool `json:"takesUnlabeledStacks,omitempty"`
 
 	// Path is the file the input was read from (for messages).
 	Path string `json:"-"`
@@ -53,6 +59,11 @@ type Input struct {
 // SemVer returns the parsed Version.
 func (in Input) SemVer() semver.Version {
 	return semver.MustParse(in.Version)
+}
+
+// TakesUnlabeled reports TakesUnlabeledStacks, true when unset.
+func (in Input) TakesUnlabeled() bool {
+	return in.TakesUnlabeledStacks == nil || *in.TakesUnlabeledStacks
 }
 
 // Created returns ReleaseDate normalized to UTC RFC 3339.
@@ -69,7 +80,7 @@ func LoadInput(path string) (Input, error) {
 	}
 	var in Input
 	if err := yaml.UnmarshalStrict(data, &in); err != nil {
-		return Input{}, fmt.Errorf("release input %s: %w (fields: version, releaseDate, minKubeVersion, operatorImage, operands)", path, err)
+		return Input{}, fmt.Errorf("release input %s: %w (fields: version, releaseDate, minKubeVersion, operatorImage, operands, takesUnlabeledStacks)", path, err)
 	}
 	in.Path = path
 	return in, in.check()
@@ -151,4 +162,43 @@ func Versions(dir string) ([]semver.Version, error) {
 	}
 	slices.SortFunc(versions, func(a, b semver.Version) int { return a.Compare(b) })
 	return versions, nil
+}
+
+// CheckUnlabeledOwner checks that, of the newest releases of each major in
+// dir, exactly one takes unlabelled InferenceStacks (takesUnlabeledStacks),
+// so that with two majors installed side by side every stack has exactly one
+// operator.
+func CheckUnlabeledOwner(dir string) error {
+	versions, err := Versions(dir)
+	if err != nil {
+		return err
+	}
+	newest := map[uint64]semver.Version{}
+	for _, v := range versions {
+		newest[v.Major] = v // versions are sorted, the last one wins
+	}
+	var takers, all []string
+	for _, major := range slices.Sorted(maps.Keys(newest)) {
+		path := filepath.Join(dir, newest[major].String()+".yaml")
+		in, err := LoadInput(path)
+		if err != nil {
+			return err
+		}
+		all = append(all, path)
+		if in.TakesUnlabeled() {
+			takers = append(takers, path)
+		}
+	}
+	switch {
+	case len(all) == 0:
+		return nil
+	case len(takers) == 0:
+		return fmt.Errorf("no major takes InferenceStacks without the inferencestack.io/operator-major label: "+
+			"remove takesUnlabeledStacks: false from one of %s", strings.Join(all, ", "))
+	case len(takers) > 1:
+		return fmt.Errorf("the newest releases of several majors take InferenceStacks without the inferencestack.io/operator-major label "+
+			"(%s): installed side by side, they would race for them; set takesUnlabeledStacks: false in all but one",
+			strings.Join(takers, ", "))
+	}
+	return nil
 }
