@@ -59,7 +59,7 @@ func main() {
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's).")
 	fs.StringVar(&o.pinFile, "pin-file", pin.DefaultPath,
 		"Operand pin file; when absent, "+pin.EnvPrefix+"<DISTRIBUTION> and "+pin.OperatorVersionEnv+" variables stand in.")
-	fs.StringVar(&o.cacheImage, "cache-image", envOr("RELATED_IMAGE_CACHE", cache.DefaultImage), "PostgreSQL image of spec.cache.")
+	fs.StringVar(&o.cacheImage, "cache-image", envOr(pin.CacheImageEnv, cache.DefaultImage), "PostgreSQL image of spec.cache.")
 	fs.DurationVar(&o.retryInterval, "retry-interval", controller.DefaultRetryInterval,
 		"How soon a stack waiting for a missing Secret or ConfigMap is looked at again.")
 	fs.StringVar(&o.stackSelector, "stack-selector", "",

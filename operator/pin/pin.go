@@ -28,6 +28,9 @@ const (
 	EnvPrefix = "RELATED_IMAGE_"
 	// OperatorVersionEnv names the operator version when no pin file exists.
 	OperatorVersionEnv = "OPERATOR_VERSION"
+	// CacheImageEnv carries the PostgreSQL image of spec.cache; the bundle
+	// sets it from the release's cacheImage (and lists it in relatedImages).
+	CacheImageEnv = EnvPrefix + "CACHE"
 )
 
 // Pin is the content of the pin file.

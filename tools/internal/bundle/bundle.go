@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/tools/internal/csv"
 	"github.com/inferencestack/inferencestack/tools/internal/release"
 	"github.com/inferencestack/inferencestack/tools/internal/validate"
@@ -344,6 +345,9 @@ func (g Generate) operatorBundle(in release.Input, images release.Images) (Files
 	for _, d := range slices.Sorted(maps.Keys(images.Operands)) {
 		related = append(related, v1alpha1.RelatedImage{Name: "operand-" + d, Image: images.Operands[d]})
 	}
+	if images.Cache != "" {
+		related = append(related, v1alpha1.RelatedImage{Name: "cache", Image: images.Cache})
+	}
 	gen := csv.Generator{
 		Package:            PackageOperator,
 		Version:            in.SemVer(),
@@ -415,6 +419,9 @@ func (g Generate) deployment(in release.Input, images release.Images) (appsv1.De
 	env := slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return strings.HasPrefix(e.Name, "RELATED_IMAGE_") })
 	for _, d := range slices.Sorted(maps.Keys(images.Operands)) {
 		env = append(env, corev1.EnvVar{Name: release.EnvName(d), Value: images.Operands[d]})
+	}
+	if images.Cache != "" {
+		env = append(env, corev1.EnvVar{Name: pin.CacheImageEnv, Value: images.Cache})
 	}
 	c.Env = env
 	if !in.TakesUnlabeled() {

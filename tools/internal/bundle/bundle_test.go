@@ -288,3 +288,20 @@ func TestTakesUnlabeledStacks(t *testing.T) {
 		require.ErrorContains(t, err, "2.0.0.yaml")
 	}
 }
+
+// TestCacheImage: a release's cacheImage reaches the operator as
+// RELATED_IMAGE_CACHE and is listed in relatedImages (by digest when locked).
+func TestCacheImage(t *testing.T) {
+	g := fixture(t, func(root string) {
+		rewrite(t, filepath.Join(root, "releases", "1.0.0.yaml"), "operands:\n", "cacheImage: docker.io/library/postgres:16.4\noperands:\n")
+	})
+	var warnings strings.Builder
+	g.AllowTags, g.Warnings = true, &warnings
+	_, err := g.Run(context.Background())
+	require.NoError(t, err)
+	require.Contains(t, warnings.String(), "docker.io/library/postgres:16.4 is pinned by tag")
+	csv, err := os.ReadFile(filepath.Join(g.OutputDir, PackageOperator, "1.0.0", "manifests", PackageOperator+".clusterserviceversion.yaml"))
+	require.NoError(t, err)
+	require.Contains(t, string(csv), "- name: RELATED_IMAGE_CACHE\n                  value: docker.io/library/postgres:16.4\n")
+	require.Contains(t, string(csv), "- image: docker.io/library/postgres:16.4\n    name: cache\n")
+}

@@ -24,6 +24,9 @@ type Images struct {
 	Operator string
 	// Operands maps a distribution to its server image.
 	Operands map[string]string
+	// Cache is the PostgreSQL image of spec.cache; empty when the release
+	// names none.
+	Cache string
 	// Warnings name the images left as tags.
 	Warnings []string
 }
@@ -50,6 +53,16 @@ func PinImages(in Input, lock Lock, allowTags bool) (Images, error) {
 			return Images{}, fmt.Errorf("release input %s: field operands.%s: %w", in.Path, d, err)
 		}
 		out.Operands[d] = p.Ref
+		if p.Warning != "" {
+			out.Warnings = append(out.Warnings, p.Warning)
+		}
+	}
+	if in.CacheImage != "" {
+		p, err := lock.Pin(in.CacheImage, allowTags)
+		if err != nil {
+			return Images{}, fmt.Errorf("release input %s: field cacheImage: %w", in.Path, err)
+		}
+		out.Cache = p.Ref
 		if p.Warning != "" {
 			out.Warnings = append(out.Warnings, p.Warning)
 		}

@@ -45,6 +45,10 @@ type Input struct {
 	OperatorImage string `json:"operatorImage"`
 	// Operands maps a distribution name to its Llama Stack server image.
 	Operands map[string]string `json:"operands"`
+	// CacheImage is the PostgreSQL image of spec.cache (optional; without
+	// it the operator uses its built-in default, which is then missing from
+	// the bundle's relatedImages).
+	CacheImage string `json:"cacheImage,omitempty"`
 	// TakesUnlabeledStacks says whether the operator of this release takes
 	// InferenceStacks without the inferencestack.io/operator-major label
 	// (its --take-unlabeled-stacks flag). Of the majors that may run side by
@@ -80,7 +84,7 @@ func LoadInput(path string) (Input, error) {
 	}
 	var in Input
 	if err := yaml.UnmarshalStrict(data, &in); err != nil {
-		return Input{}, fmt.Errorf("release input %s: %w (fields: version, releaseDate, minKubeVersion, operatorImage, operands, takesUnlabeledStacks)", path, err)
+		return Input{}, fmt.Errorf("release input %s: %w (fields: version, releaseDate, minKubeVersion, operatorImage, operands, cacheImage, takesUnlabeledStacks)", path, err)
 	}
 	in.Path = path
 	return in, in.check()
@@ -105,6 +109,11 @@ func (in Input) check() error {
 	if err := image.CheckReference(in.OperatorImage); err != nil {
 		fail("operatorImage", "%v: write registry/repository:tag or registry/repository@sha256:<digest>", err)
 	}
+	if in.CacheImage != "" {
+		if err := image.CheckReference(in.CacheImage); err != nil {
+			fail("cacheImage", "%v: write registry/repository:tag or registry/repository@sha256:<digest>", err)
+		}
+	}
 	if len(in.Operands) == 0 {
 		fail("operands", "empty: name the image of at least one distribution (%s)", strings.Join(Distributions, ", "))
 	}
@@ -121,11 +130,14 @@ func (in Input) check() error {
 }
 
 // Images returns every image of the release: the operator first, then the
-// operands in distribution order.
+// operands in distribution order, then the cache image if any.
 func (in Input) Images() []string {
 	images := []string{in.OperatorImage}
 	for _, d := range slices.Sorted(maps.Keys(in.Operands)) {
 		images = append(images, in.Operands[d])
+	}
+	if in.CacheImage != "" {
+		images = append(images, in.CacheImage)
 	}
 	return images
 }

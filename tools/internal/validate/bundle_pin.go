@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/tools/internal/release"
 )
 
@@ -90,6 +91,9 @@ func checkPin(b *manifests.Bundle, files map[fileKey]string, csvFile string) []F
 				}
 				delete(env, name)
 			}
+			// The PostgreSQL image of spec.cache is not an operand; relatedImages
+			// must list it like every image (checkRelatedImages).
+			delete(env, pin.CacheImageEnv)
 			for _, name := range slices.Sorted(maps.Keys(env)) {
 				fail(csvFile, cbase+".env."+name, "names an image the pin does not: add the distribution to the release input or drop the variable")
 			}
