@@ -85,6 +85,17 @@ func TestCatalogServesTheReleaseCatalog(t *testing.T) {
 // the operand pin ConfigMap with the bundle's data.
 func TestInstallOneMajor(t *testing.T) {
 	dumpLogsOnFailure(t)
+	bundleRoot, crds, operator := installOneMajor(t)
+	checkInstalled(t, filepath.Join(bundleRoot, bundle.PackageCRDs, installedVersion(t, crds)), crds)
+	checkInstalled(t, filepath.Join(bundleRoot, bundle.PackageOperator, installedVersion(t, operator)), operator)
+}
+
+// installOneMajor serves the release catalog, applies the sample manifests
+// (namespace, installer RBAC, both ClusterExtensions at 1.x) as users do,
+// waits until both extensions are Installed and returns the release's bundle
+// folder and the two ClusterExtensions.
+func installOneMajor(t *testing.T) (bundleRoot string, crds, operator *unstructured.Unstructured) {
+	t.Helper()
 	ctx := context.Background()
 	bundleRoot, catalogDir := releaseCatalog(t)
 	serveCatalog(t, "inferencestack", "catalog", bundleRoot, catalogDir)
@@ -94,15 +105,14 @@ func TestInstallOneMajor(t *testing.T) {
 		objs = append(objs, sample(t, f)...)
 	}
 	apply(t, objs...)
-	for _, ce := range objs[len(objs)-2:] {
+	crds, operator = objs[len(objs)-2], objs[len(objs)-1]
+	for _, ce := range []*unstructured.Unstructured{crds, operator} {
 		start := time.Now()
 		_, err := cluster.WaitCondition(ctx, ce, olmtest.TypeInstalled, installTimeout)
 		require.NoError(t, err)
 		t.Logf("ClusterExtension %s Installed (%s) in %s", ce.GetName(), installedVersion(t, ce), time.Since(start).Round(100*time.Millisecond))
 	}
-	crds, operator := objs[len(objs)-2], objs[len(objs)-1]
-	checkInstalled(t, filepath.Join(bundleRoot, bundle.PackageCRDs, installedVersion(t, crds)), crds)
-	checkInstalled(t, filepath.Join(bundleRoot, bundle.PackageOperator, installedVersion(t, operator)), operator)
+	return bundleRoot, crds, operator
 }
 
 // testRelease builds a release with more versions than the repository's:

@@ -16,6 +16,8 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -269,11 +271,11 @@ func (c *Cluster) start(ctx context.Context, spec processSpec) (*process, error)
 	if err := c.Client.Create(ctx, sa); err != nil {
 		return nil, fmt.Errorf("olmtest: creating service account %s/%s: %w", SystemNamespace, spec.serviceAccount, err)
 	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)}}
-	if err := c.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
-		return nil, fmt.Errorf("olmtest: requesting a token for %s/%s: %w", SystemNamespace, spec.serviceAccount, err)
+	token, err := c.Token(ctx, SystemNamespace, spec.serviceAccount, 24*time.Hour)
+	if err != nil {
+		return nil, err
 	}
-	files := map[string]string{"token": tr.Status.Token, "namespace": SystemNamespace}
+	files := map[string]string{"token": token, "namespace": SystemNamespace}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(saDir, name), []byte(content), 0o600); err != nil {
 			return nil, err
@@ -311,6 +313,40 @@ func (c *Cluster) start(ctx context.Context, spec processSpec) (*process, error)
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// Token requests a token of the ServiceAccount namespace/name, valid for
+// ttl (at least 10 minutes), from the TokenRequest API (what `kubectl create
+// token` calls).
+func (c *Cluster) Token(ctx context.Context, namespace, name string, ttl time.Duration) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(ttl.Seconds()))}}
+	if err := c.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return "", fmt.Errorf("olmtest: requesting a token for service account %s/%s (does it exist?): %w", namespace, name, err)
+	}
+	return tr.Status.Token, nil
+}
+
+// KubeconfigFor writes a kubeconfig that reaches the cluster's API server
+// (trusting its CA) with token as bearer token, and returns its path. The
+// file lives until Stop.
+func (c *Cluster) KubeconfigFor(token string) (string, error) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["olmtest"] = &clientcmdapi.Cluster{Server: c.Env.Config.Host, CertificateAuthorityData: c.Env.Config.CAData}
+	cfg.AuthInfos["token"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["olmtest"] = &clientcmdapi.Context{Cluster: "olmtest", AuthInfo: "token"}
+	cfg.CurrentContext = "olmtest"
+	f, err := os.CreateTemp(c.dir, "kubeconfig-")
+	if err != nil {
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	if err := clientcmd.WriteToFile(*cfg, f.Name()); err != nil {
+		return "", fmt.Errorf("olmtest: writing a kubeconfig: %w", err)
+	}
+	return f.Name(), nil
 }
 
 // waitReady polls the process's readiness probe until deadline.
