@@ -50,9 +50,7 @@ type Env struct {
 	Client client.Client
 
 	env        *envtest.Environment
-	kcm        *exec.Cmd
-	kcmDone    chan struct{} // closed when kube-controller-manager has exited
-	kcmErr     error
+	kcm        *Process
 	dir        string
 	kubeconfig string
 }
@@ -198,10 +196,6 @@ func (e *Env) dieWithParent(assets, name string) string {
 }
 
 func (e *Env) startControllerManager(path string) error {
-	log, err := os.Create(filepath.Join(e.dir, "kube-controller-manager.log"))
-	if err != nil {
-		return err
-	}
 	cmd := exec.Command(path,
 		"--kubeconfig="+e.kubeconfig,
 		"--controllers=garbagecollector,namespace",
@@ -209,22 +203,15 @@ func (e *Env) startControllerManager(path string) error {
 		"--secure-port=0",
 		"--concurrent-gc-syncs=5",
 	)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("testenv: starting kube-controller-manager: %w", err)
+	p, err := StartProcess(cmd, filepath.Join(e.dir, "kube-controller-manager.log"))
+	if err != nil {
+		return fmt.Errorf("testenv: %w", err)
 	}
-	e.kcm = cmd
-	e.kcmDone = make(chan struct{})
-	go func() { e.kcmErr = cmd.Wait(); _ = log.Close(); close(e.kcmDone) }()
-	select {
-	case <-e.kcmDone:
-		e.kcm, err = nil, e.kcmErr
-		out, _ := os.ReadFile(log.Name())
-		return fmt.Errorf("testenv: kube-controller-manager exited at start: %w\n%s", err, out)
-	case <-time.After(500 * time.Millisecond):
-		return nil
+	if ended, err := p.Wait(500 * time.Millisecond); ended {
+		return fmt.Errorf("testenv: kube-controller-manager exited at start: %w\n%s", err, p.Log())
 	}
+	e.kcm = p
+	return nil
 }
 
 // Kubeconfig is the path of a cluster-admin kubeconfig file for this control plane.
@@ -237,13 +224,7 @@ func (e *Env) Dir() string { return e.dir }
 func (e *Env) Stop() error {
 	var errs []error
 	if e.kcm != nil {
-		_ = e.kcm.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-e.kcmDone:
-		case <-time.After(10 * time.Second):
-			_ = e.kcm.Process.Kill()
-			<-e.kcmDone
-		}
+		e.kcm.Stop(10 * time.Second)
 		e.kcm = nil
 	}
 	if e.env != nil {

@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -164,11 +163,8 @@ func withCache(s *v1alpha1.InferenceStack) { s.Spec.Cache = &v1alpha1.CacheSpec{
 // buildOperator builds this package's binary.
 func buildOperator(t *testing.T) string {
 	t.Helper()
-	binary := filepath.Join(t.TempDir(), "manager")
-	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	binary, err := testenv.BuildOperator(t.TempDir())
+	require.NoError(t, err)
 	return binary
 }
 
@@ -225,10 +221,9 @@ func startOperator(t *testing.T, binary, major, version string, args ...string) 
 		append([]string{"--leader-elect", "--leader-election-namespace=" + operatorsNS}, args...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		op.Stop()
+		op.Stop(10 * time.Second)
 		if t.Failed() {
-			data, _ := os.ReadFile(logFile)
-			t.Logf("---- operator %s log ----\n%s", major, lastLines(string(data), 40))
+			t.Logf("---- operator %s log ----\n%s", major, lastLines(op.Log(), 40))
 		}
 	})
 	return op

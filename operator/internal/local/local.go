@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,10 +42,9 @@ func StartControlPlane(root string, gc bool) (*testenv.Env, error) {
 
 // Operator is a running operator process.
 type Operator struct {
-	Cmd *exec.Cmd
+	*testenv.Process
 	// MetricsAddr serves Prometheus metrics over plain HTTP.
 	MetricsAddr string
-	done        chan struct{} // closed when the process has exited
 }
 
 // StartOperator runs the operator binary with kubeconfig, the operand pin p
@@ -58,12 +56,7 @@ func StartOperator(binary, kubeconfig, logFile string, p pin.Pin, args ...string
 	if err != nil {
 		return nil, err
 	}
-	port := ports[0]
-	log, err := os.Create(logFile)
-	if err != nil {
-		return nil, err
-	}
-	o := &Operator{MetricsAddr: "127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
+	o := &Operator{MetricsAddr: "127.0.0.1:" + strconv.Itoa(ports[0])}
 	cmd := exec.Command(binary, append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--metrics-bind-address=" + o.MetricsAddr,
@@ -76,25 +69,10 @@ func StartOperator(binary, kubeconfig, logFile string, p pin.Pin, args ...string
 	for d, image := range p.Operands {
 		cmd.Env = append(cmd.Env, pin.EnvName(d)+"="+image)
 	}
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", binary, err)
+	if o.Process, err = testenv.StartProcess(cmd, logFile); err != nil {
+		return nil, err
 	}
-	o.Cmd = cmd
-	go func() { _ = cmd.Wait(); _ = log.Close(); close(o.done) }()
 	return o, nil
-}
-
-// Stop ends the operator and waits for it.
-func (o *Operator) Stop() {
-	_ = o.Cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-o.done:
-	case <-time.After(10 * time.Second):
-		_ = o.Cmd.Process.Kill()
-		<-o.done
-	}
 }
 
 // RSS returns the operator's resident set size and its peak, in bytes.

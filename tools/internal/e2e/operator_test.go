@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -80,7 +79,7 @@ func TestInstalledOperatorReconcilesWithBundleRBAC(t *testing.T) {
 	apply(t, stack)
 	start := time.Now()
 	_, waitErr := cluster.WaitFor(ctx, stack, reconcileTimeout, func(conds []metav1.Condition) (metav1.Condition, bool) {
-		if op.exited() || len(op.refusals()) > 0 {
+		if op.Exited() || len(op.refusals()) > 0 {
 			return metav1.Condition{}, true // fails below, without waiting for the timeout
 		}
 		c := meta.FindStatusCondition(conds, v1alpha1.TypeConfigGenerated)
@@ -89,7 +88,7 @@ func TestInstalledOperatorReconcilesWithBundleRBAC(t *testing.T) {
 			c.ObservedGeneration == stack.GetGeneration() && phase == string(v1alpha1.PhaseDeploying)
 	})
 	op.requireNoRefusals(t)
-	require.False(t, op.exited(), "the operator exited; its log is below")
+	require.False(t, op.Exited(), "the operator exited; its log is below")
 	require.NoError(t, waitErr, "the operator did not bring the stack to %s", v1alpha1.PhaseDeploying)
 	t.Logf("InferenceStack %s/%s %s in %s", stack.GetNamespace(), stack.GetName(), v1alpha1.PhaseDeploying, time.Since(start).Round(100*time.Millisecond))
 
@@ -158,11 +157,7 @@ func installedPin(t *testing.T, ns string) (string, pin.Pin) {
 }
 
 // operatorProcess is the operator binary running out of cluster.
-type operatorProcess struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-}
+type operatorProcess struct{ *testenv.Process }
 
 // startOperator builds the operator and runs it with args, as the identity of
 // kubeconfig, on free local ports. It is stopped (SIGTERM) when the test
@@ -170,13 +165,9 @@ type operatorProcess struct {
 func startOperator(t *testing.T, kubeconfig string, args ...string) *operatorProcess {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "manager")
 	start := time.Now()
-	build := exec.Command("go", "build", "-tags", "containers_image_openpgp", "-o", bin, "./operator/cmd")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "building the operator: %s", out)
+	bin, err := testenv.BuildOperator(dir)
+	require.NoError(t, err)
 	t.Logf("operator built in %s", time.Since(start).Round(100*time.Millisecond))
 
 	ports, err := testenv.FreePorts(2)
@@ -184,51 +175,20 @@ func startOperator(t *testing.T, kubeconfig string, args ...string) *operatorPro
 	args = append(args,
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]),
 		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]))
-	p := &operatorProcess{log: filepath.Join(dir, "manager.log"), done: make(chan struct{})}
-	log, err := os.Create(p.log)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	proc, err := testenv.StartProcess(cmd, filepath.Join(dir, "manager.log"))
 	require.NoError(t, err)
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	p.cmd.Stdout, p.cmd.Stderr = log, log
-	// The kernel kills the operator if the test binary dies.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, p.cmd.Start())
-	go func() {
-		_ = p.cmd.Wait()
-		_ = log.Close()
-		close(p.done)
-	}()
+	p := &operatorProcess{proc}
 	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(30 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
+		if !p.Stop(30 * time.Second) {
 			t.Errorf("the operator did not stop within 30s of SIGTERM")
 		}
 		if t.Failed() {
-			t.Logf("---- operator log ----\n%s", lastLines(p.logs(), 60))
+			t.Logf("---- operator log ----\n%s", lastLines(p.Log(), 60))
 		}
 	})
 	return p
-}
-
-func (p *operatorProcess) logs() string {
-	data, err := os.ReadFile(p.log)
-	if err != nil {
-		return err.Error()
-	}
-	return string(data)
-}
-
-func (p *operatorProcess) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // requireNoRefusals fails the test if the API server refused the operator
@@ -246,7 +206,7 @@ func (p *operatorProcess) requireNoRefusals(t *testing.T) {
 // it a request.
 func (p *operatorProcess) refusals() []string {
 	var out []string
-	for _, line := range strings.Split(p.logs(), "\n") {
+	for _, line := range strings.Split(p.Log(), "\n") {
 		if strings.Contains(strings.ToLower(line), "forbidden") {
 			out = append(out, line)
 		}

@@ -108,11 +108,7 @@ func apply(t *testing.T, objs ...*unstructured.Unstructured) {
 	require.NoError(t, cluster.Apply(ctx, objs...))
 	t.Cleanup(func() {
 		for i := len(objs) - 1; i >= 0; i-- {
-			if objs[i].GetKind() == "Namespace" {
-				// The namespace controller empties it; no need to wait.
-				_ = cluster.Client.Delete(ctx, objs[i])
-				continue
-			}
+			// Namespaces too: the next test may install into the same one.
 			if err := cluster.Delete(ctx, deleteTimeout, objs[i]); err != nil {
 				t.Errorf("cleanup: %v", err)
 			}

@@ -39,32 +39,28 @@ func (i Images) Pin(version string) Pin {
 // PinImages pins every image of in through lock.
 func PinImages(in Input, lock Lock, allowTags bool) (Images, error) {
 	out := Images{Operands: map[string]string{}}
-	p, err := lock.Pin(in.OperatorImage, allowTags)
-	if err != nil {
-		return Images{}, fmt.Errorf("release input %s: field operatorImage: %w", in.Path, err)
-	}
-	out.Operator = p.Ref
-	if p.Warning != "" {
-		out.Warnings = append(out.Warnings, p.Warning)
-	}
-	for _, d := range slices.Sorted(maps.Keys(in.Operands)) {
-		p, err := lock.Pin(in.Operands[d], allowTags)
+	pinField := func(field, ref string) (string, error) {
+		p, err := lock.Pin(ref, allowTags)
 		if err != nil {
-			return Images{}, fmt.Errorf("release input %s: field operands.%s: %w", in.Path, d, err)
+			return "", fmt.Errorf("release input %s: field %s: %w", in.Path, field, err)
 		}
-		out.Operands[d] = p.Ref
 		if p.Warning != "" {
 			out.Warnings = append(out.Warnings, p.Warning)
+		}
+		return p.Ref, nil
+	}
+	var err error
+	if out.Operator, err = pinField("operatorImage", in.OperatorImage); err != nil {
+		return Images{}, err
+	}
+	for _, d := range slices.Sorted(maps.Keys(in.Operands)) {
+		if out.Operands[d], err = pinField("operands."+d, in.Operands[d]); err != nil {
+			return Images{}, err
 		}
 	}
 	if in.CacheImage != "" {
-		p, err := lock.Pin(in.CacheImage, allowTags)
-		if err != nil {
-			return Images{}, fmt.Errorf("release input %s: field cacheImage: %w", in.Path, err)
-		}
-		out.Cache = p.Ref
-		if p.Warning != "" {
-			out.Warnings = append(out.Warnings, p.Warning)
+		if out.Cache, err = pinField("cacheImage", in.CacheImage); err != nil {
+			return Images{}, err
 		}
 	}
 	return out, nil

@@ -78,7 +78,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	defer op.Stop()
+	defer op.Stop(10 * time.Second)
 	if err := local.Wait(ctx, 200*time.Millisecond, func() error { _, err := writes(op.MetricsAddr); return err }); err != nil {
 		return fmt.Errorf("operator metrics: %w (log: %s)", err, filepath.Join(env.Dir(), "operator.log"))
 	}

@@ -66,7 +66,7 @@ func run(ctx context.Context, operator, sample string, exitAfter time.Duration) 
 	if err != nil {
 		return err
 	}
-	defer op.Stop()
+	defer op.Stop(10 * time.Second)
 	fmt.Printf("demo: operator running (log %s)\n", logFile)
 
 	if err := env.Client.Create(ctx, stack); err != nil {

@@ -1,0 +1,99 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Process is a child process of a test (kube-controller-manager, the
+// operator binary) whose output goes to a log file and which the kernel
+// kills when the test binary exits by any means.
+type Process struct {
+	// Cmd is the started command.
+	Cmd *exec.Cmd
+	// LogFile receives its stdout and stderr.
+	LogFile string
+
+	done chan struct{} // closed when the process has exited
+	err  error         // its exit status, once done
+}
+
+// StartProcess starts cmd with its output in logFile.
+func StartProcess(cmd *exec.Cmd, logFile string) (*Process, error) {
+	log, err := os.Create(logFile)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = log.Close()
+		return nil, fmt.Errorf("starting %s: %w", filepath.Base(cmd.Path), err)
+	}
+	p := &Process{Cmd: cmd, LogFile: logFile, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); _ = log.Close(); close(p.done) }()
+	return p, nil
+}
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Wait waits up to d for the process to end and returns its exit status;
+// it reports false when it still runs.
+func (p *Process) Wait(d time.Duration) (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	case <-time.After(d):
+		return false, nil
+	}
+}
+
+// Stop sends SIGTERM, kills the process after grace, and waits for it. It
+// reports whether the process ended within grace.
+func (p *Process) Stop(grace time.Duration) bool {
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	if ended, _ := p.Wait(grace); ended {
+		return true
+	}
+	_ = p.Cmd.Process.Kill()
+	<-p.done
+	return false
+}
+
+// Log returns what the process has written so far.
+func (p *Process) Log() string {
+	data, err := os.ReadFile(p.LogFile)
+	if err != nil {
+		return err.Error()
+	}
+	return string(data)
+}
+
+// BuildOperator builds the operator binary (./operator/cmd of this
+// repository) into dir and returns its path.
+func BuildOperator(dir string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "manager")
+	build := exec.Command("go", "build", "-tags", "containers_image_openpgp", "-o", bin, "./operator/cmd")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the operator: %w\n%s", err, out)
+	}
+	return bin, nil
+}
