@@ -137,7 +137,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if o.takeUnlabeled {
-		claimer := &controller.Claimer{Client: mgr.GetClient(), Recorder: recorder, Major: major}
+		claimer := &controller.Claimer{Client: mgr.GetClient(), Recorder: recorder, Major: major, Extra: extra}
 		if err := claimer.SetupWithManager(mgr); err != nil {
 			return err
 		}

@@ -37,10 +37,16 @@ func StackSelector(major string, extra labels.Selector) (labels.Selector, error)
 	return sel, nil
 }
 
-// unlabeled selects the InferenceStacks no major has been assigned.
-func unlabeled() labels.Selector {
+// unlabeled selects the InferenceStacks no major has been assigned, narrowed
+// by extra (nil: no narrowing).
+func unlabeled(extra labels.Selector) labels.Selector {
 	req, _ := labels.NewRequirement(v1alpha1.LabelOperatorMajor, selection.DoesNotExist, nil)
-	return labels.NewSelector().Add(*req)
+	sel := labels.NewSelector().Add(*req)
+	if extra != nil {
+		reqs, _ := extra.Requirements()
+		sel = sel.Add(reqs...)
+	}
+	return sel
 }
 
 // Claimer gives unlabelled InferenceStacks to one major: it labels each with
@@ -56,6 +62,8 @@ type Claimer struct {
 	Recorder events.EventRecorder
 	// Major is the operator's major version.
 	Major string
+	// Extra narrows the stacks it claims, like StackSelector's (nil: all).
+	Extra labels.Selector
 
 	cache cache.Cache
 }
@@ -67,7 +75,7 @@ func (c *Claimer) SetupWithManager(mgr ctrl.Manager) error {
 	c.cache, err = cache.New(mgr.GetConfig(), cache.Options{
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),
-		DefaultLabelSelector: unlabeled(),
+		DefaultLabelSelector: unlabeled(c.Extra),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the cache of unlabelled InferenceStacks: %w", err)
