@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/internal/testenv"
@@ -66,18 +67,32 @@ func TestInstalledOperatorReconcilesWithBundleRBAC(t *testing.T) {
 	stackNS.SetKind("Namespace")
 	stackNS.SetName("e2e-stack")
 	apply(t, stackNS)
+	// The operator sets blockOwnerDeletion on the owner references to its
+	// stacks; the admission plugin that checks its right to
+	// (inferencestacks/finalizers) must know the CRD OLM just installed.
+	probe := starterSample(t)
+	probe.SetNamespace(stackNS.GetName())
+	probe.SetName("probe")
+	require.NoError(t, cluster.Client.Create(ctx, probe))
+	restConfig, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	require.NoError(t, err)
+	asOperator, err := client.New(restConfig, client.Options{})
+	require.NoError(t, err)
+	start := time.Now()
+	require.NoError(t, cluster.WaitOwnerReferences(ctx, asOperator, probe, 60*time.Second),
+		"the operator's ServiceAccount may not set owner references to InferenceStacks: the CSV lacks update on inferencestacks/finalizers?")
+	require.NoError(t, cluster.Client.Delete(ctx, probe))
+	t.Logf("owner references to InferenceStacks admitted after %s", time.Since(start).Round(100*time.Millisecond))
+
 	// Started before the stack is applied, so it is stopped after the stack
 	// is deleted: the stack's finalizer needs it.
 	op := startOperator(t, kubeconfig, "--pin-file="+pinFile, "--leader-elect", "--leader-election-namespace="+ns)
 
-	objs, err := olmtest.ReadObjects(filepath.Join(root, "operator", "config", "samples", "inferencestack_v1alpha1_starter.yaml"))
-	require.NoError(t, err)
-	require.Len(t, objs, 1, "the starter sample")
-	stack := objs[0]
+	stack := starterSample(t)
 	stack.SetNamespace(stackNS.GetName())
 	stack.SetLabels(map[string]string{v1alpha1.LabelOperatorMajor: "1"})
 	apply(t, stack)
-	start := time.Now()
+	start = time.Now()
 	_, waitErr := cluster.WaitFor(ctx, stack, reconcileTimeout, func(conds []metav1.Condition) (metav1.Condition, bool) {
 		if op.Exited() || len(op.refusals()) > 0 {
 			return metav1.Condition{}, true // fails below, without waiting for the timeout
@@ -121,6 +136,15 @@ func TestInstalledOperatorReconcilesWithBundleRBAC(t *testing.T) {
 	require.NoError(t, cluster.Delete(ctx, deleteTimeout, stack), "the operator did not remove the stack's finalizer %s", stackFinalizer)
 	op.requireNoRefusals(t)
 	t.Logf("InferenceStack %s/%s deleted in %s", stack.GetNamespace(), stack.GetName(), time.Since(start).Round(100*time.Millisecond))
+}
+
+// starterSample is operator/config/samples' starter InferenceStack.
+func starterSample(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	objs, err := olmtest.ReadObjects(filepath.Join(root, "operator", "config", "samples", "inferencestack_v1alpha1_starter.yaml"))
+	require.NoError(t, err)
+	require.Len(t, objs, 1, "the starter sample")
+	return objs[0]
 }
 
 // csvServiceAccount is the ServiceAccount the CSV of the bundle at dir runs

@@ -100,6 +100,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	env, err := testenv.Start(testenv.Options{
 		CRDDirectoryPaths: []string{filepath.Join(olmDir, "crd")},
 		GarbageCollector:  true,
+		// As on OpenShift: setting blockOwnerDeletion on an owner reference
+		// needs update on the owner's finalizers, so a bundle missing
+		// inferencestacks/finalizers fails the tests. The plugin learns new
+		// CRDs only every 30 s (WaitOwnerReferences).
+		APIServerArgs: map[string][]string{"enable-admission-plugins": {"OwnerReferencesPermissionEnforcement"}},
 	})
 	if err != nil {
 		return nil, err

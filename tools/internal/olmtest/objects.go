@@ -234,3 +234,48 @@ func name(u *unstructured.Unstructured) string {
 	}
 	return u.GetNamespace() + "/" + u.GetName()
 }
+
+// WaitOwnerReferences waits until the API server's
+// OwnerReferencesPermissionEnforcement admission plugin, which refreshes its
+// list of API types every 30 s, knows the kind of owner (an object that
+// exists): until then it refuses owner references to that kind with
+// blockOwnerDeletion from anyone who may not update the finalizers of every
+// resource. It probes as the client as, with a dry-run ConfigMap in owner's
+// namespace, and fails at once on any other refusal (as lacks a permission).
+func (c *Cluster) WaitOwnerReferences(ctx context.Context, as client.Client, owner client.Object, timeout time.Duration) error {
+	gvk, err := c.Client.GroupVersionKindFor(owner)
+	if err != nil {
+		return err
+	}
+	probe := &unstructured.Unstructured{}
+	probe.SetAPIVersion("v1")
+	probe.SetKind("ConfigMap")
+	probe.SetNamespace(owner.GetNamespace())
+	probe.SetGenerateName("owner-reference-probe-")
+	probe.SetOwnerReferences([]metav1.OwnerReference{{
+		APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: owner.GetName(), UID: owner.GetUID(),
+		BlockOwnerDeletion: ptrTrue(),
+	}})
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		last = as.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		switch {
+		case last == nil:
+			return true, nil
+		case strings.Contains(last.Error(), "cannot find RESTMapping"):
+			return false, nil
+		default:
+			return false, last
+		}
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, last):
+		return fmt.Errorf("owner references to %s: %w", gvk.Kind, err)
+	default:
+		return fmt.Errorf("owner references to %s: %w (last: %w)", gvk.Kind, err, last)
+	}
+}
+
+func ptrTrue() *bool { b := true; return &b }
