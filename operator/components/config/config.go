@@ -84,6 +84,9 @@ func run(ctx context.Context, s *components.State) error {
 	if err != nil {
 		return err
 	}
+	if err := Unwatch(ctx, s.Client, s.APIReader, stack, false); err != nil {
+		return err
+	}
 	var result runconfig.Result
 	if o := stack.Spec.OverrideConfig; o != nil {
 		text, ok := data[IndexKey(KindConfigMap, o.ConfigMapName)][o.KeyOrDefault()]

@@ -157,7 +157,8 @@ func (r *InferenceStackReconciler) finalize(ctx context.Context, original, stack
 	if !controllerutil.ContainsFinalizer(stack, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	cleanupErr := errors.Join(auth.Cleanup(ctx, r.Client, stack), r.cleanupCache(ctx, stack))
+	cleanupErr := errors.Join(auth.Cleanup(ctx, r.Client, stack), r.cleanupCache(ctx, stack),
+		config.Unwatch(ctx, r.Client, r.APIReader, stack, true))
 	if cleanupErr != nil {
 		if time.Since(stack.DeletionTimestamp.Time) < r.finalizerTimeout() {
 			stack.Status.Phase = v1alpha1.PhaseDeleting

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
@@ -16,6 +17,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
 	"github.com/inferencestack/inferencestack/operator/internal/testutil"
 )
@@ -158,4 +160,101 @@ func TestClaimerKeepsToItsSelector(t *testing.T) {
 	if v, ok := got.Labels[v1alpha1.LabelOperatorMajor]; ok {
 		t.Errorf("stack b (team=b) was claimed (%s=%q) by a claimer of team=a", v1alpha1.LabelOperatorMajor, v)
 	}
+}
+
+// keyStack is a stack of major whose inference provider takes its API key
+// from Secret keySecret.
+func keyStack(ns, name, keySecret, major string) *v1alpha1.InferenceStack {
+	s := testutil.Stack(name, testutil.WithNamespace(ns),
+		testutil.WithDistribution(v1alpha1.DistributionRemoteVLLM),
+		testutil.WithProviders("inference", testutil.Provider("vllm",
+			testutil.WithEndpoint("http://vllm:8000/v1"), testutil.WithAPIKey(keySecret, "token"))))
+	s.Labels = map[string]string{v1alpha1.LabelOperatorMajor: major}
+	return s
+}
+
+// watchedLabel waits until Secret name's watched label is (want) or is not
+// there.
+func watchedLabel(t *testing.T, ns, name string, want bool) {
+	t.Helper()
+	eventually(t, timeout, func() error {
+		s, err := get(t, &corev1.Secret{}, ns, name)
+		if err != nil {
+			return err
+		}
+		if got := s.Labels[components.LabelWatched] == "true"; got != want {
+			return fmt.Errorf("Secret %s/%s: watched label present %v, want %v (labels %v)", ns, name, got, want, s.Labels)
+		}
+		return nil
+	})
+}
+
+// TestUnreferencedObjectsAreUnwatched: a user Secret keeps the watched label
+// while some stack, of any major, references it, and loses it (nothing else
+// of it changes) once none does: after a spec change and after deletions.
+func TestUnreferencedObjectsAreUnwatched(t *testing.T) {
+	ctx := context.Background()
+	startOperator(t, onlyMajor(t, "1"))
+	ns := namespace(t)
+	for _, name := range []string{"key-a", "key-shared"} {
+		create(t, secret(ns, name, map[string]string{"token": name}))
+	}
+	create(t, keyStack(ns, "a", "key-a", "1"))
+	create(t, keyStack(ns, "b", "key-shared", "1"))
+	// A stack of a major that does not run here: this operator never sees it
+	// in its cache, yet it references key-shared too.
+	create(t, keyStack(ns, "other-major", "key-shared", "9"))
+	converged(t, ns, "a")
+	converged(t, ns, "b")
+	watchedLabel(t, ns, "key-a", true)
+	watchedLabel(t, ns, "key-shared", true)
+
+	// a moves to the shared key: key-a is no longer referenced.
+	a, err := get(t, &v1alpha1.InferenceStack{}, ns, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Spec.Providers.Inference[0].APIKey.Name = "key-shared"
+	if err := env.Client.Update(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	watchedLabel(t, ns, "key-a", false)
+	if s, _ := get(t, &corev1.Secret{}, ns, "key-a"); string(s.Data["token"]) != "key-a" {
+		t.Errorf("Secret key-a changed beyond its label: %v", s.Data)
+	}
+
+	// Deleting every stack of this major leaves key-shared watched: the other
+	// major's stack still references it.
+	for _, name := range []string{"a", "b"} {
+		s, err := get(t, &v1alpha1.InferenceStack{}, ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Delete(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, timeout, func() error {
+			if _, err := get(t, &v1alpha1.InferenceStack{}, ns, name); err == nil {
+				return fmt.Errorf("stack %s still exists", name)
+			}
+			return nil
+		})
+	}
+	watchedLabel(t, ns, "key-shared", true)
+
+	// Once the other major's stack moves here and is deleted, nothing
+	// references key-shared.
+	other, err := get(t, &v1alpha1.InferenceStack{}, ns, "other-major")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Labels[v1alpha1.LabelOperatorMajor] = "1"
+	if err := env.Client.Update(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, ns, "other-major")
+	if err := env.Client.Delete(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	watchedLabel(t, ns, "key-shared", false)
 }

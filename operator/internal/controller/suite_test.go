@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -67,17 +68,36 @@ type operator struct {
 	stop   func()
 }
 
-type operatorOption func(*controller.InferenceStackReconciler)
+// operatorOption changes how startOperator runs the controller.
+type operatorOption func(*operatorSetup)
+
+type operatorSetup struct {
+	// stacks selects the InferenceStacks in the cache; nil: all.
+	stacks labels.Selector
+}
+
+// onlyMajor keeps to the stacks of one major, as the operator binary does.
+func onlyMajor(t *testing.T, major string) operatorOption {
+	sel, err := controller.StackSelector(major, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(o *operatorSetup) { o.stacks = sel }
+}
 
 // startOperator runs the controller in a manager of its own until the test
 // ends (or stop is called).
 func startOperator(t *testing.T, opts ...operatorOption) *operator {
 	t.Helper()
+	var setup operatorSetup
+	for _, o := range opts {
+		o(&setup)
+	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  controller.CacheOptions(nil),
+		Cache:                  controller.CacheOptions(setup.stacks),
 		// Each test runs a manager of its own with the same controller.
 		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -93,9 +113,6 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 		CacheImage:       "docker.io/library/postgres:16.4",
 		RetryInterval:    500 * time.Millisecond,
 		FinalizerTimeout: 10 * time.Second,
-	}
-	for _, o := range opts {
-		o(r)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := r.SetupWithManager(ctx, mgr); err != nil {

@@ -1,0 +1,103 @@
+package config
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/components"
+)
+
+// Unwatch removes the watched label from the user Secrets and ConfigMaps of
+// stack's namespace that no InferenceStack there references any more, so the
+// operator's cache lets go of them. stack counts with the spec given (it may
+// be newer than the cache's), and not at all when it is being deleted. A
+// label stays while a stack of any major references the
+// object: the cache (this major's stacks) answers first, and only an object
+// none of them references is checked against every stack of the namespace,
+// read from the API server. The operator's own objects (managed-by label)
+// are left alone, and the only write is the label's removal.
+func Unwatch(ctx context.Context, c client.Client, reader client.Reader, stack *v1alpha1.InferenceStack, deleting bool) error {
+	namespace := stack.Namespace
+	candidates, err := watchedUserObjects(ctx, c, namespace)
+	if err != nil || len(candidates) == 0 {
+		return err
+	}
+	if !deleting {
+		dropReferenced(candidates, []v1alpha1.InferenceStack{*stack}, "")
+	}
+	if len(candidates) == 0 {
+		return nil
+	}
+	cached := &v1alpha1.InferenceStackList{}
+	if err := c.List(ctx, cached, client.InNamespace(namespace)); err != nil {
+		return err
+	}
+	gone := stack.UID
+	dropReferenced(candidates, cached.Items, gone)
+	if len(candidates) == 0 {
+		return nil
+	}
+	all := &v1alpha1.InferenceStackList{}
+	if err := reader.List(ctx, all, client.InNamespace(namespace)); err != nil {
+		return fmt.Errorf("listing the InferenceStacks of namespace %s: %w", namespace, err)
+	}
+	dropReferenced(candidates, all.Items, gone)
+	for _, obj := range candidates {
+		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+		l := maps.Clone(obj.GetLabels())
+		delete(l, components.LabelWatched)
+		obj.SetLabels(l)
+		if err := c.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("removing label %s from %s/%s, which no InferenceStack references any more: %w",
+				components.LabelWatched, namespace, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// watchedUserObjects are the Secrets and ConfigMaps of namespace in the
+// cache that carry the watched label and are not the operator's own, by
+// IndexKey.
+func watchedUserObjects(ctx context.Context, c client.Client, namespace string) (map[string]client.Object, error) {
+	watched, _ := labels.NewRequirement(components.LabelWatched, selection.Equals, []string{"true"})
+	notOwn, _ := labels.NewRequirement(components.LabelManagedBy, selection.DoesNotExist, nil)
+	opts := []client.ListOption{client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*watched, *notOwn)}}
+	out := map[string]client.Object{}
+	secrets := &corev1.SecretList{}
+	if err := c.List(ctx, secrets, opts...); err != nil {
+		return nil, err
+	}
+	for i := range secrets.Items {
+		out[IndexKey(KindSecret, secrets.Items[i].Name)] = &secrets.Items[i]
+	}
+	configMaps := &corev1.ConfigMapList{}
+	if err := c.List(ctx, configMaps, opts...); err != nil {
+		return nil, err
+	}
+	for i := range configMaps.Items {
+		out[IndexKey(KindConfigMap, configMaps.Items[i].Name)] = &configMaps.Items[i]
+	}
+	return out, nil
+}
+
+// dropReferenced removes from candidates what a stack of stacks (but the one
+// with UID skip) references.
+func dropReferenced(candidates map[string]client.Object, stacks []v1alpha1.InferenceStack, skip types.UID) {
+	for _, s := range stacks {
+		if skip != "" && s.UID == skip {
+			continue
+		}
+		for _, ref := range References(s.Spec) {
+			delete(candidates, IndexKey(ref.Kind, ref.Name))
+		}
+	}
+}
