@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -52,6 +53,9 @@ func (p *Process) Exited() bool {
 // Wait waits up to d for the process to end and returns its exit status;
 // it reports false when it still runs.
 func (p *Process) Wait(d time.Duration) (bool, error) {
+	if p.Exited() {
+		return true, p.err
+	}
 	select {
 	case <-p.done:
 		return true, p.err
@@ -60,14 +64,14 @@ func (p *Process) Wait(d time.Duration) (bool, error) {
 	}
 }
 
-// Stop sends SIGTERM, kills the process after grace, and waits for it. It
-// reports whether the process ended within grace.
+// Stop sends SIGTERM to the process's group, kills the group after grace,
+// and waits for the process. It reports whether it ended within grace.
 func (p *Process) Stop(grace time.Duration) bool {
-	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGTERM)
 	if ended, _ := p.Wait(grace); ended {
 		return true
 	}
-	_ = p.Cmd.Process.Kill()
+	_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
 	<-p.done
 	return false
 }
@@ -79,6 +83,15 @@ func (p *Process) Log() string {
 		return err.Error()
 	}
 	return string(data)
+}
+
+// LastLines is the last n lines of s (a log), for test failure messages.
+func LastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // BuildOperator builds the operator binary (./operator/cmd of this

@@ -244,26 +244,39 @@ func (e *Env) Stop() error {
 // runs the tests, stops everything (also on SIGINT/SIGTERM) and exits with the
 // tests' status.
 func RunMain(m *testing.M, opts Options, env **Env) {
-	os.Exit(runMain(m, opts, env))
+	Main(m, func() (func() error, error) {
+		e, err := Start(opts)
+		if err != nil {
+			return nil, err
+		}
+		*env = e
+		return e.Stop, nil
+	})
 }
 
-func runMain(m *testing.M, opts Options, env **Env) int {
-	e, err := Start(opts)
+// Main is the body of a TestMain that runs the tests between start and the
+// stop function start returns (called also on SIGINT/SIGTERM), and exits with
+// the tests' status, or 1 when start or stop fails.
+func Main(m *testing.M, start func() (stop func() error, err error)) {
+	os.Exit(runMain(m, start))
+}
+
+func runMain(m *testing.M, start func() (func() error, error)) int {
+	stop, err := start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	*env = e
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-signals
-		_ = e.Stop()
+		_ = stop()
 		os.Exit(130)
 	}()
 	code := m.Run()
 	signal.Stop(signals)
-	if err := e.Stop(); err != nil {
+	if err := stop(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		if code == 0 {
 			code = 1

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,7 +23,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -30,9 +30,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -132,7 +129,7 @@ func TestTwoMajorsSideBySide(t *testing.T) {
 	require.NoError(t, env.Client.Patch(ctx, moving, relabel))
 	waitFor(t, "the 2.x defaults on stack moving's Deployment", func() bool { return serverCPU(t, moving) == "500m" })
 	after := objectUIDs(t, moving.Namespace)
-	if !mapsEqual(before, after) {
+	if !maps.Equal(before, after) {
 		t.Errorf("the hand-over replaced objects of stack moving:\nbefore %v\nafter  %v", before, after)
 	}
 
@@ -153,7 +150,7 @@ func TestTwoMajorsSideBySide(t *testing.T) {
 		"v1": {unlabelled.Namespace, one.Namespace},
 		"v2": {two.Namespace, moving.Namespace},
 	}, map[string][]string{"v2": {moving.Namespace}})
-	if final := objectUIDs(t, moving.Namespace); !mapsEqual(after, final) {
+	if final := objectUIDs(t, moving.Namespace); !maps.Equal(after, final) {
 		t.Errorf("objects of stack moving were replaced after the hand-over:\nbefore %v\nafter  %v", after, final)
 	}
 }
@@ -203,18 +200,10 @@ func setupOperatorAccounts(t *testing.T, majors ...string) {
 func startOperator(t *testing.T, binary, major, version string, args ...string) *local.Operator {
 	t.Helper()
 	ctx := context.Background()
-	cs, err := kubernetes.NewForConfig(env.Config)
+	token, err := env.Token(ctx, operatorsNS, "operator-"+major, time.Hour)
 	require.NoError(t, err)
-	tr, err := cs.CoreV1().ServiceAccounts(operatorsNS).CreateToken(ctx, "operator-"+major,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	kubeconfig, err := env.KubeconfigFor(token)
 	require.NoError(t, err)
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
-	cfg.AuthInfos["operator"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	cfg.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "operator"}
-	cfg.CurrentContext = "test"
-	require.NoError(t, clientcmd.WriteToFile(*cfg, kubeconfig))
 
 	logFile := filepath.Join(t.TempDir(), "operator-"+major+".log")
 	op, err := local.StartOperator(binary, kubeconfig, logFile, local.DemoPin(version),
@@ -223,7 +212,7 @@ func startOperator(t *testing.T, binary, major, version string, args ...string) 
 	t.Cleanup(func() {
 		op.Stop(10 * time.Second)
 		if t.Failed() {
-			t.Logf("---- operator %s log ----\n%s", major, lastLines(op.Log(), 40))
+			t.Logf("---- operator %s log ----\n%s", major, testenv.LastLines(op.Log(), 40))
 		}
 	})
 	return op
@@ -390,24 +379,4 @@ func checkAudit(t *testing.T, offset int64, stacks, mustWrite map[string][]strin
 		}
 	}
 	t.Logf("writes by operator and namespace since offset %d: %v", offset, wrote)
-}
-
-func mapsEqual(a, b map[string]types.UID) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

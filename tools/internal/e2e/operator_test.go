@@ -209,7 +209,7 @@ func startOperator(t *testing.T, kubeconfig string, args ...string) *operatorPro
 			t.Errorf("the operator did not stop within 30s of SIGTERM")
 		}
 		if t.Failed() {
-			t.Logf("---- operator log ----\n%s", lastLines(p.Log(), 60))
+			t.Logf("---- operator log ----\n%s", testenv.LastLines(p.Log(), 60))
 		}
 	})
 	return p

@@ -6,17 +6,16 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/inferencestack/inferencestack/internal/testenv"
 	"github.com/inferencestack/inferencestack/tools/internal/bundle"
 	"github.com/inferencestack/inferencestack/tools/internal/image/imagetest"
 	"github.com/inferencestack/inferencestack/tools/internal/olmtest"
@@ -36,40 +35,24 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	var err error
-	if root, err = filepath.Abs(filepath.Join("..", "..", "..")); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	registry := imagetest.Start()
-	defer registry.Close()
-	start := time.Now()
-	cluster, err = olmtest.Start(context.Background(), olmtest.Options{Registry: registry.Host()})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	fmt.Fprintf(os.Stderr, "e2e: control plane, catalogd and operator-controller ready in %s\n", time.Since(start).Round(100*time.Millisecond))
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-signals
-		_ = cluster.Stop()
-		os.Exit(130)
-	}()
-	code := m.Run()
-	signal.Stop(signals)
-	if err := cluster.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		if code == 0 {
-			code = 1
+	testenv.Main(m, func() (func() error, error) {
+		var err error
+		if root, err = filepath.Abs(filepath.Join("..", "..", "..")); err != nil {
+			return nil, err
 		}
-	}
-	return code
+		registry := imagetest.Start()
+		start := time.Now()
+		cluster, err = olmtest.Start(context.Background(), olmtest.Options{Registry: registry.Host()})
+		if err != nil {
+			registry.Close()
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "e2e: control plane, catalogd and operator-controller ready in %s\n", time.Since(start).Round(100*time.Millisecond))
+		return func() error {
+			defer registry.Close()
+			return cluster.Stop()
+		}, nil
+	})
 }
 
 // dumpLogsOnFailure prints OLM's logs when the test fails.
@@ -77,18 +60,10 @@ func dumpLogsOnFailure(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, name := range []string{"catalogd", "operator-controller"} {
-				t.Logf("---- %s log ----\n%s", name, lastLines(cluster.Logs(name), 60))
+				t.Logf("---- %s log ----\n%s", name, testenv.LastLines(cluster.Logs(name), 60))
 			}
 		}
 	})
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // sample reads operator/config/olm/<file> (the manifests users apply).

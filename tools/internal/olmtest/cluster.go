@@ -9,17 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/internal/testenv"
 )
@@ -49,10 +42,9 @@ type Options struct {
 
 // Cluster is a running control plane with OLM v1 on it.
 type Cluster struct {
-	// Env is the control plane (with the garbage collector).
-	Env *testenv.Env
-	// Client is a cluster-admin client.
-	Client client.Client
+	// Env is the control plane (with the garbage collector); its methods
+	// (Token, KubeconfigFor, ...) are the Cluster's.
+	*testenv.Env
 	// Registry is Options.Registry.
 	Registry string
 
@@ -109,7 +101,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Env: env, Client: env.Client, Registry: opts.Registry, dir: filepath.Join(env.Dir(), "olm")}
+	c := &Cluster{Env: env, Registry: opts.Registry, dir: filepath.Join(env.Dir(), "olm")}
 	defer func() {
 		if err != nil {
 			_ = c.Stop()
@@ -235,7 +227,7 @@ func (c *Cluster) Logs(name string) string {
 func (c *Cluster) Stop() error {
 	var errs []error
 	for _, p := range c.procs {
-		errs = append(errs, p.stop())
+		p.Stop(10 * time.Second)
 	}
 	c.procs = nil
 	if c.Env != nil {
@@ -255,12 +247,9 @@ type processSpec struct {
 }
 
 type process struct {
+	*testenv.Process
 	name  string
 	probe string
-	log   string
-	cmd   *exec.Cmd
-	done  chan struct{}
-	err   error
 }
 
 // start runs spec.bin in a new mount namespace whose /run holds a token of
@@ -294,74 +283,26 @@ func (c *Cluster) start(ctx context.Context, spec processSpec) (*process, error)
 	}
 	args := append(unshare, "--", "/bin/sh", "-c", `mount --bind "$0" /run && exec "$@"`, run, spec.bin)
 	args = append(args, spec.args...)
-	logPath := filepath.Join(c.dir, spec.name+".log")
-	log, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
 	cmd := exec.Command("unshare", args...)
 	cmd.Env = append(os.Environ(), spec.env...)
-	cmd.Stdout, cmd.Stderr = log, log
 	// The kernel kills the process when the test binary dies; the PID stays
 	// the same through unshare's and sh's exec, so the binary itself is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		_ = log.Close()
-		return nil, fmt.Errorf("olmtest: starting %s under unshare (needs util-linux unshare and mount namespaces): %w", spec.name, err)
-	}
-	p := &process{name: spec.name, probe: spec.probe, log: logPath, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		if p.err = cmd.Wait(); p.err == nil {
-			p.err = errors.New("exit status 0")
-		}
-		_ = log.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// Token requests a token of the ServiceAccount namespace/name, valid for
-// ttl (at least 10 minutes), from the TokenRequest API (what `kubectl create
-// token` calls).
-func (c *Cluster) Token(ctx context.Context, namespace, name string, ttl time.Duration) (string, error) {
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(ttl.Seconds()))}}
-	if err := c.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
-		return "", fmt.Errorf("olmtest: requesting a token for service account %s/%s (does it exist?): %w", namespace, name, err)
-	}
-	return tr.Status.Token, nil
-}
-
-// KubeconfigFor writes a kubeconfig that reaches the cluster's API server
-// (trusting its CA) with token as bearer token, and returns its path. The
-// file lives until Stop.
-func (c *Cluster) KubeconfigFor(token string) (string, error) {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["olmtest"] = &clientcmdapi.Cluster{Server: c.Env.Config.Host, CertificateAuthorityData: c.Env.Config.CAData}
-	cfg.AuthInfos["token"] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["olmtest"] = &clientcmdapi.Context{Cluster: "olmtest", AuthInfo: "token"}
-	cfg.CurrentContext = "olmtest"
-	f, err := os.CreateTemp(c.dir, "kubeconfig-")
+	proc, err := testenv.StartProcess(cmd, filepath.Join(c.dir, spec.name+".log"))
 	if err != nil {
-		return "", err
+		return nil, fmt.Errorf("olmtest: %s under unshare (needs util-linux unshare and mount namespaces): %w", spec.name, err)
 	}
-	if err := f.Close(); err != nil {
-		return "", err
-	}
-	if err := clientcmd.WriteToFile(*cfg, f.Name()); err != nil {
-		return "", fmt.Errorf("olmtest: writing a kubeconfig: %w", err)
-	}
-	return f.Name(), nil
+	return &process{Process: proc, name: spec.name, probe: spec.probe}, nil
 }
 
 // waitReady polls the process's readiness probe until deadline.
 func (p *process) waitReady(deadline time.Time) error {
 	hc := &http.Client{Timeout: time.Second}
 	for {
-		select {
-		case <-p.done:
-			return fmt.Errorf("olmtest: %s exited at start (%w); its log:\n%s", p.name, p.err, tail(p.log, 40))
-		default:
+		if ended, err := p.Wait(0); ended {
+			if err == nil {
+				err = errors.New("exit status 0")
+			}
+			return fmt.Errorf("olmtest: %s exited at start (%w); its log:\n%s", p.name, err, testenv.LastLines(p.Log(), 40))
 		}
 		if resp, err := hc.Get("http://" + p.probe + "/readyz"); err == nil {
 			_ = resp.Body.Close()
@@ -370,34 +311,8 @@ func (p *process) waitReady(deadline time.Time) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("olmtest: %s not ready on %s in time; its log:\n%s", p.name, p.probe, tail(p.log, 40))
+			return fmt.Errorf("olmtest: %s not ready on %s in time; its log:\n%s", p.name, p.probe, testenv.LastLines(p.Log(), 40))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func (p *process) stop() error {
-	if p.cmd.Process == nil {
-		return nil
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
-	return nil
-}
-
-func tail(path string, lines int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -254,7 +255,7 @@ func (c *Cluster) WaitOwnerReferences(ctx context.Context, as client.Client, own
 	probe.SetGenerateName("owner-reference-probe-")
 	probe.SetOwnerReferences([]metav1.OwnerReference{{
 		APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: owner.GetName(), UID: owner.GetUID(),
-		BlockOwnerDeletion: ptrTrue(),
+		BlockOwnerDeletion: ptr.To(true),
 	}})
 	var last error
 	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
@@ -277,5 +278,3 @@ func (c *Cluster) WaitOwnerReferences(ctx context.Context, as client.Client, own
 		return fmt.Errorf("owner references to %s: %w (last: %w)", gvk.Kind, err, last)
 	}
 }
-
-func ptrTrue() *bool { b := true; return &b }
