@@ -31,12 +31,19 @@ const (
 	// CacheImageEnv carries the PostgreSQL image of spec.cache; the bundle
 	// sets it from the release's cacheImage (and lists it in relatedImages).
 	CacheImageEnv = EnvPrefix + "CACHE"
+	// LlamaStackVersionEnv names the Llama Stack version of the operands
+	// when no pin file exists.
+	LlamaStackVersionEnv = "LLAMA_STACK_VERSION"
 )
 
 // Pin is the content of the pin file.
 type Pin struct {
 	// OperatorVersion is the operator release that ships this pin.
 	OperatorVersion string `json:"operatorVersion"`
+	// LlamaStackVersion is the Llama Stack release of every operand image
+	// (e.g. 0.3.0). It selects the run-config layout the operator writes;
+	// empty means unknown, and the operator then refuses to guess one.
+	LlamaStackVersion string `json:"llamaStackVersion,omitempty"`
 	// Operands maps a distribution name to the image reference (by digest
 	// when known) of its Llama Stack server.
 	Operands map[string]string `json:"operands"`
@@ -59,6 +66,9 @@ func Parse(data []byte) (Pin, error) {
 	}
 	if len(p.Operands) == 0 {
 		return Pin{}, errors.New("operands is empty: name at least one distribution's image")
+	}
+	if err := checkLlamaStackVersion(p.LlamaStackVersion); err != nil {
+		return Pin{}, fmt.Errorf("llamaStackVersion: %w", err)
 	}
 	for name, image := range p.Operands {
 		if image == "" {
@@ -94,7 +104,7 @@ func Load(path string, environ []string, distributions []string) (Pin, error) {
 			env[k] = v
 		}
 	}
-	p := Pin{OperatorVersion: env[OperatorVersionEnv], Operands: map[string]string{}}
+	p := Pin{OperatorVersion: env[OperatorVersionEnv], LlamaStackVersion: env[LlamaStackVersionEnv], Operands: map[string]string{}}
 	for _, d := range distributions {
 		if image := env[EnvName(d)]; image != "" {
 			p.Operands[d] = image
@@ -111,7 +121,22 @@ func Load(path string, environ []string, distributions []string) (Pin, error) {
 	if p.OperatorVersion == "" {
 		p.OperatorVersion = "unknown"
 	}
+	if err := checkLlamaStackVersion(p.LlamaStackVersion); err != nil {
+		return Pin{}, fmt.Errorf("%s: %w", LlamaStackVersionEnv, err)
+	}
 	return p, nil
+}
+
+// checkLlamaStackVersion accepts an empty (unknown) version or a strict
+// semantic version.
+func checkLlamaStackVersion(v string) error {
+	if v == "" {
+		return nil
+	}
+	if _, err := semver.Parse(v); err != nil {
+		return fmt.Errorf("%q is not a semantic version such as 0.3.0: %w", v, err)
+	}
+	return nil
 }
 
 // Major is the major version of the operator release that ships the pin

@@ -41,6 +41,13 @@ func TestLoad(t *testing.T) {
 			require.ErrorContains(t, err, bad)
 			require.ErrorContains(t, err, "unknown")
 		}},
+		{name: "env fallback with llama stack version", path: missing, environ: []string{"OPERATOR_VERSION=2.0.0", "LLAMA_STACK_VERSION=0.3.0", "RELATED_IMAGE_STARTER=docker.io/llamastack/distribution-starter:0.3.0"},
+			want:      pin.Pin{OperatorVersion: "2.0.0", LlamaStackVersion: "0.3.0", Operands: map[string]string{"starter": "docker.io/llamastack/distribution-starter:0.3.0"}},
+			assertion: require.NoError},
+		{name: "env llama stack version not semver", path: missing, environ: []string{"LLAMA_STACK_VERSION=latest", "RELATED_IMAGE_STARTER=x"},
+			assertion: func(t require.TestingT, err error, _ ...any) {
+				require.ErrorContains(t, err, `LLAMA_STACK_VERSION: "latest" is not a semantic version`)
+			}},
 		{name: "no operands", path: empty, assertion: func(t require.TestingT, err error, _ ...any) {
 			require.ErrorContains(t, err, "operands is empty")
 		}},
