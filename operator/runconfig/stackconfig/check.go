@@ -1,0 +1,307 @@
+package stackconfig
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"path"
+	"reflect"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Result is what Check learnt from a valid run config.
+type Result struct {
+	// Line the config was checked against.
+	Line Line
+	// WritableDirs are the directories the server writes to at start or
+	// at run time (sqlite files' folders, file storage, the external
+	// providers folder it creates), after expanding the environment,
+	// sorted. A relative one is relative to the container's working
+	// directory.
+	WritableDirs []string
+	// Providers lists the enabled providers' ids per API.
+	Providers map[string][]string
+}
+
+// Options tune Check.
+type Options struct {
+	// Env is the server container's environment; nil means empty.
+	Env Env
+	// Home is $HOME of the server container ("~" expands to it); "/"
+	// when empty.
+	Home string
+}
+
+// Check validates a run config against the model of a line, as the server
+// of that line would at start: it expands the environment, decodes the
+// file strictly and checks what upstream's validators check. Every
+// problem found is reported, each with its path.
+func Check(line Line, data []byte, opts Options) (Result, error) {
+	env := opts.Env
+	if env == nil {
+		env = MapEnv(nil)
+	}
+	home := opts.Home
+	if home == "" {
+		home = "/"
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return Result{}, fmt.Errorf("not YAML: %w", err)
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return Result{}, errors.New("more than one YAML document")
+	}
+	if _, ok := doc.(map[string]any); !ok {
+		return Result{}, errors.New("not a YAML mapping")
+	}
+	expanded, err := expand(doc, "", env, home)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := unknownTopLevel(line, expanded.(map[string]any)); err != nil {
+		return Result{}, fmt.Errorf("Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
+	}
+	var p problems
+	w := &writes{}
+	res := Result{Line: line, Providers: map[string][]string{}}
+	switch line {
+	case Line02:
+		var c V02
+		if err := strictJSON(expanded, &c); err != nil {
+			return Result{}, fmt.Errorf("Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
+		}
+		c.check(&p, w)
+		res.Providers = enabled(c.Providers)
+	case Line03:
+		var c V03
+		if err := strictJSON(expanded, &c); err != nil {
+			return Result{}, fmt.Errorf("Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
+		}
+		c.check(&p, w)
+		res.Providers = enabled(c.Providers)
+	default:
+		return Result{}, &UnknownVersionError{Version: string(line)}
+	}
+	if err := p.err(); err != nil {
+		return Result{}, fmt.Errorf("Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
+	}
+	res.WritableDirs = w.sorted()
+	return res, nil
+}
+
+// otherLayout names the top-level keys of the other line's layout, for a
+// message that says what is wrong with a file written for that line.
+var otherLayout = map[Line]map[string]string{
+	Line03: {
+		"metadata_store": "storage.stores.metadata", "inference_store": "storage.stores.inference",
+		"models": "registered_resources.models", "shields": "registered_resources.shields",
+		"vector_dbs": "registered_resources.vector_stores", "datasets": "registered_resources.datasets",
+		"scoring_fns": "registered_resources.scoring_fns", "benchmarks": "registered_resources.benchmarks",
+		"tool_groups": "registered_resources.tool_groups",
+	},
+	Line02: {
+		"storage": "metadata_store, inference_store and inline provider stores",
+		"registered_resources": "top-level models, shields, vector_dbs, ... lists",
+		"telemetry": "a telemetry API provider", "vector_stores": "nothing (0.2 has no vector_stores defaults)",
+	},
+}
+
+// unknownTopLevel reports every top-level key the line's model lacks.
+func unknownTopLevel(line Line, doc map[string]any) error {
+	var model any = V02{}
+	if line == Line03 {
+		model = V03{}
+	}
+	known := map[string]bool{}
+	typ := reflect.TypeOf(model)
+	for i := range typ.NumField() {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		known[name] = true
+	}
+	var p problems
+	for _, k := range sortedKeys(doc) {
+		switch {
+		case known[k]:
+		case otherLayout[line][k] != "":
+			p.add(k, "unknown field: this is the other line's layout; Llama Stack %s has %s instead", line, otherLayout[line][k])
+		default:
+			p.add(k, "unknown field")
+		}
+	}
+	return p.err()
+}
+
+func enabled(providers map[string][]Provider) map[string][]string {
+	out := map[string][]string{}
+	for api, list := range providers {
+		for _, pr := range list {
+			if id := pr.ID(); id != "" && id != disabledID {
+				out[api] = append(out[api], id)
+			}
+		}
+	}
+	return out
+}
+
+// storeKind is what a provider config key holds.
+type storeKind int
+
+const (
+	filePath storeKind = iota // a file the server creates
+	dirPath                   // a folder the server writes into
+	kvConfig                  // 0.2 inline KVStoreConfig
+	sqlConfig                 // 0.2 inline SqlStoreConfig
+	kvRef                     // 0.3 KVStoreReference
+	sqlRef                    // 0.3 SqlStoreReference
+	agentsPersistence         // 0.3 agents persistence {agent_state, responses}
+)
+
+// storeKey is a key of a provider's config that holds a store or a path.
+type storeKey struct {
+	key      string
+	kind     storeKind
+	required bool
+}
+
+// checkProviders checks each enabled provider: id and type present, the
+// stores its type keeps (table), and any other store-shaped value of its
+// config in the layout of the line.
+func checkProviders(p *problems, w *writes, providers map[string][]Provider,
+	store func(at, key string, v any, kind storeKind), table map[string][]storeKey, line Line) {
+	for _, api := range sortedKeys(providers) {
+		for i, pr := range providers[api] {
+			at := fmt.Sprintf("providers.%s[%d]", api, i)
+			required(p, at+".provider_type", pr.ProviderType)
+			if pr.ID() == "" || pr.ID() == disabledID {
+				continue
+			}
+			if pr.ProviderType != nil && !strings.Contains(*pr.ProviderType, "::") && pr.Module == nil {
+				p.add(at+".provider_type", "%q is not of the form inline::<name> or remote::<name>", *pr.ProviderType)
+			}
+			known := map[string]bool{}
+			for _, k := range table[api+"/"+pr.Type()] {
+				known[k.key] = true
+				v, ok := pr.Config[k.key]
+				if !ok || v == nil {
+					if k.required {
+						p.add(at+".config."+k.key, "required by %s", pr.Type())
+					}
+					continue
+				}
+				store(at+".config."+k.key, k.key, v, k.kind)
+			}
+			for _, k := range sortedKeys(pr.Config) {
+				if !known[k] {
+					walkStores(p, w, at+".config."+k, pr.Config[k], line, store)
+				}
+			}
+		}
+	}
+}
+
+// walkStores finds store-shaped mappings in free-form provider config: a
+// mapping with a backend key is a 0.3 reference, one with a store type and
+// a db_path or host is a 0.2 inline store.
+func walkStores(p *problems, w *writes, at string, v any, line Line, store func(at, key string, v any, kind storeKind)) {
+	switch t := v.(type) {
+	case map[string]any:
+		_, hasBackend := t["backend"]
+		typ, _ := t["type"].(string)
+		_, hasPath := t["db_path"]
+		_, hasHost := t["host"]
+		inline := slices.Contains([]string{"sqlite", "postgres", "redis", "mongodb"}, typ) && (hasPath || hasHost)
+		switch {
+		case hasBackend && line == Line03:
+			kind := kvRef
+			if _, ok := t["table_name"]; ok {
+				kind = sqlRef
+			}
+			store(at, "", t, kind)
+		case hasBackend:
+			p.add(at, "refers to a storage backend by name, the 0.3 layout: a 0.2 server needs an inline store (type and db_path, or postgres host and user)")
+		case inline && line == Line03:
+			store(at, "", t, kvRef) // reported as an inline store
+		case inline:
+			store(at, "", t, kvConfig)
+		default:
+			for _, k := range sortedKeys(t) {
+				walkStores(p, w, at+"."+k, t[k], line, store)
+			}
+		}
+	case []any:
+		for i, e := range t {
+			walkStores(p, w, fmt.Sprintf("%s[%d]", at, i), e, line, store)
+		}
+	}
+}
+
+// checkKeys refuses keys a store model does not have.
+func checkKeys(p *problems, at string, m map[string]any, allowed []string) {
+	for _, k := range sortedKeys(m) {
+		if !slices.Contains(allowed, k) {
+			p.add(at+"."+k, "unknown field (%s takes %s)", m["type"], strings.Join(allowed, ", "))
+		}
+	}
+}
+
+// writes collects the directories the server writes to.
+type writes struct{ dirs map[string]bool }
+
+func (w *writes) add(dir string) {
+	if w.dirs == nil {
+		w.dirs = map[string]bool{}
+	}
+	w.dirs[path.Clean(dir)] = true
+}
+
+// file records the folder of a file path value.
+func (w *writes) file(_ string, v any) {
+	if s, ok := v.(string); ok && s != "" && s != ":memory:" {
+		w.add(path.Dir(s))
+	}
+}
+
+// dir records a folder path value.
+func (w *writes) dir(_ string, v any) {
+	if s, ok := v.(string); ok && s != "" {
+		w.add(s)
+	}
+}
+
+// providersDir records the folder `llama stack run` creates at start:
+// os.makedirs(str(external_providers_dir)) runs even when the field is
+// unset (cli/stack/run.py at v0.2.23 and v0.3.0), making a folder named
+// "None" in the working directory.
+func (w *writes) providersDir(v *string) {
+	if v == nil || *v == "" {
+		w.add("None")
+		return
+	}
+	w.add(*v)
+}
+
+func (w *writes) sorted() []string { return slices.Sorted(maps.Keys(w.dirs)) }
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// cleanJSONError drops encoding/json's "json: " prefix and names Go types
+// by their YAML field path where it can.
+func cleanJSONError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Errorf("%s: a %s where %s is expected", te.Field, te.Value, te.Type)
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	return errors.New(msg)
+}
