@@ -109,9 +109,9 @@ var otherLayout = map[Line]map[string]string{
 		"tool_groups": "registered_resources.tool_groups",
 	},
 	Line02: {
-		"storage": "metadata_store, inference_store and inline provider stores",
+		"storage":              "metadata_store, inference_store and inline provider stores",
 		"registered_resources": "top-level models, shields, vector_dbs, ... lists",
-		"telemetry": "a telemetry API provider", "vector_stores": "nothing (0.2 has no vector_stores defaults)",
+		"telemetry":            "a telemetry API provider", "vector_stores": "nothing (0.2 has no vector_stores defaults)",
 	},
 }
 
@@ -156,13 +156,13 @@ func enabled(providers map[string][]Provider) map[string][]string {
 type storeKind int
 
 const (
-	filePath storeKind = iota // a file the server creates
-	dirPath                   // a folder the server writes into
-	kvConfig                  // 0.2 inline KVStoreConfig
-	sqlConfig                 // 0.2 inline SqlStoreConfig
-	kvRef                     // 0.3 KVStoreReference
-	sqlRef                    // 0.3 SqlStoreReference
-	agentsPersistence         // 0.3 agents persistence {agent_state, responses}
+	filePath          storeKind = iota // a file the server creates
+	dirPath                            // a folder the server writes into
+	kvConfig                           // 0.2 inline KVStoreConfig
+	sqlConfig                          // 0.2 inline SqlStoreConfig
+	kvRef                              // 0.3 KVStoreReference
+	sqlRef                             // 0.3 SqlStoreReference
+	agentsPersistence                  // 0.3 agents persistence {agent_state, responses}
 )
 
 // storeKey is a key of a provider's config that holds a store or a path.

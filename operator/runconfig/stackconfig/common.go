@@ -111,10 +111,10 @@ type KubernetesAuth struct {
 
 // AccessRule is one rule of server.auth.access_policy.
 type AccessRule struct {
-	Permit      *Scope `json:"permit,omitempty"`
-	Forbid      *Scope `json:"forbid,omitempty"`
-	When        any    `json:"when,omitempty"`
-	Unless      any    `json:"unless,omitempty"`
+	Permit      *Scope  `json:"permit,omitempty"`
+	Forbid      *Scope  `json:"forbid,omitempty"`
+	When        any     `json:"when,omitempty"`
+	Unless      any     `json:"unless,omitempty"`
 	Description *string `json:"description,omitempty"`
 }
 

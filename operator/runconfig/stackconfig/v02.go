@@ -35,15 +35,15 @@ type VectorDBInput struct {
 
 // Stores the v0.2.23 inline providers keep in their config: key, kind.
 var storesV02 = map[string][]storeKey{
-	"vector_io/inline::faiss":         {{"kvstore", kvConfig, true}},
-	"vector_io/inline::sqlite-vec":    {{"db_path", filePath, true}, {"kvstore", kvConfig, true}},
-	"vector_io/inline::milvus":        {{"db_path", filePath, true}, {"kvstore", kvConfig, true}},
-	"files/inline::localfs":           {{"storage_dir", dirPath, true}, {"metadata_store", sqlConfig, true}},
-	"agents/inline::meta-reference":   {{"persistence_store", kvConfig, true}, {"responses_store", sqlConfig, true}},
-	"eval/inline::meta-reference":     {{"kvstore", kvConfig, true}},
-	"datasetio/inline::localfs":       {{"kvstore", kvConfig, true}},
-	"datasetio/remote::huggingface":   {{"kvstore", kvConfig, true}},
-	"batches/inline::reference":       {{"kvstore", kvConfig, true}},
+	"vector_io/inline::faiss":          {{"kvstore", kvConfig, true}},
+	"vector_io/inline::sqlite-vec":     {{"db_path", filePath, true}, {"kvstore", kvConfig, true}},
+	"vector_io/inline::milvus":         {{"db_path", filePath, true}, {"kvstore", kvConfig, true}},
+	"files/inline::localfs":            {{"storage_dir", dirPath, true}, {"metadata_store", sqlConfig, true}},
+	"agents/inline::meta-reference":    {{"persistence_store", kvConfig, true}, {"responses_store", sqlConfig, true}},
+	"eval/inline::meta-reference":      {{"kvstore", kvConfig, true}},
+	"datasetio/inline::localfs":        {{"kvstore", kvConfig, true}},
+	"datasetio/remote::huggingface":    {{"kvstore", kvConfig, true}},
+	"batches/inline::reference":        {{"kvstore", kvConfig, true}},
 	"telemetry/inline::meta-reference": {{"sqlite_db_path", filePath, false}},
 }
 
