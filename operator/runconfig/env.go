@@ -19,8 +19,6 @@ import (
 const (
 	// EnvSQLiteStoreDir moves the sqlite stores (default DataDir).
 	EnvSQLiteStoreDir = "SQLITE_STORE_DIR"
-	// EnvRedisPassword carries storage.kv.password.
-	EnvRedisPassword = "REDIS_PASSWORD"
 	// EnvPostgresHost, EnvPostgresPort, EnvPostgresDB, EnvPostgresUser and
 	// EnvPostgresPassword point the SQL stores at PostgreSQL: the
 	// operator-managed one (spec.cache) or the external one

@@ -30,16 +30,24 @@ func FuzzGenerate(f *testing.F) {
 		if err := yaml.Unmarshal(data, &stack); err != nil {
 			return
 		}
+		for _, l := range lines {
+			fuzzOne(t, stack, data, l.operand)
+		}
+	})
+}
+
+func fuzzOne(t *testing.T, stack v1alpha1.InferenceStack, data []byte, operand Operand) {
+	{
 		spec := *stack.Spec.DeepCopy()
 		if spec.OverrideConfig != nil {
-			first, err1 := FromOverride(stack.Name, spec, data)
-			second, err2 := FromOverride(stack.Name, spec, data)
+			first, err1 := FromOverride(stack.Name, spec, operand, data)
+			second, err2 := FromOverride(stack.Name, spec, operand, data)
 			require.Equal(t, err1, err2)
 			require.Equal(t, first, second)
 			return
 		}
-		first, err1 := Generate(stack.Name, spec)
-		second, err2 := Generate(stack.Name, spec)
+		first, err1 := Generate(stack.Name, spec, operand)
+		second, err2 := Generate(stack.Name, spec, operand)
 		require.True(t, equality.Semantic.DeepEqual(stack.Spec, spec), "Generate changed its input")
 		if err1 != nil {
 			require.EqualError(t, err2, err1.Error())
@@ -50,5 +58,5 @@ func FuzzGenerate(f *testing.F) {
 		require.Equal(t, first.Hash, second.Hash)
 		require.Equal(t, first.Env, second.Env)
 		checkInvariants(t, spec, first)
-	})
+	}
 }

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
 // apiList is the providers the user listed for one API.
@@ -76,13 +78,18 @@ func endpointKey(providerName string) string {
 
 // overlayProviders merges the user's providers into the config by id: a
 // matching id is replaced, a new id appended, the rest kept.
-func overlayProviders(cfg *runConfig, spec v1alpha1.InferenceStackSpec, env *envSet) error {
+func overlayProviders(cfg *runConfig, line stackconfig.Line, spec v1alpha1.InferenceStackSpec, env *envSet) error {
 	base := field.NewPath("spec", "providers")
 	for _, l := range apiProviders(spec.Providers) {
 		if len(l.list) == 0 {
 			continue
 		}
 		path := base.Child(l.field)
+		if l.api == string(v1alpha1.APITelemetry) && line != stackconfig.Line02 {
+			return field.Forbidden(path, fmt.Sprintf("Llama Stack %s has no telemetry API to add providers to "+
+				"(telemetry is a top-level setting; the server exports through the OTEL_* variables of workload.env): "+
+				"remove providers.telemetry, or pin an operator release with Llama Stack 0.2", line))
+		}
 		if slices.Contains(spec.Disabled, v1alpha1.APIName(l.api)) {
 			return field.Forbidden(path, fmt.Sprintf("the %s API is disabled: remove it from spec.disabled or remove these providers", l.api))
 		}
@@ -101,7 +108,7 @@ func overlayProviders(cfg *runConfig, spec v1alpha1.InferenceStackSpec, env *env
 			if err != nil {
 				return err
 			}
-			if k := slices.IndexFunc(list, func(b provider) bool { return b.ProviderID == id }); k >= 0 {
+			if k := slices.IndexFunc(list, func(b provider) bool { return effectiveID(b.ProviderID) == id }); k >= 0 {
 				list[k] = p
 			} else {
 				list = append(list, p)
@@ -211,11 +218,26 @@ func normalize(v any) any {
 	}
 }
 
-// providerIDs lists the ids of an API's providers in config order.
+// conditionalIDRE matches upstream's conditional provider ids,
+// ${env.NAME:+id}: the provider is on only when NAME is set.
+var conditionalIDRE = regexp.MustCompile(`^\$\{env\.[A-Z0-9_]+:\+([^}]+)}$`)
+
+// effectiveID is the id a provider has when it is on: a conditional id
+// ${env.VLLM_URL:+vllm} gives vllm. A user provider of that id replaces the
+// conditional one, and so is always on.
+func effectiveID(id string) string {
+	if m := conditionalIDRE.FindStringSubmatch(id); m != nil {
+		return m[1]
+	}
+	return id
+}
+
+// providerIDs lists the ids of an API's providers in config order, as
+// resources refer to them (conditional ids by the id they give).
 func providerIDs(cfg *runConfig, api string) []string {
 	var ids []string
 	for _, p := range cfg.Providers[api] {
-		ids = append(ids, p.ProviderID)
+		ids = append(ids, effectiveID(p.ProviderID))
 	}
 	return ids
 }
@@ -242,7 +264,7 @@ func resolveProvider(cfg *runConfig, spec v1alpha1.InferenceStackSpec, api, ref 
 	var byType []string
 	for _, p := range cfg.Providers[api] {
 		if _, name, _ := strings.Cut(p.ProviderType, "::"); name == ref {
-			byType = append(byType, p.ProviderID)
+			byType = append(byType, effectiveID(p.ProviderID))
 		}
 	}
 	if len(byType) == 1 {
@@ -252,4 +274,21 @@ func resolveProvider(cfg *runConfig, spec v1alpha1.InferenceStackSpec, api, ref 
 		return "", field.Invalid(path, ref, fmt.Sprintf("%d %s providers have type %s (%s): name one by id", len(byType), api, ref, strings.Join(byType, ", ")))
 	}
 	return "", field.Invalid(path, ref, fmt.Sprintf("no %s provider has this id or type; the %s providers are: %s", api, api, strings.Join(ids, ", ")))
+}
+
+// checkAlias makes sure a remote-vllm stack has its vLLM server: the
+// alias runs the starter distribution, whose vllm provider is on only with
+// VLLM_URL, so the stack must declare its vLLM provider with an endpoint.
+func checkAlias(cfg *runConfig, spec v1alpha1.InferenceStackSpec) error {
+	if spec.Distribution.Name != v1alpha1.DistributionRemoteVLLM {
+		return nil
+	}
+	for _, p := range userProviders(spec, string(v1alpha1.APIInference)) {
+		if p.Provider == "vllm" && p.Endpoint != "" {
+			return nil
+		}
+	}
+	return field.Required(field.NewPath("spec", "providers", "inference"),
+		"distribution remote-vllm runs the starter image with its vLLM provider (upstream publishes no remote-vllm "+
+			"distribution after 0.2.14): add an inference provider with provider: vllm and the endpoint of your vLLM server")
 }

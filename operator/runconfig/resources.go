@@ -8,30 +8,41 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
 // apiDependencies lists the APIs inline providers of the embedded bases
-// need at start-up (as Llama Stack's provider registry declares them); the
-// server refuses to start when one is missing.
+// need at start-up, as upstream's provider registry declares them
+// (llama_stack/providers/registry/*.py, the same at v0.2.23 and v0.3.0);
+// the server refuses to start when one is missing.
 var apiDependencies = map[string][]string{
 	"agents/inline::meta-reference":    {"inference", "safety", "tool_runtime", "vector_io"},
+	"batches/inline::reference":        {"files", "inference"},
 	"eval/inline::meta-reference":      {"agents", "datasetio", "inference", "scoring"},
 	"safety/inline::llama-guard":       {"inference"},
 	"scoring/inline::basic":            {"datasetio"},
+	"scoring/inline::braintrust":       {"datasetio"},
 	"scoring/inline::llm-as-judge":     {"datasetio", "inference"},
-	"tool_runtime/inline::rag-runtime": {"inference", "vector_io"},
+	"tool_runtime/inline::rag-runtime": {"files", "inference", "vector_io"},
 	"vector_io/inline::faiss":          {"inference"},
+	"vector_io/inline::milvus":         {"inference"},
+	"vector_io/inline::sqlite-vec":     {"inference"},
 }
 
 // disable removes the disabled APIs and their providers, then every
 // registered resource whose provider no longer exists. A remaining provider
 // that needs a disabled API is an error: the server would not start.
-func disable(cfg *runConfig, spec v1alpha1.InferenceStackSpec) error {
+func disable(cfg *runConfig, line stackconfig.Line, spec v1alpha1.InferenceStackSpec) error {
 	if len(spec.Disabled) == 0 {
 		return nil
 	}
 	for _, api := range spec.Disabled {
 		a := string(api)
+		if api == v1alpha1.APITelemetry && line != stackconfig.Line02 {
+			// 0.3: telemetry is a top-level switch, not an API.
+			cfg.Telemetry = &telemetry{Enabled: false}
+			continue
+		}
 		cfg.APIs = slices.DeleteFunc(cfg.APIs, func(s string) bool { return s == a })
 		delete(cfg.Providers, a)
 	}
@@ -51,9 +62,15 @@ func disable(cfg *runConfig, spec v1alpha1.InferenceStackSpec) error {
 }
 
 // pruneResources drops registered resources that point at a provider the
-// config does not have.
+// config does not have. A resource that names no provider stays while its
+// API is served (the server picks the API's only provider).
 func pruneResources(cfg *runConfig) {
-	has := func(api, id string) bool { return slices.Contains(providerIDs(cfg, api), id) }
+	has := func(api, id string) bool {
+		if id == "" {
+			return slices.Contains(cfg.APIs, api)
+		}
+		return slices.Contains(providerIDs(cfg, api), effectiveID(id))
+	}
 	cfg.Models = slices.DeleteFunc(cfg.Models, func(m model) bool { return !has("inference", m.ProviderID) })
 	cfg.Shields = slices.DeleteFunc(cfg.Shields, func(s shield) bool { return !has("safety", s.ProviderID) })
 	cfg.ToolGroups = slices.DeleteFunc(cfg.ToolGroups, func(t toolGroup) bool { return !has("tool_runtime", t.ProviderID) })

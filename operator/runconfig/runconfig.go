@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
 // Where the server finds its files. The controller mounts them there.
@@ -36,13 +38,24 @@ const (
 	// ports below 1024, so the container port never follows the Service's.
 	ServerPort int32 = 8321
 	// KubernetesAPIServerURL is the in-cluster API server the kubernetes
-	// auth provider sends TokenReviews to.
+	// auth provider sends each caller's SelfSubjectReview to.
 	KubernetesAPIServerURL = "https://kubernetes.default.svc"
-	// ServiceAccountCAFile is the cluster CA every pod gets.
-	ServiceAccountCAFile = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+	// KubeCADir holds the cluster CA (ca.crt of the kube-root-ca.crt
+	// ConfigMap every namespace has), so the server verifies the API
+	// server without mounting a ServiceAccount token it does not need.
+	KubeCADir = "/etc/llama-stack/kube-ca"
+	// KubeCAFile is the cluster CA the kubernetes auth provider trusts.
+	KubeCAFile = KubeCADir + "/ca.crt"
+	// HomeDir is $HOME of the server container, on a writable emptyDir
+	// (caches, ~/.llama); also its working directory.
+	HomeDir = "/tmp"
+	// ProvidersDir is external_providers_dir: `llama stack run` creates it
+	// at start (cli/stack/run.py at v0.2.23 and v0.3.0 call os.makedirs on
+	// it, or on "None" in the working directory when it is unset).
+	ProvidersDir = DataDir + "/providers.d"
 )
 
-//go:embed distributions/*.yaml
+//go:embed distributions/*/*.yaml
 var distributions embed.FS
 
 // Result is a run config and what the server needs to use it.
@@ -54,90 +67,109 @@ type Result struct {
 	// Env are the environment variables the server container must carry,
 	// sorted by name: literal values and Secret key references.
 	Env []corev1.EnvVar
+	// Line is the Llama Stack line whose layout YAML follows.
+	Line stackconfig.Line
+	// WritableDirs are the folders the server writes to (from the
+	// conformance check, with the container's environment): the pod must
+	// mount each on a writable volume.
+	WritableDirs []string
 }
 
-// Distributions lists the distributions whose base configs are embedded,
-// sorted.
+// Operand is what the operator knows of the server it deploys.
+type Operand struct {
+	// LlamaStackVersion is the pinned Llama Stack version (e.g. 0.3.0); it
+	// selects the run-config layout.
+	LlamaStackVersion string
+}
+
+// Distributions lists the distributions upstream publishes an image of at
+// every line the operator knows (their base configs are embedded), sorted.
+// The CRD's remote-vllm is an alias onto starter (RemoteVLLMAlias).
 func Distributions() []string {
-	entries, err := distributions.ReadDir("distributions")
-	if err != nil {
-		return nil
+	return []string{
+		string(v1alpha1.DistributionMetaReferenceGPU),
+		string(v1alpha1.DistributionPostgresDemo),
+		string(v1alpha1.DistributionStarter),
 	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, strings.TrimSuffix(e.Name(), ".yaml"))
-	}
-	slices.Sort(names)
-	return names
 }
 
-// Base returns the embedded base config of a distribution, as written.
-func Base(distribution string) ([]byte, error) {
+// ImageDistribution is the distribution whose image serves the named one:
+// remote-vllm runs the starter image (upstream has no remote-vllm
+// distribution after 0.2.14; vLLM is a provider of starter).
+func ImageDistribution(name v1alpha1.DistributionName) string {
+	if name == v1alpha1.DistributionRemoteVLLM {
+		return string(v1alpha1.DistributionStarter)
+	}
+	return string(name)
+}
+
+// Base returns the embedded upstream run config of a distribution at a
+// line's tag, as upstream wrote it.
+func Base(line stackconfig.Line, distribution string) ([]byte, error) {
 	if !slices.Contains(Distributions(), distribution) {
 		return nil, field.NotSupported(field.NewPath("spec", "distribution", "name"), distribution, Distributions())
 	}
-	return distributions.ReadFile("distributions/" + distribution + ".yaml")
+	return distributions.ReadFile("distributions/" + line.Tag() + "/" + distribution + ".yaml")
+}
+
+// LineOf is the line of the pinned operand.
+func (o Operand) LineOf() (stackconfig.Line, error) {
+	return stackconfig.LineOf(o.LlamaStackVersion)
 }
 
 // Generate builds the run config of the InferenceStack named name (the name
-// derives the names of operator-managed objects such as the cache Secret).
-func Generate(name string, spec v1alpha1.InferenceStackSpec) (Result, error) {
+// derives the names of operator-managed objects such as the cache Secret)
+// in the layout of the operand's Llama Stack line, and checks it with that
+// line's conformance model.
+func Generate(name string, spec v1alpha1.InferenceStackSpec, operand Operand) (Result, error) {
 	if spec.OverrideConfig != nil {
 		return Result{}, field.Forbidden(field.NewPath("spec", "overrideConfig"),
 			"the run config comes from the override ConfigMap: use FromOverride")
 	}
-	cfg, err := load(spec)
+	line, err := operand.LineOf()
+	if err != nil {
+		return Result{}, err
+	}
+	cfg, err := load(line, spec)
 	if err != nil {
 		return Result{}, err
 	}
 	env := newEnvSet()
-	if err := overlayProviders(&cfg, spec, env); err != nil {
+	if err := overlayProviders(&cfg, line, spec, env); err != nil {
 		return Result{}, err
 	}
-	if err := disable(&cfg, spec); err != nil {
+	if err := checkAlias(&cfg, spec); err != nil {
+		return Result{}, err
+	}
+	if err := disable(&cfg, line, spec); err != nil {
 		return Result{}, err
 	}
 	if err := register(&cfg, spec); err != nil {
 		return Result{}, err
 	}
-	if err := configureStorage(&cfg, name, spec, env); err != nil {
+	if err := configureStorage(&cfg, line, name, spec, env); err != nil {
 		return Result{}, err
 	}
 	configureServer(&cfg, spec)
 	if err := env.checkUserEnv(spec); err != nil {
 		return Result{}, err
 	}
-	data, err := marshal(cfg)
+	data, err := marshal(cfg, line)
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{YAML: data, Hash: hash(data), Env: env.list()}, nil
+	return finish(line, spec, data, env)
 }
 
 // FromOverride takes a complete run config from the overrideConfig
-// ConfigMap: it checks that the data is one YAML mapping with providers,
-// and returns it unchanged with its hash and the environment the rest of
-// the spec asks for (the operator-managed PostgreSQL of spec.cache).
-func FromOverride(name string, spec v1alpha1.InferenceStackSpec, data []byte) (Result, error) {
-	path := field.NewPath("spec", "overrideConfig", "configMapName")
-	key, name := ConfigKey, ""
-	if o := spec.OverrideConfig; o != nil {
-		name, key = o.ConfigMapName, o.KeyOrDefault()
-	}
-	bad := func(detail string) error {
-		return field.Invalid(path, name, fmt.Sprintf("key %s does not hold a run config: %s", key, detail))
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc map[string]any
-	if err := dec.Decode(&doc); err != nil {
-		return Result{}, bad(fmt.Sprintf("not a YAML mapping (%v)", err))
-	}
-	var extra any
-	if err := dec.Decode(&extra); err == nil {
-		return Result{}, bad("more than one YAML document")
-	}
-	if providers, ok := doc["providers"].(map[string]any); !ok || len(providers) == 0 {
-		return Result{}, bad("no providers (a run config lists its providers per API)")
+// ConfigMap: it must be valid for the operand's Llama Stack line (its
+// conformance model, with the container's environment); it is returned
+// unchanged with its hash and the environment the rest of the spec asks
+// for (the operator-managed PostgreSQL of spec.cache).
+func FromOverride(name string, spec v1alpha1.InferenceStackSpec, operand Operand, data []byte) (Result, error) {
+	line, err := operand.LineOf()
+	if err != nil {
+		return Result{}, err
 	}
 	env := newEnvSet()
 	if cacheEnabled(spec) {
@@ -146,14 +178,65 @@ func FromOverride(name string, spec v1alpha1.InferenceStackSpec, data []byte) (R
 	if err := env.checkUserEnv(spec); err != nil {
 		return Result{}, err
 	}
-	out := bytes.Clone(data)
-	return Result{YAML: out, Hash: hash(out), Env: env.list()}, nil
+	res, err := finish(line, spec, bytes.Clone(data), env)
+	if err != nil {
+		path := field.NewPath("spec", "overrideConfig", "configMapName")
+		key, cm := ConfigKey, ""
+		if o := spec.OverrideConfig; o != nil {
+			cm, key = o.ConfigMapName, o.KeyOrDefault()
+		}
+		return Result{}, field.Invalid(path, cm, fmt.Sprintf("key %s does not hold a run config the pinned Llama Stack %s server accepts: %v", key, line, err))
+	}
+	return res, nil
 }
 
-// load parses the base config of the distribution, or starts an empty one
-// for a custom image. Parsing the embedded bytes on every call gives a fresh
-// copy: the base is never shared or mutated.
-func load(spec v1alpha1.InferenceStackSpec) (runConfig, error) {
+// finish checks a run config with the line's conformance model and the
+// container's environment, and returns it with its hash and environment.
+func finish(line stackconfig.Line, spec v1alpha1.InferenceStackSpec, data []byte, env *envSet) (Result, error) {
+	checked, err := stackconfig.Check(line, data, stackconfig.Options{Env: stackconfig.MapEnv(ContainerEnv(spec, env.list())), Home: HomeDir})
+	var unset *stackconfig.EnvError
+	if errors.As(err, &unset) {
+		return Result{}, field.Required(field.NewPath("spec", "workload", "env"), fmt.Sprintf(
+			"the run config needs environment variable %s (at %s) and the server exits at start without it: set it in workload.env",
+			unset.Name, unset.Path))
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{YAML: data, Hash: hash(data), Env: env.list(), Line: line, WritableDirs: checked.WritableDirs}, nil
+}
+
+// ContainerEnv is the server container's environment as the server sees
+// it, for the conformance check: the operator's literal variables, a
+// sample value for each Secret-fed one (its value is not known here, only
+// that it is set), and the user's workload.env.
+func ContainerEnv(spec v1alpha1.InferenceStackSpec, vars []corev1.EnvVar) map[string]string {
+	out := map[string]string{"HOME": HomeDir}
+	add := func(v corev1.EnvVar) {
+		switch {
+		case v.ValueFrom == nil:
+			out[v.Name] = v.Value
+		case strings.HasSuffix(v.Name, "_PORT"):
+			out[v.Name] = "5432"
+		default:
+			out[v.Name] = "set-from-" + v.Name
+		}
+	}
+	for _, v := range vars {
+		add(v)
+	}
+	if spec.Workload != nil {
+		for _, v := range spec.Workload.Env {
+			add(v)
+		}
+	}
+	return out
+}
+
+// load parses the base config of the distribution at the line's tag, or
+// starts an empty one for a custom image. Parsing the embedded bytes on
+// every call gives a fresh copy: the base is never shared or mutated.
+func load(line stackconfig.Line, spec v1alpha1.InferenceStackSpec) (runConfig, error) {
 	d := spec.Distribution
 	path := field.NewPath("spec", "distribution")
 	switch {
@@ -164,35 +247,80 @@ func load(spec v1alpha1.InferenceStackSpec) (runConfig, error) {
 			return runConfig{}, field.Required(field.NewPath("spec", "providers"),
 				"a custom distribution.image has no embedded base config: list at least one provider")
 		}
-		return runConfig{
-			Version:   2,
-			ImageName: v1alpha1.CustomDistributionName,
-			Providers: map[string][]provider{},
-			MetadataStore: map[string]any{
-				"type": "sqlite", "db_path": sqlitePath("registry.db"),
-			},
-			InferenceStore: map[string]any{
-				"type": "sqlite", "db_path": sqlitePath("inference_store.db"),
-			},
-		}, nil
+		return emptyConfig(line), nil
 	case d.Name == "":
-		return runConfig{}, field.Required(path, "set name (one of "+strings.Join(Distributions(), ", ")+") or image")
+		return runConfig{}, field.Required(path, "set name (one of "+strings.Join(distributionNames(), ", ")+") or image")
 	}
-	data, err := Base(string(d.Name))
+	if !slices.Contains(v1alpha1.DistributionNames, d.Name) {
+		return runConfig{}, field.NotSupported(path.Child("name"), d.Name, distributionNames())
+	}
+	base := ImageDistribution(d.Name)
+	data, err := Base(line, base)
 	if err != nil {
 		return runConfig{}, err
 	}
+	data = relocate(data, base)
 	var cfg runConfig
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
+	switch line {
+	case stackconfig.Line02:
+		var f fileV02
+		err = dec.Decode(&f)
+		cfg = f.config()
+	default:
+		var f fileV03
+		err = dec.Decode(&f)
+		cfg = f.config()
+	}
+	if err != nil {
 		// The embedded bases are tested; this is a build defect.
-		return runConfig{}, fmt.Errorf("embedded base config of distribution %q: %w", d.Name, err)
+		return runConfig{}, fmt.Errorf("embedded base config of distribution %q at %s: %w", base, line.Tag(), err)
 	}
 	if cfg.Providers == nil {
 		cfg.Providers = map[string][]provider{}
 	}
 	return cfg, nil
+}
+
+// relocate applies the one edit the operator makes to upstream's base
+// configs as text: upstream keeps state under ~/.llama/distributions/<name>
+// (the image's home, on its read-only root filesystem); the operator moves
+// it to DataDir, the server's state volume. The variables that move it
+// (SQLITE_STORE_DIR, FILES_STORAGE_DIR, MILVUS_DB_PATH) keep working.
+func relocate(data []byte, distribution string) []byte {
+	return bytes.ReplaceAll(data, []byte("~/.llama/distributions/"+distribution), []byte(DataDir))
+}
+
+// emptyConfig is the base of a custom image: no providers, the server's
+// stores on sqlite under DataDir.
+func emptyConfig(line stackconfig.Line) runConfig {
+	cfg := runConfig{Version: 2, ImageName: v1alpha1.CustomDistributionName, Providers: map[string][]provider{}}
+	if line == stackconfig.Line02 {
+		cfg.MetadataStore = sqliteStore("registry.db")
+		cfg.InferenceStore = sqliteStore("inference_store.db")
+		return cfg
+	}
+	cfg.Storage = &storage{
+		Backends: map[string]map[string]any{
+			kvDefault:  {"type": "kv_sqlite", "db_path": sqlitePath("kvstore.db")},
+			sqlDefault: {"type": "sql_sqlite", "db_path": sqlitePath("sql_store.db")},
+		},
+		Stores: map[string]map[string]any{
+			"metadata":      {"namespace": "registry", "backend": kvDefault},
+			"inference":     {"table_name": "inference_store", "backend": sqlDefault},
+			"conversations": {"table_name": "openai_conversations", "backend": sqlDefault},
+		},
+	}
+	return cfg
+}
+
+func distributionNames() []string {
+	var out []string
+	for _, d := range v1alpha1.DistributionNames {
+		out = append(out, string(d))
+	}
+	return out
 }
 
 func sqlitePath(file string) string {
@@ -207,11 +335,15 @@ func countProviders(p *v1alpha1.ProvidersSpec) int {
 	return n
 }
 
-func marshal(cfg runConfig) ([]byte, error) {
+func marshal(cfg runConfig, line stackconfig.Line) ([]byte, error) {
+	var doc any = cfg.fileV03()
+	if line == stackconfig.Line02 {
+		doc = cfg.fileV02()
+	}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
-	if err := enc.Encode(cfg); err != nil {
+	if err := enc.Encode(doc); err != nil {
 		return nil, fmt.Errorf("marshal run config: %w", err)
 	}
 	if err := enc.Close(); err != nil {

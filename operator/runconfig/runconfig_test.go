@@ -1,6 +1,7 @@
 package runconfig
 
 import (
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -15,21 +16,38 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-// run feeds testdata/<name>/in to the pipeline: stack.yaml is the
-// InferenceStack, override.yaml the override ConfigMap's run config.
-func run(t testing.TB, name string) (Result, error) {
+// lines are the Llama Stack lines the tests generate for, with the
+// version each release pins.
+var lines = []struct {
+	line    stackconfig.Line
+	operand Operand
+}{
+	{stackconfig.Line02, Operand{LlamaStackVersion: "0.2.23"}},
+	{stackconfig.Line03, Operand{LlamaStackVersion: "0.3.0"}},
+}
+
+// run feeds testdata/<name>/in to the pipeline for an operand: stack.yaml
+// is the InferenceStack, override.yaml (or override-<tag>.yaml, per line)
+// the override ConfigMap's run config.
+func run(t testing.TB, name string, operand Operand) (Result, error) {
 	t.Helper()
 	stack := readStack(t, filepath.Join("testdata", name, "in", "stack.yaml"))
 	if stack.Spec.OverrideConfig != nil {
-		data, err := os.ReadFile(filepath.Join("testdata", name, "in", "override.yaml"))
+		line, err := operand.LineOf()
 		require.NoError(t, err)
-		return FromOverride(stack.Name, stack.Spec, data)
+		data, err := os.ReadFile(filepath.Join("testdata", name, "in", "override-"+line.Tag()+".yaml"))
+		if errors.Is(err, os.ErrNotExist) {
+			data, err = os.ReadFile(filepath.Join("testdata", name, "in", "override.yaml"))
+		}
+		require.NoError(t, err)
+		return FromOverride(stack.Name, stack.Spec, operand, data)
 	}
-	return Generate(stack.Name, stack.Spec)
+	return Generate(stack.Name, stack.Spec, operand)
 }
 
 func readStack(t testing.TB, path string) v1alpha1.InferenceStack {
@@ -52,50 +70,71 @@ func rendered(t testing.TB, res Result, err error) map[string]string {
 	return map[string]string{"run.yaml": string(res.YAML), "env.yaml": string(env), "hash.txt": res.Hash + "\n"}
 }
 
+type goldenCase struct {
+	name string
+	// fails lists the lines on which the case is an error.
+	fails []stackconfig.Line
+}
+
+var both = []stackconfig.Line{stackconfig.Line02, stackconfig.Line03}
+
 func TestGolden(t *testing.T) {
-	tests := []struct {
-		name      string
-		assertion require.ErrorAssertionFunc
-	}{
-		{name: "starter", assertion: require.NoError},
-		{name: "remote-vllm", assertion: require.NoError},
-		{name: "postgres-demo", assertion: require.NoError},
-		{name: "meta-reference-gpu", assertion: require.NoError},
-		{name: "overlay", assertion: require.NoError},
-		{name: "disabled", assertion: require.NoError},
-		{name: "dedup", assertion: require.NoError},
-		{name: "secrets", assertion: require.NoError},
-		{name: "override", assertion: require.NoError},
-		{name: "custom-image", assertion: require.NoError},
-		{name: "external-postgres", assertion: require.NoError},
-		{name: "auth-tls", assertion: require.NoError},
-		{name: "error-unknown-model-provider", assertion: require.Error},
-		{name: "error-ambiguous-model-provider", assertion: require.Error},
-		{name: "error-custom-image-no-providers", assertion: require.Error},
-		{name: "error-unknown-distribution", assertion: require.Error},
-		{name: "error-env-clash", assertion: require.Error},
-		{name: "error-postgres-demo-without-postgres", assertion: require.Error},
-		{name: "error-override-not-a-run-config", assertion: require.Error},
-		{name: "error-disabled-dependency", assertion: require.Error},
+	tests := []goldenCase{
+		{name: "starter"},
+		{name: "remote-vllm"},
+		{name: "postgres-demo"},
+		{name: "meta-reference-gpu"},
+		{name: "overlay"},
+		{name: "disabled"},
+		{name: "dedup"},
+		{name: "secrets"},
+		{name: "override"},
+		{name: "custom-image"},
+		{name: "external-postgres"},
+		{name: "auth-tls"},
+		{name: "error-unknown-model-provider", fails: both},
+		{name: "error-ambiguous-model-provider", fails: both},
+		{name: "error-custom-image-no-providers", fails: both},
+		{name: "error-unknown-distribution", fails: both},
+		{name: "error-env-clash", fails: both},
+		{name: "error-postgres-demo-without-postgres", fails: both},
+		{name: "error-override-not-a-run-config", fails: both},
+		{name: "error-disabled-dependency", fails: both},
+		{name: "error-redis-password", fails: both},
+		{name: "error-override-0.2-layout-on-0.3", fails: []stackconfig.Line{stackconfig.Line03}},
+		{name: "error-telemetry-provider-on-0.3", fails: []stackconfig.Line{stackconfig.Line03}},
+		{name: "remote-vllm-without-vllm", fails: both},
 	}
 	dirs, err := os.ReadDir("testdata")
 	require.NoError(t, err)
 	for _, d := range dirs {
-		if d.IsDir() && !slices.ContainsFunc(tests, func(tc struct {
-			name      string
-			assertion require.ErrorAssertionFunc
-		}) bool {
-			return tc.name == d.Name()
-		}) {
+		if d.IsDir() && !slices.ContainsFunc(tests, func(tc goldenCase) bool { return tc.name == d.Name() }) {
 			t.Errorf("testdata/%s has no test case", d.Name())
 		}
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			res, genErr := run(t, tc.name)
-			tc.assertion(t, genErr)
+		for _, l := range lines {
+			t.Run(tc.name+"/"+l.line.Tag(), func(t *testing.T) {
+				assertion := require.NoError
+				if slices.Contains(tc.fails, l.line) {
+					assertion = require.Error
+				}
+				golden(t, tc.name, l.operand, assertion)
+			})
+		}
+	}
+}
+
+// golden compares one case's output for one line with its golden files.
+func golden(t *testing.T, name string, operand Operand, assertion require.ErrorAssertionFunc) {
+	line, err := operand.LineOf()
+	require.NoError(t, err)
+	{
+		{
+			res, genErr := run(t, name, operand)
+			assertion(t, genErr)
 			got := rendered(t, res, genErr)
-			golden := filepath.Join("testdata", tc.name, "golden")
+			golden := filepath.Join("testdata", name, "golden", line.Tag())
 			if *update {
 				require.NoError(t, os.RemoveAll(golden))
 				require.NoError(t, os.MkdirAll(golden, 0o755))
@@ -113,12 +152,12 @@ func TestGolden(t *testing.T) {
 				want[e.Name()] = string(data)
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("%s differs from the golden files (-want +got); run go test -update if intended:\n%s", tc.name, diff)
+				t.Errorf("%s differs from the golden files (-want +got); run go test -update if intended:\n%s", golden, diff)
 			}
 			if genErr == nil {
-				checkInvariants(t, readStack(t, filepath.Join("testdata", tc.name, "in", "stack.yaml")).Spec, res)
+				checkInvariants(t, readStack(t, filepath.Join("testdata", name, "in", "stack.yaml")).Spec, res)
 			}
-		})
+		}
 	}
 }
 
@@ -130,6 +169,11 @@ var placeholderRE = regexp.MustCompile(`\$\{env\.([A-Za-z0-9_]+)(:[=+][^}]*)?\}`
 func checkInvariants(t testing.TB, spec v1alpha1.InferenceStackSpec, res Result) {
 	t.Helper()
 	var userText strings.Builder
+	if spec.Workload != nil {
+		for _, e := range spec.Workload.Env {
+			userText.WriteString("${env." + e.Name + "}")
+		}
+	}
 	for _, l := range apiProviders(spec.Providers) {
 		for _, p := range l.list {
 			if p.Settings != nil {
@@ -154,7 +198,7 @@ func checkInvariants(t testing.TB, spec v1alpha1.InferenceStackSpec, res Result)
 }
 
 func TestSecretsNeverInConfig(t *testing.T) {
-	res, err := run(t, "secrets")
+	res, err := run(t, "secrets", lines[0].operand)
 	require.NoError(t, err)
 	refs := 0
 	for _, v := range res.Env {
@@ -165,7 +209,7 @@ func TestSecretsNeverInConfig(t *testing.T) {
 		require.Empty(t, v.Value, v.Name)
 		require.Contains(t, string(res.YAML), "${env."+v.Name+"}", "the secret %s must reach the config as a placeholder", v.Name)
 	}
-	require.Equal(t, 4, refs, "vllm token, openai key, tavily key, redis password")
+	require.Equal(t, 4, refs, "vllm token, openai key, tavily key, brave key")
 	for _, secretName := range []string{"vllm-credentials", "openai", "search-keys"} {
 		require.NotContains(t, string(res.YAML), "name: "+secretName)
 	}
@@ -173,26 +217,30 @@ func TestSecretsNeverInConfig(t *testing.T) {
 
 func TestDeterministicAndBaseUntouched(t *testing.T) {
 	before := map[string][]byte{}
-	for _, d := range Distributions() {
-		b, err := Base(d)
-		require.NoError(t, err)
-		before[d] = slices.Clone(b)
+	for _, l := range lines {
+		for _, d := range Distributions() {
+			b, err := Base(l.line, d)
+			require.NoError(t, err)
+			before[l.line.Tag()+d] = slices.Clone(b)
+		}
 	}
-	for _, name := range []string{"overlay", "secrets", "disabled", "dedup", "auth-tls"} {
-		first, err := run(t, name)
+	for _, name := range []string{"overlay", "disabled", "dedup", "auth-tls"} {
+		first, err := run(t, name, lines[1].operand)
 		require.NoError(t, err)
 		for range 3 {
-			again, err := run(t, name)
+			again, err := run(t, name, lines[1].operand)
 			require.NoError(t, err)
 			require.Equal(t, string(first.YAML), string(again.YAML))
 			require.Equal(t, first.Hash, again.Hash)
 			require.Equal(t, first.Env, again.Env)
 		}
 	}
-	for _, d := range Distributions() {
-		b, err := Base(d)
-		require.NoError(t, err)
-		require.Equal(t, string(before[d]), string(b), "base %s changed", d)
+	for _, l := range lines {
+		for _, d := range Distributions() {
+			b, err := Base(l.line, d)
+			require.NoError(t, err)
+			require.Equal(t, string(before[l.line.Tag()+d]), string(b), "base %s changed", d)
+		}
 	}
 }
 
@@ -201,16 +249,29 @@ func TestDistributionsMatchAPIEnum(t *testing.T) {
 	for _, d := range v1alpha1.DistributionNames {
 		enum = append(enum, string(d))
 	}
-	slices.Sort(enum)
-	require.Equal(t, enum, Distributions(), "every distribution of the CRD enum needs an embedded base, and no other")
+	for _, d := range enum {
+		require.Contains(t, Distributions(), ImageDistribution(v1alpha1.DistributionName(d)),
+			"every distribution of the CRD enum needs an embedded base or an alias onto one")
+	}
+	for _, d := range Distributions() {
+		require.Contains(t, enum, d, "an embedded base the CRD cannot select")
+	}
 }
 
 // TestBasesAreConsistent: the registered resources of every base point at
 // providers of the base, and every provider's API is served.
 func TestBasesAreConsistent(t *testing.T) {
-	for _, d := range Distributions() {
-		t.Run(d, func(t *testing.T) {
-			cfg, err := load(v1alpha1.InferenceStackSpec{Distribution: v1alpha1.DistributionSpec{Name: v1alpha1.DistributionName(d)}})
+	for _, l := range lines {
+		for _, d := range Distributions() {
+			t.Run(l.line.Tag()+"/"+d, func(t *testing.T) { baseConsistent(t, l.line, d) })
+		}
+	}
+}
+
+func baseConsistent(t *testing.T, line stackconfig.Line, d string) {
+	{
+		{
+			cfg, err := load(line, v1alpha1.InferenceStackSpec{Distribution: v1alpha1.DistributionSpec{Name: v1alpha1.DistributionName(d)}})
 			require.NoError(t, err)
 			pruned := cfg
 			pruned.Models = slices.Clone(cfg.Models)
@@ -224,7 +285,7 @@ func TestBasesAreConsistent(t *testing.T) {
 				require.Contains(t, cfg.APIs, api)
 			}
 			require.Equal(t, d, cfg.ImageName)
-		})
+		}
 	}
 }
 
@@ -265,7 +326,7 @@ func TestGenerateRefusesOverride(t *testing.T) {
 	_, err := Generate("a", v1alpha1.InferenceStackSpec{
 		Distribution:   v1alpha1.DistributionSpec{Name: v1alpha1.DistributionStarter},
 		OverrideConfig: &v1alpha1.OverrideConfigSpec{ConfigMapName: "x"},
-	})
+	}, lines[1].operand)
 	require.ErrorContains(t, err, "spec.overrideConfig")
 }
 
@@ -283,7 +344,7 @@ func TestProviderSecretEnv(t *testing.T) {
 			{ID: "a_b", Provider: "openai", APIKey: &corev1.SecretKeySelector{Key: "k"}},
 		}},
 	}
-	_, err := Generate("a", spec)
+	_, err := Generate("a", spec, lines[1].operand)
 	require.ErrorContains(t, err, "spec.providers.inference[1].apiKey")
 	require.ErrorContains(t, err, "spec.providers.inference[0].apiKey")
 	require.True(t, strings.Contains(err.Error(), "INFERENCE_A_B_API_KEY"))
@@ -296,14 +357,43 @@ func TestSamplesGenerate(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, samples)
 	for _, path := range samples {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			stack := readStack(t, path)
-			if stack.Spec.OverrideConfig != nil {
-				return
-			}
-			res, err := Generate(stack.Name, stack.Spec)
-			require.NoError(t, err)
-			checkInvariants(t, stack.Spec, res)
-		})
+		for _, l := range lines {
+			t.Run(filepath.Base(path)+"/"+l.line.Tag(), func(t *testing.T) {
+				stack := readStack(t, path)
+				if stack.Spec.OverrideConfig != nil {
+					return
+				}
+				res, err := Generate(stack.Name, stack.Spec, l.operand)
+				require.NoError(t, err)
+				checkInvariants(t, stack.Spec, res)
+			})
+		}
 	}
+}
+
+// TestUnknownOperandVersion: a Llama Stack version without a known layout
+// is refused, naming it, never given a guessed config.
+func TestUnknownOperandVersion(t *testing.T) {
+	spec := v1alpha1.InferenceStackSpec{Distribution: v1alpha1.DistributionSpec{Name: v1alpha1.DistributionStarter}}
+	for _, v := range []string{"", "0.2.22", "0.3.1", "1.0.0", "latest"} {
+		_, err := Generate("a", spec, Operand{LlamaStackVersion: v})
+		var unknown *stackconfig.UnknownVersionError
+		require.ErrorAs(t, err, &unknown, v)
+		require.ErrorContains(t, err, "0.2.23, 0.3.0")
+	}
+}
+
+// TestLayoutsAreNotInterchangeable: the conformance model of each line
+// refuses what the operator generates for the other (today's 0.2-shaped
+// output for a 0.3 pin was the bug this guards against).
+func TestLayoutsAreNotInterchangeable(t *testing.T) {
+	res02, err := run(t, "starter", lines[0].operand)
+	require.NoError(t, err)
+	res03, err := run(t, "starter", lines[1].operand)
+	require.NoError(t, err)
+	opts := stackconfig.Options{Home: HomeDir}
+	_, err = stackconfig.Check(stackconfig.Line03, res02.YAML, opts)
+	require.ErrorContains(t, err, "metadata_store: unknown field: this is the other line's layout")
+	_, err = stackconfig.Check(stackconfig.Line02, res03.YAML, opts)
+	require.ErrorContains(t, err, "storage: unknown field: this is the other line's layout")
 }

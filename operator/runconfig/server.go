@@ -13,6 +13,7 @@ var accessActions = []string{"create", "read", "update", "delete"}
 // Kubernetes authentication.
 func configureServer(cfg *runConfig, spec v1alpha1.InferenceStackSpec) {
 	cfg.Server = server{Port: ServerPort}
+	cfg.ProvidersDir = ProvidersDir
 	if n := spec.Networking; n != nil {
 		if t := n.TLS; t != nil && t.Enabled {
 			cfg.Server.TLSCertFile = path.Join(TLSDir, "tls.crt")
@@ -29,7 +30,7 @@ func configureServer(cfg *runConfig, spec v1alpha1.InferenceStackSpec) {
 		Type:          "kubernetes",
 		APIServerURL:  KubernetesAPIServerURL,
 		VerifyTLS:     true,
-		TLSCAFile:     ServiceAccountCAFile,
+		TLSCAFile:     KubeCAFile,
 		ClaimsMapping: map[string]string{"groups": "roles"},
 	}}
 	for _, g := range spec.Auth.Kubernetes.AllowedGroups {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
 // The operator-managed PostgreSQL of spec.cache.
@@ -125,31 +126,31 @@ func postgresStore() map[string]any {
 	}
 }
 
-// Store keys inside provider configs that follow spec.storage.
+// Store keys inside 0.2 provider configs that follow spec.storage.
 const (
 	kvProviderStore  = "persistence_store"
 	sqlProviderStore = "responses_store"
 )
 
-// configureStorage points the key-value stores (registry and agent
-// persistence) and the SQL stores (inference and responses) at the backends
-// the spec selects, and checks that every PostgreSQL the config refers to
-// gets its connection variables.
-func configureStorage(cfg *runConfig, stack string, spec v1alpha1.InferenceStackSpec, env *envSet) error {
+// The 0.3 backends upstream's distributions name, which every store and
+// provider refers to: moving one moves them all.
+const (
+	kvDefault  = "kv_default"
+	sqlDefault = "sql_default"
+)
+
+// configureStorage points the key-value stores (registry, agent state,
+// vector store metadata) and the SQL stores (inference, responses,
+// conversations, files metadata) at the backends the spec selects, in the
+// layout of the line, and checks that every PostgreSQL the config refers
+// to gets its connection variables.
+func configureStorage(cfg *runConfig, line stackconfig.Line, stack string, spec v1alpha1.InferenceStackSpec, env *envSet) error {
 	var kv *v1alpha1.KVStoreSpec
 	var sql *v1alpha1.SQLStoreSpec
 	if spec.Storage != nil {
 		kv, sql = spec.Storage.KV, spec.Storage.SQL
 	}
-	if kv != nil {
-		store, err := kvStore(kv, env)
-		if err != nil {
-			return err
-		}
-		cfg.MetadataStore = store("registry.db", "")
-		eachProviderStore(cfg, kvProviderStore, store)
-	}
-	var sqlStore func(file, namespace string) map[string]any
+	postgres := false
 	switch {
 	case sql != nil && sql.Type == v1alpha1.SQLStorePostgres:
 		if cacheEnabled(spec) {
@@ -160,20 +161,87 @@ func configureStorage(cfg *runConfig, stack string, spec v1alpha1.InferenceStack
 			return field.Required(field.NewPath("spec", "storage", "sql", "connectionString"), "a postgres sql store needs the Secret key of its connection string")
 		}
 		externalSQLEnv(stack, env)
-		sqlStore = func(string, string) map[string]any { return postgresStore() }
+		postgres = true
 	case cacheEnabled(spec):
 		cacheEnv(stack, env)
+		postgres = true
+	}
+	var err error
+	if line == stackconfig.Line02 {
+		err = storage02(cfg, kv, sql, postgres, env)
+	} else {
+		err = storage03(cfg, kv, sql, postgres, env)
+	}
+	if err != nil {
+		return err
+	}
+	if usesPostgresEnv(cfg, line) && env.origin[EnvPostgresHost] == "" {
+		return field.Required(field.NewPath("spec", "cache", "enabled"), fmt.Sprintf(
+			"distribution %s keeps stores in PostgreSQL: set cache.enabled, or storage.sql of type postgres", cfg.ImageName))
+	}
+	return nil
+}
+
+// storage02 edits the inline stores of the 0.2 layout.
+func storage02(cfg *runConfig, kv *v1alpha1.KVStoreSpec, sql *v1alpha1.SQLStoreSpec, postgres bool, env *envSet) error {
+	if kv != nil {
+		store, err := kvStore(kv, env)
+		if err != nil {
+			return err
+		}
+		cfg.MetadataStore = store("registry.db", "")
+		eachProviderStore(cfg, kvProviderStore, store)
+	}
+	var sqlStore func(file, namespace string) map[string]any
+	switch {
+	case postgres:
 		sqlStore = func(string, string) map[string]any { return postgresStore() }
 	case sql != nil:
 		sqlStore = func(file, _ string) map[string]any { return sqliteStore(file) }
 	}
 	if sqlStore != nil {
 		cfg.InferenceStore = keepSQLite(cfg.InferenceStore, sqlStore("inference_store.db", ""))
-		eachProviderStore(cfg, sqlProviderStore, func(file, ns string) map[string]any { return sqlStore(file, ns) })
+		eachProviderStore(cfg, sqlProviderStore, sqlStore)
 	}
-	if usesPostgresEnv(cfg) && env.origin[EnvPostgresHost] == "" {
-		return field.Required(field.NewPath("spec", "cache", "enabled"), fmt.Sprintf(
-			"distribution %s keeps stores in PostgreSQL: set cache.enabled, or storage.sql of type postgres", cfg.ImageName))
+	return nil
+}
+
+// storage03 edits the named backends of the 0.3 layout: kv_default and
+// sql_default, which every store and provider of upstream's distributions
+// refers to.
+func storage03(cfg *runConfig, kv *v1alpha1.KVStoreSpec, sql *v1alpha1.SQLStoreSpec, postgres bool, env *envSet) error {
+	if cfg.Storage == nil || cfg.Storage.Backends[kvDefault] == nil || cfg.Storage.Backends[sqlDefault] == nil {
+		// The embedded bases all have both; a base without them is a build defect.
+		return fmt.Errorf("base config of %s has no %s and %s backends", cfg.ImageName, kvDefault, sqlDefault)
+	}
+	b := cfg.Storage.Backends
+	if kv != nil {
+		path := field.NewPath("spec", "storage", "kv")
+		switch kv.Type {
+		case v1alpha1.KVStoreRedis:
+			if kv.Password != nil {
+				return redisPasswordUnsupported(path.Child("password"))
+			}
+			host, port, err := redisEndpoint(path.Child("endpoint"), kv.Endpoint)
+			if err != nil {
+				return err
+			}
+			b[kvDefault] = map[string]any{"type": "kv_redis", "host": host, "port": int64(port)}
+		case v1alpha1.KVStoreSQLite, "":
+			if b[kvDefault]["type"] != "kv_sqlite" {
+				b[kvDefault] = map[string]any{"type": "kv_sqlite", "db_path": sqlitePath("kvstore.db")}
+			}
+		default:
+			return field.NotSupported(path.Child("type"), kv.Type, []v1alpha1.KVStoreType{v1alpha1.KVStoreSQLite, v1alpha1.KVStoreRedis})
+		}
+	}
+	switch {
+	case postgres:
+		pg := postgresStore()
+		pg["type"] = "sql_postgres"
+		b[sqlDefault] = pg
+	case sql != nil && b[sqlDefault]["type"] != "sql_sqlite":
+		b[sqlDefault] = map[string]any{"type": "sql_sqlite", "db_path": sqlitePath("sql_store.db")}
 	}
 	return nil
 }
@@ -183,27 +251,17 @@ func kvStore(kv *v1alpha1.KVStoreSpec, env *envSet) (func(file, namespace string
 	path := field.NewPath("spec", "storage", "kv")
 	switch kv.Type {
 	case v1alpha1.KVStoreRedis:
-		host, portStr, err := net.SplitHostPort(kv.Endpoint)
+		host, port, err := redisEndpoint(path.Child("endpoint"), kv.Endpoint)
 		if err != nil {
-			return nil, field.Invalid(path.Child("endpoint"), kv.Endpoint, "must be host:port")
+			return nil, err
 		}
-		port, err := strconv.Atoi(portStr)
-		if err != nil || port < 1 || port > 65535 {
-			return nil, field.Invalid(path.Child("endpoint"), kv.Endpoint, "port must be 1-65535")
-		}
-		password := ""
 		if kv.Password != nil {
-			if password, err = env.secret(EnvRedisPassword, *kv.Password, path.Child("password")); err != nil {
-				return nil, err
-			}
+			return nil, redisPasswordUnsupported(path.Child("password"))
 		}
 		return func(_ string, namespace string) map[string]any {
 			m := map[string]any{"type": "redis", "host": host, "port": int64(port)}
 			if namespace != "" {
 				m["namespace"] = namespace
-			}
-			if password != "" {
-				m["password"] = password
 			}
 			return m
 		}, nil
@@ -212,6 +270,26 @@ func kvStore(kv *v1alpha1.KVStoreSpec, env *envSet) (func(file, namespace string
 	default:
 		return nil, field.NotSupported(path.Child("type"), kv.Type, []v1alpha1.KVStoreType{v1alpha1.KVStoreSQLite, v1alpha1.KVStoreRedis})
 	}
+}
+
+// redisPasswordUnsupported: Llama Stack's Redis key-value store takes a
+// host and a port only (RedisKVStoreConfig at v0.2.23 and v0.3.0).
+func redisPasswordUnsupported(path *field.Path) error {
+	return field.Forbidden(path, "Llama Stack's Redis key-value store takes no password (host and port only, "+
+		"at v0.2.23 and v0.3.0): remove it and use a Redis reachable without one, e.g. behind a NetworkPolicy")
+}
+
+// redisEndpoint splits storage.kv.endpoint into host and port.
+func redisEndpoint(path *field.Path, endpoint string) (string, int, error) {
+	host, portStr, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		return "", 0, field.Invalid(path, endpoint, "must be host:port")
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, field.Invalid(path, endpoint, "port must be 1-65535")
+	}
+	return host, port, nil
 }
 
 func sqliteStore(file string) map[string]any {
@@ -245,7 +323,7 @@ func eachProviderStore(cfg *runConfig, key string, store func(file, namespace st
 
 // usesPostgresEnv reports whether the config refers to the POSTGRES_*
 // variables.
-func usesPostgresEnv(cfg *runConfig) bool {
-	data, err := marshal(*cfg)
+func usesPostgresEnv(cfg *runConfig, line stackconfig.Line) bool {
+	data, err := marshal(*cfg, line)
 	return err == nil && strings.Contains(string(data), "${env."+EnvPostgresHost)
 }

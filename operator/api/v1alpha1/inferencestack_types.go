@@ -54,7 +54,7 @@ type InferenceStackSpec struct {
 	// every registered resource that points at them are removed.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=11
+	// +kubebuilder:validation:MaxItems=12
 	Disabled []APIName `json:"disabled,omitempty"`
 
 	// OverrideConfig names a ConfigMap holding a complete run config that
@@ -117,12 +117,13 @@ type DistributionSpec struct {
 }
 
 // APIName is a Llama Stack API.
-// +kubebuilder:validation:Enum=agents;datasetio;eval;files;inference;post_training;safety;scoring;telemetry;tool_runtime;vector_io
+// +kubebuilder:validation:Enum=agents;batches;datasetio;eval;files;inference;post_training;safety;scoring;telemetry;tool_runtime;vector_io
 type APIName string
 
 // The Llama Stack APIs that can be disabled.
 const (
 	APIAgents       APIName = "agents"
+	APIBatches      APIName = "batches"
 	APIDatasetIO    APIName = "datasetio"
 	APIEval         APIName = "eval"
 	APIFiles        APIName = "files"
@@ -137,7 +138,7 @@ const (
 
 // APINames lists every API name of the disabled enum.
 var APINames = []APIName{
-	APIAgents, APIDatasetIO, APIEval, APIFiles, APIInference, APIPostTraining,
+	APIAgents, APIBatches, APIDatasetIO, APIEval, APIFiles, APIInference, APIPostTraining,
 	APISafety, APIScoring, APITelemetry, APIToolRuntime, APIVectorIO,
 }
 

@@ -17,7 +17,7 @@ var upstreamEnv = MapEnv(map[string]string{"INFERENCE_MODEL": "meta-llama/Llama-
 // line's.
 func TestUpstreamRunConfigs(t *testing.T) {
 	for _, line := range []Line{Line02, Line03} {
-		files, err := filepath.Glob(filepath.Join("..", "testdata", "upstream", line.Tag(), "*.yaml"))
+		files, err := filepath.Glob(filepath.Join("..", "distributions", line.Tag(), "*.yaml"))
 		require.NoError(t, err)
 		require.Len(t, files, 3, "starter, meta-reference-gpu, postgres-demo at %s", line.Tag())
 		for _, f := range files {

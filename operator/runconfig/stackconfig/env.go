@@ -60,8 +60,8 @@ func expand(v any, at string, env Env, home string) (any, error) {
 	switch t := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(t))
-		for k, e := range t {
-			x, err := expand(e, join(at, k), env, home)
+		for _, k := range sortedKeys(t) { // the first error found is always the same one
+			x, err := expand(t[k], join(at, k), env, home)
 			if err != nil {
 				return nil, err
 			}
