@@ -55,6 +55,9 @@ const (
 	// ReasonDistributionNotPinned: the operand pin names no image for the
 	// distribution.
 	ReasonDistributionNotPinned = "DistributionNotPinned"
+	// ReasonUnsupportedOperandVersion: the operand pin names a Llama Stack
+	// version whose run-config layout this operator does not know.
+	ReasonUnsupportedOperandVersion = "UnsupportedOperandVersion"
 	// ReasonDeploying: the server's Deployment is rolling out.
 	ReasonDeploying = "Deploying"
 	// ReasonMinimumReplicasAvailable: the server has its minimum replicas.
@@ -74,7 +77,7 @@ const (
 // Reasons lists every condition reason the operator sets.
 var Reasons = []string{
 	ReasonSucceeded, ReasonAsExpected, ReasonInvalidConfig, ReasonOverrideConfigNotFound,
-	ReasonSecretNotFound, ReasonDistributionNotPinned, ReasonDeploying,
+	ReasonSecretNotFound, ReasonDistributionNotPinned, ReasonUnsupportedOperandVersion, ReasonDeploying,
 	ReasonMinimumReplicasAvailable, ReasonMinimumReplicasUnavailable, ReasonScaledToZero,
 	ReasonCacheNotReady, ReasonApplyFailed, ReasonDeleting,
 }

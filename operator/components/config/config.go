@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -23,6 +24,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/apply"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
 // ConfigMapName is the run-config ConfigMap of a stack.
@@ -61,12 +63,17 @@ func Image(s *components.State) (string, error) {
 	if d.Image != "" {
 		return d.Image, nil
 	}
-	image, err := s.Pin.Image(string(d.Name))
+	image, err := s.Pin.Image(runconfig.ImageDistribution(d.Name))
 	if err != nil {
 		return "", components.Errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonDistributionNotPinned,
 			"%v: choose another spec.distribution.name or upgrade the operator", err)
 	}
 	return image, nil
+}
+
+// Operand is what the pin says of the server the operator deploys.
+func Operand(s *components.State) runconfig.Operand {
+	return runconfig.Operand{LlamaStackVersion: s.Pin.LlamaStackVersion}
 }
 
 // Step runs the config component.
@@ -95,9 +102,15 @@ func run(ctx context.Context, s *components.State) error {
 				"spec.overrideConfig: ConfigMap %s/%s with key %s not found: create it, or remove overrideConfig",
 				stack.Namespace, o.ConfigMapName, o.KeyOrDefault())
 		}
-		result, err = runconfig.FromOverride(stack.Name, stack.Spec, []byte(text))
+		result, err = runconfig.FromOverride(stack.Name, stack.Spec, Operand(s), []byte(text))
 	} else {
-		result, err = runconfig.Generate(stack.Name, stack.Spec)
+		result, err = runconfig.Generate(stack.Name, stack.Spec, Operand(s))
+	}
+	var unknown *stackconfig.UnknownVersionError
+	if errors.As(err, &unknown) {
+		return components.Errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonUnsupportedOperandVersion,
+			"operator %s: %v; no run config is written rather than a guessed one: install an operator release that pins a known version",
+			s.Pin.OperatorVersion, err)
 	}
 	if err != nil {
 		return components.Errorf(v1alpha1.TypeConfigGenerated, v1alpha1.ReasonInvalidConfig, "%v", err)

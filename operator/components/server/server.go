@@ -21,6 +21,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/apply"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
 // ContainerName is the server container.
@@ -66,6 +67,9 @@ type Inputs struct {
 	// defaults differ per major (DefaultResources).
 	OperatorMajor string
 }
+
+// line is the Llama Stack line the server runs.
+func (in Inputs) line() stackconfig.Line { return in.Config.Line }
 
 // DefaultResources are the server container's resources when
 // spec.workload.resources is not set. They changed in operator 2.0: the
@@ -134,8 +138,24 @@ func tlsEnabled(stack *v1alpha1.InferenceStack) bool {
 	return n != nil && n.TLS != nil && n.TLS.Enabled
 }
 
+// ProbesTCP reports whether the kubelet's probes must be TCP connects
+// rather than HTTP GETs of HealthPath, because the server would refuse
+// the kubelet's request:
+//   - with a client CA (mutual TLS) the server requires a client
+//     certificate on every connection (uvicorn ssl_cert_reqs=CERT_REQUIRED
+//     at v0.2.23 and v0.3.0), and kubelet probes present none;
+//   - on Llama Stack 0.2 with authentication, the auth middleware demands a
+//     bearer token on every path, /v1/health included (v0.2.23; 0.3.0
+//     exempts /v1/health and /v1/version with require_authentication=False).
+func ProbesTCP(stack *v1alpha1.InferenceStack, line stackconfig.Line) bool {
+	if tlsEnabled(stack) && stack.Spec.Networking.TLS.CABundle != nil {
+		return true
+	}
+	return AuthEnabled(stack) && line == stackconfig.Line02
+}
+
 // AuthEnabled reports whether the server validates callers' tokens against
-// the cluster (and so needs its ServiceAccount token).
+// the cluster.
 func AuthEnabled(stack *v1alpha1.InferenceStack) bool {
 	return stack.Spec.Auth != nil && stack.Spec.Auth.Kubernetes != nil
 }
@@ -166,7 +186,9 @@ func Deployment(stack *v1alpha1.InferenceStack, in Inputs) *appsv1ac.DeploymentA
 func podTemplate(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, in Inputs) *corev1ac.PodTemplateSpecApplyConfiguration {
 	pod := corev1ac.PodSpec().
 		WithServiceAccountName(ServiceAccountName(stack)).
-		WithAutomountServiceAccountToken(AuthEnabled(stack)).
+		// The server calls no Kubernetes API as itself: kubernetes auth
+		// sends each caller's SelfSubjectReview with the caller's token.
+		WithAutomountServiceAccountToken(false).
 		WithEnableServiceLinks(false).
 		WithSecurityContext(corev1ac.PodSecurityContext().
 			WithRunAsNonRoot(true).
@@ -192,21 +214,24 @@ func podTemplate(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, in In
 }
 
 func container(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, in Inputs) *corev1ac.ContainerApplyConfiguration {
-	scheme := corev1.URISchemeHTTP
-	if tlsEnabled(stack) {
-		scheme = corev1.URISchemeHTTPS
-	}
 	probe := func(period, failures int32) *corev1ac.ProbeApplyConfiguration {
-		return corev1ac.Probe().
-			WithHTTPGet(corev1ac.HTTPGetAction().WithPath(HealthPath).WithPort(intstr.FromString(portName(stack))).WithScheme(scheme)).
-			WithPeriodSeconds(period).
-			WithFailureThreshold(failures).
-			WithTimeoutSeconds(5)
+		p := corev1ac.Probe().WithPeriodSeconds(period).WithFailureThreshold(failures).WithTimeoutSeconds(5)
+		if ProbesTCP(stack, in.line()) {
+			return p.WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromString(portName(stack))))
+		}
+		scheme := corev1.URISchemeHTTP
+		if tlsEnabled(stack) {
+			scheme = corev1.URISchemeHTTPS
+		}
+		return p.WithHTTPGet(corev1ac.HTTPGetAction().WithPath(HealthPath).WithPort(intstr.FromString(portName(stack))).WithScheme(scheme))
 	}
 	c := corev1ac.Container().
 		WithName(ContainerName).
 		WithImage(in.Image).
 		WithCommand("llama", "stack", "run", path.Join(ConfigDir, runconfig.ConfigKey)).
+		// A writable working directory: `llama stack run` creates
+		// external_providers_dir, or "None" here when a config leaves it unset.
+		WithWorkingDir(runconfig.HomeDir).
 		WithPorts(corev1ac.ContainerPort().WithName(portName(stack)).WithContainerPort(runconfig.ServerPort).WithProtocol(corev1.ProtocolTCP)).
 		WithStartupProbe(probe(5, 60)).
 		WithReadinessProbe(probe(10, 3)).
@@ -219,7 +244,7 @@ func container(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, in Inpu
 		WithVolumeMounts(volumeMounts(stack)...)
 	if !slices.ContainsFunc(w.Env, func(e corev1.EnvVar) bool { return e.Name == "HOME" }) {
 		// The root filesystem is read-only: the server writes its home under /tmp.
-		c.WithEnv(corev1ac.EnvVar().WithName("HOME").WithValue("/tmp"))
+		c.WithEnv(corev1ac.EnvVar().WithName("HOME").WithValue(runconfig.HomeDir))
 	}
 	for _, e := range in.Config.Env {
 		c.WithEnv(components.Convert[corev1ac.EnvVarApplyConfiguration](e))
@@ -241,13 +266,20 @@ const (
 	volumeTmp    = "tmp"
 	volumeTLS    = "tls"
 	volumeCA     = "client-ca"
+	volumeKubeCA = "kube-ca"
+	// kubeRootCAConfigMap is the ConfigMap with the cluster CA that the
+	// API server publishes in every namespace.
+	kubeRootCAConfigMap = "kube-root-ca.crt"
 )
 
 func volumeMounts(stack *v1alpha1.InferenceStack) []*corev1ac.VolumeMountApplyConfiguration {
 	m := []*corev1ac.VolumeMountApplyConfiguration{
 		corev1ac.VolumeMount().WithName(volumeConfig).WithMountPath(ConfigDir).WithReadOnly(true),
 		corev1ac.VolumeMount().WithName(volumeData).WithMountPath(runconfig.DataDir),
-		corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath("/tmp"),
+		corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath(runconfig.HomeDir),
+	}
+	if AuthEnabled(stack) {
+		m = append(m, corev1ac.VolumeMount().WithName(volumeKubeCA).WithMountPath(runconfig.KubeCADir).WithReadOnly(true))
 	}
 	if tlsEnabled(stack) {
 		m = append(m, corev1ac.VolumeMount().WithName(volumeTLS).WithMountPath(runconfig.TLSDir).WithReadOnly(true))
@@ -265,6 +297,11 @@ func volumes(stack *v1alpha1.InferenceStack, in Inputs) []*corev1ac.VolumeApplyC
 			WithItems(corev1ac.KeyToPath().WithKey(runconfig.ConfigKey).WithPath(runconfig.ConfigKey))),
 		corev1ac.Volume().WithName(volumeData).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 		corev1ac.Volume().WithName(volumeTmp).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+	}
+	if AuthEnabled(stack) {
+		v = append(v, corev1ac.Volume().WithName(volumeKubeCA).WithConfigMap(corev1ac.ConfigMapVolumeSource().
+			WithName(kubeRootCAConfigMap).
+			WithItems(corev1ac.KeyToPath().WithKey("ca.crt").WithPath("ca.crt"))))
 	}
 	if tlsEnabled(stack) {
 		t := stack.Spec.Networking.TLS

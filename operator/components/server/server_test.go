@@ -1,15 +1,23 @@
 package server_test
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"sigs.k8s.io/yaml"
 
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/components/server"
 	"github.com/inferencestack/inferencestack/operator/internal/testutil"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
 func inputs() server.Inputs {
@@ -54,10 +62,21 @@ func TestDeploymentLeavesReplicasToTheAutoscaler(t *testing.T) {
 	}
 }
 
-func TestAuthMountsTheServiceAccountToken(t *testing.T) {
+// TestAuthNeedsNoServiceAccountToken: kubernetes auth sends each caller's
+// SelfSubjectReview with the caller's token (auth_providers.py at v0.2.23
+// and v0.3.0), so the server gets no token, only the cluster CA.
+func TestAuthNeedsNoServiceAccountToken(t *testing.T) {
 	d := server.Deployment(testutil.Stack("s", testutil.WithKubernetesAuth()), inputs())
-	if !*d.Spec.Template.Spec.AutomountServiceAccountToken {
-		t.Error("with auth.kubernetes the server needs its ServiceAccount token for TokenReviews")
+	pod := d.Spec.Template.Spec
+	if *pod.AutomountServiceAccountToken {
+		t.Error("the server calls no API as itself: it must not get a ServiceAccount token")
+	}
+	mounted := false
+	for _, m := range pod.Containers[0].VolumeMounts {
+		mounted = mounted || (*m.MountPath == runconfig.KubeCADir && *m.ReadOnly)
+	}
+	if !mounted {
+		t.Errorf("the cluster CA (%s) the auth provider trusts is not mounted", runconfig.KubeCAFile)
 	}
 }
 
@@ -109,4 +128,115 @@ func quantity(l *corev1.ResourceList, name corev1.ResourceName) string {
 		return ""
 	}
 	return q.String()
+}
+
+var operands = []runconfig.Operand{{LlamaStackVersion: "0.2.23"}, {LlamaStackVersion: "0.3.0"}}
+
+// TestProbesPerLine: the kubelet's probes are HTTP GETs of /v1/health
+// where the server answers them, and TCP connects where it would refuse
+// them: with a client CA (mutual TLS) on every line, and with kubernetes
+// auth on 0.2, whose middleware guards /v1/health too.
+func TestProbesPerLine(t *testing.T) {
+	tls := v1alpha1.TLSSpec{Enabled: true, SecretName: "tls"}
+	mtls := v1alpha1.TLSSpec{Enabled: true, SecretName: "tls", CABundle: &v1alpha1.CABundleSource{ConfigMapName: "ca"}}
+	tests := []struct {
+		name string
+		opts []testutil.Option
+		want map[stackconfig.Line]string
+	}{
+		{"plain", nil, map[stackconfig.Line]string{stackconfig.Line02: "HTTP", stackconfig.Line03: "HTTP"}},
+		{"tls", []testutil.Option{testutil.WithTLS(tls)}, map[stackconfig.Line]string{stackconfig.Line02: "HTTPS", stackconfig.Line03: "HTTPS"}},
+		{"auth", []testutil.Option{testutil.WithKubernetesAuth()}, map[stackconfig.Line]string{stackconfig.Line02: "tcp", stackconfig.Line03: "HTTP"}},
+		{"mtls", []testutil.Option{testutil.WithTLS(mtls)}, map[stackconfig.Line]string{stackconfig.Line02: "tcp", stackconfig.Line03: "tcp"}},
+		{"auth and tls", []testutil.Option{testutil.WithKubernetesAuth(), testutil.WithTLS(tls)}, map[stackconfig.Line]string{stackconfig.Line02: "tcp", stackconfig.Line03: "HTTPS"}},
+		{"auth and mtls", []testutil.Option{testutil.WithKubernetesAuth(), testutil.WithTLS(mtls)}, map[stackconfig.Line]string{stackconfig.Line02: "tcp", stackconfig.Line03: "tcp"}},
+	}
+	for _, tc := range tests {
+		for line, want := range tc.want {
+			t.Run(tc.name+"/"+string(line), func(t *testing.T) {
+				in := inputs()
+				in.Config.Line = line
+				c := server.Deployment(testutil.Stack("s", tc.opts...), in).Spec.Template.Spec.Containers[0]
+				for _, p := range []*corev1ac.ProbeApplyConfiguration{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
+					got := "tcp"
+					if p.HTTPGet != nil {
+						got = string(*p.HTTPGet.Scheme)
+						if *p.HTTPGet.Path != server.HealthPath {
+							t.Errorf("path %s", *p.HTTPGet.Path)
+						}
+					} else if p.TCPSocket == nil {
+						t.Fatal("a probe with neither httpGet nor tcpSocket")
+					}
+					if got != want {
+						t.Errorf("probe %s, want %s", got, want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestEveryWrittenPathIsOnAWritableVolume derives, from the run config
+// generated for every sample and both lines, the folders the server
+// writes to (the conformance model reports them, with the container's
+// environment), and checks each lies on a writable volume of the
+// Deployment while the root filesystem stays read-only. A provider with a
+// new path fails here until the pod spec follows.
+func TestEveryWrittenPathIsOnAWritableVolume(t *testing.T) {
+	samples, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "inferencestack_*.yaml"))
+	if err != nil || len(samples) == 0 {
+		t.Fatalf("no samples: %v", err)
+	}
+	for _, path := range samples {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stack v1alpha1.InferenceStack
+		if err := yaml.UnmarshalStrict(data, &stack); err != nil {
+			t.Fatal(err)
+		}
+		for _, operand := range operands {
+			t.Run(filepath.Base(path)+"/"+operand.LlamaStackVersion, func(t *testing.T) {
+				if stack.Spec.OverrideConfig != nil {
+					// The override's own paths are the user's; what the
+					// pod guarantees is the working directory.
+					stack.Spec.OverrideConfig = nil
+				}
+				res, err := runconfig.Generate(stack.Name, stack.Spec, operand)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(res.WritableDirs) == 0 {
+					t.Fatal("the conformance model reported no written folder; it reports at least the external providers folder")
+				}
+				in := inputs()
+				in.Config = res
+				c := server.Deployment(&stack, in).Spec.Template.Spec.Containers[0]
+				if !*c.SecurityContext.ReadOnlyRootFilesystem {
+					t.Fatal("the root filesystem must stay read-only")
+				}
+				for _, dir := range append(slices.Clone(res.WritableDirs), runconfig.HomeDir) {
+					if !filepath.IsAbs(dir) {
+						dir = filepath.Join(*c.WorkingDir, dir)
+					}
+					if !onWritableMount(&c, dir) {
+						t.Errorf("the server writes to %s, which no writable volume of the Deployment holds", dir)
+					}
+				}
+			})
+		}
+	}
+}
+
+func onWritableMount(c *corev1ac.ContainerApplyConfiguration, dir string) bool {
+	for _, m := range c.VolumeMounts {
+		if m.ReadOnly != nil && *m.ReadOnly {
+			continue
+		}
+		if dir == *m.MountPath || strings.HasPrefix(dir, strings.TrimSuffix(*m.MountPath, "/")+"/") {
+			return true
+		}
+	}
+	return false
 }
