@@ -23,6 +23,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!(has(self.disabled) && 'inference' in self.disabled && has(self.resources) && has(self.resources.models) && size(self.resources.models) > 0)",message="resources.models need the inference API: remove inference from disabled"
 // +kubebuilder:validation:XValidation:rule="!(has(self.disabled) && 'safety' in self.disabled && has(self.resources) && has(self.resources.shields) && size(self.resources.shields) > 0)",message="resources.shields need the safety API: remove safety from disabled"
 // +kubebuilder:validation:XValidation:rule="!(has(self.disabled) && 'tool_runtime' in self.disabled && has(self.resources) && has(self.resources.tools) && size(self.resources.tools) > 0)",message="resources.tools need the tool_runtime API: remove tool_runtime from disabled"
+// +kubebuilder:validation:XValidation:rule="has(self.overrideConfig) || !has(self.workload) || ((!has(self.workload.replicas) || self.workload.replicas <= 1) && !has(self.workload.autoscaling)) || (has(self.storage) && has(self.storage.kv) && self.storage.kv.type == 'redis' && ((has(self.storage.sql) && self.storage.sql.type == 'postgres') || (has(self.cache) && self.cache.enabled)))",message="more than one server replica (workload.replicas > 1 or workload.autoscaling) needs state shared by every pod: set storage.kv to redis and storage.sql to postgres (or cache.enabled); with SQLite each pod would keep its own registry and stores"
 type InferenceStackSpec struct {
 	// Distribution selects the Llama Stack server: one of the distributions
 	// the operator embeds (by name) or a custom server image.
@@ -520,6 +521,13 @@ type KubernetesAuthSpec struct {
 //
 // +kubebuilder:validation:XValidation:rule="!(has(self.replicas) && has(self.autoscaling))",message="replicas and autoscaling are mutually exclusive: the autoscaler owns the replica count"
 type WorkloadSpec struct {
+	// StateVolume keeps the server's local state (its SQLite stores, file
+	// storage, vector indexes) on a PersistentVolumeClaim <name>-state
+	// mounted at /var/lib/llama-stack; without it the state lives in an
+	// emptyDir and is lost when the pod goes.
+	// +optional
+	StateVolume *StateVolumeSpec `json:"stateVolume,omitempty"`
+
 	// Replicas of the server (default 1; 0 stops it).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
@@ -564,6 +572,31 @@ type WorkloadSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+}
+
+// StateVolumeSpec is the server's state volume.
+type StateVolumeSpec struct {
+	// Size of the volume. It can grow (when the storage class allows
+	// expansion), never shrink.
+	// +optional
+	// +kubebuilder:default="1Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="workload.stateVolume.size must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="workload.stateVolume.size cannot shrink: a PersistentVolumeClaim only grows"
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// StorageClassName of the volume; the cluster default when unset. It
+	// cannot change once set.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="workload.stateVolume.storageClassName cannot change: the volume keeps its storage class"
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// RetainOnDelete keeps the volume when the InferenceStack is deleted
+	// (default true).
+	// +optional
+	// +kubebuilder:default=true
+	RetainOnDelete *bool `json:"retainOnDelete,omitempty"`
 }
 
 // AutoscalingSpec scales the server with a HorizontalPodAutoscaler.

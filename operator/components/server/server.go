@@ -10,6 +10,7 @@ import (
 	"path"
 	"slices"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -160,6 +161,47 @@ func AuthEnabled(stack *v1alpha1.InferenceStack) bool {
 	return stack.Spec.Auth != nil && stack.Spec.Auth.Kubernetes != nil
 }
 
+// StateVolumeName is the PersistentVolumeClaim of workload.stateVolume.
+func StateVolumeName(stack *v1alpha1.InferenceStack) string { return stack.Name + "-state" }
+
+// stateVolume is workload.stateVolume, nil when unset.
+func stateVolume(stack *v1alpha1.InferenceStack) *v1alpha1.StateVolumeSpec {
+	if w := stack.Spec.Workload; w != nil {
+		return w.StateVolume
+	}
+	return nil
+}
+
+// StateRetained reports whether the state volume outlives the stack
+// (workload.stateVolume.retainOnDelete, default true).
+func StateRetained(stack *v1alpha1.InferenceStack) bool {
+	v := stateVolume(stack)
+	return v == nil || v.RetainOnDelete == nil || *v.RetainOnDelete
+}
+
+// StatePVC is the claim of workload.stateVolume, nil when unset. Like the
+// cache's, it has no owner reference: deleting the stack keeps it unless
+// retainOnDelete is false.
+func StatePVC(stack *v1alpha1.InferenceStack) *corev1ac.PersistentVolumeClaimApplyConfiguration {
+	v := stateVolume(stack)
+	if v == nil {
+		return nil
+	}
+	size := resource.MustParse("1Gi")
+	if v.Size != nil {
+		size = *v.Size
+	}
+	spec := corev1ac.PersistentVolumeClaimSpec().
+		WithAccessModes(corev1.ReadWriteOnce).
+		WithResources(corev1ac.VolumeResourceRequirements().WithRequests(corev1.ResourceList{corev1.ResourceStorage: size}))
+	if v.StorageClassName != nil {
+		spec.WithStorageClassName(*v.StorageClassName)
+	}
+	return corev1ac.PersistentVolumeClaim(StateVolumeName(stack), stack.Namespace).
+		WithLabels(components.Labels(stack, components.ComponentServer)).
+		WithSpec(spec)
+}
+
 // Deployment runs the server.
 func Deployment(stack *v1alpha1.InferenceStack, in Inputs) *appsv1ac.DeploymentApplyConfiguration {
 	w := stack.Spec.Workload
@@ -169,6 +211,10 @@ func Deployment(stack *v1alpha1.InferenceStack, in Inputs) *appsv1ac.DeploymentA
 	spec := appsv1ac.DeploymentSpec().
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(components.SelectorLabels(stack, components.ComponentServer))).
 		WithTemplate(podTemplate(stack, w, in))
+	if stateVolume(stack) != nil {
+		// A ReadWriteOnce volume: the old pod lets go before the new one starts.
+		spec.WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RecreateDeploymentStrategyType))
+	}
 	if w.Autoscaling == nil {
 		// With autoscaling the HorizontalPodAutoscaler owns the replica count.
 		replicas := int32(1)
@@ -290,12 +336,22 @@ func volumeMounts(stack *v1alpha1.InferenceStack) []*corev1ac.VolumeMountApplyCo
 	return m
 }
 
+// dataVolume holds the server's state: the state volume's claim, or an
+// emptyDir.
+func dataVolume(stack *v1alpha1.InferenceStack) *corev1ac.VolumeApplyConfiguration {
+	if stateVolume(stack) != nil {
+		return corev1ac.Volume().WithName(volumeData).WithPersistentVolumeClaim(
+			corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(StateVolumeName(stack)))
+	}
+	return corev1ac.Volume().WithName(volumeData).WithEmptyDir(corev1ac.EmptyDirVolumeSource())
+}
+
 func volumes(stack *v1alpha1.InferenceStack, in Inputs) []*corev1ac.VolumeApplyConfiguration {
 	v := []*corev1ac.VolumeApplyConfiguration{
 		corev1ac.Volume().WithName(volumeConfig).WithConfigMap(corev1ac.ConfigMapVolumeSource().
 			WithName(in.ConfigMapName).
 			WithItems(corev1ac.KeyToPath().WithKey(runconfig.ConfigKey).WithPath(runconfig.ConfigKey))),
-		corev1ac.Volume().WithName(volumeData).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+		dataVolume(stack),
 		corev1ac.Volume().WithName(volumeTmp).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 	}
 	if AuthEnabled(stack) {
@@ -326,6 +382,11 @@ func run(ctx context.Context, s *components.State) error {
 	stack := s.Stack
 	if sa := ServiceAccount(stack); sa != nil {
 		if _, err := apply.Apply(ctx, s.Client, apply.ServiceAccount, sa); err != nil {
+			return err
+		}
+	}
+	if pvc := StatePVC(stack); pvc != nil {
+		if _, err := apply.Apply(ctx, s.Client, apply.PersistentVolumeClaim, pvc); err != nil {
 			return err
 		}
 	}

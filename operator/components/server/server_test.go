@@ -240,3 +240,42 @@ func onWritableMount(c *corev1ac.ContainerApplyConfiguration, dir string) bool {
 	}
 	return false
 }
+
+// TestStateVolume: with workload.stateVolume the server's state folder is
+// a claim without owner (kept on deletion by default), rolled out with
+// Recreate so the ReadWriteOnce volume is let go first; without it, an
+// emptyDir.
+func TestStateVolume(t *testing.T) {
+	plain := testutil.Stack("s")
+	if server.StatePVC(plain) != nil {
+		t.Error("a claim without workload.stateVolume")
+	}
+	size := resource.MustParse("5Gi")
+	stack := testutil.Stack("s", testutil.WithSpec(func(s *v1alpha1.InferenceStackSpec) {
+		s.Workload = &v1alpha1.WorkloadSpec{StateVolume: &v1alpha1.StateVolumeSpec{Size: &size}}
+	}))
+	pvc := server.StatePVC(stack)
+	if pvc == nil || *pvc.Name != "s-state" || len(pvc.OwnerReferences) != 0 {
+		t.Fatalf("claim %+v: want s-state without owner", pvc)
+	}
+	if q := (*pvc.Spec.Resources.Requests)[corev1.ResourceStorage]; q.String() != "5Gi" {
+		t.Errorf("size %s", q.String())
+	}
+	if !server.StateRetained(stack) {
+		t.Error("retainOnDelete defaults to true")
+	}
+	d := server.Deployment(stack, inputs())
+	if *d.Spec.Strategy.Type != "Recreate" {
+		t.Errorf("strategy %s, want Recreate", *d.Spec.Strategy.Type)
+	}
+	found := false
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		found = found || (v.PersistentVolumeClaim != nil && *v.PersistentVolumeClaim.ClaimName == "s-state")
+	}
+	if !found {
+		t.Error("the state claim is not a volume of the pod")
+	}
+	if d := server.Deployment(plain, inputs()); d.Spec.Strategy != nil {
+		t.Error("without a state volume the default rolling update applies")
+	}
+}

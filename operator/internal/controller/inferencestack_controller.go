@@ -157,7 +157,7 @@ func (r *InferenceStackReconciler) finalize(ctx context.Context, original, stack
 	if !controllerutil.ContainsFinalizer(stack, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	cleanupErr := errors.Join(auth.Cleanup(ctx, r.Client, stack), r.cleanupCache(ctx, stack),
+	cleanupErr := errors.Join(auth.Cleanup(ctx, r.Client, stack), r.cleanupCache(ctx, stack), r.cleanupState(ctx, stack),
 		config.Unwatch(ctx, r.Client, r.APIReader, stack, true))
 	if cleanupErr != nil {
 		if time.Since(stack.DeletionTimestamp.Time) < r.finalizerTimeout() {
@@ -207,6 +207,23 @@ func (r *InferenceStackReconciler) cleanupCache(ctx context.Context, stack *v1al
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// cleanupState deletes the server's state volume claim when
+// workload.stateVolume.retainOnDelete is false; otherwise it says, in an
+// event, that it was kept and how to delete it.
+func (r *InferenceStackReconciler) cleanupState(ctx context.Context, stack *v1alpha1.InferenceStack) error {
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: server.StateVolumeName(stack), Namespace: stack.Namespace}}
+	if server.StateRetained(stack) {
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err == nil && components.Unowned(stack)(pvc) {
+			r.Recorder.Eventf(stack, nil, corev1.EventTypeNormal, "StateRetained", "Delete",
+				"kept PersistentVolumeClaim %s (workload.stateVolume.retainOnDelete): delete it with kubectl delete -n %s pvc/%s",
+				pvc.Name, stack.Namespace, pvc.Name)
+		}
+		return nil
+	}
+	_, err := apply.Delete(ctx, r.Client, pvc, components.Unowned(stack))
+	return err
 }
 
 func (r *InferenceStackReconciler) retryInterval() time.Duration {
