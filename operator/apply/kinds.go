@@ -6,13 +6,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	autoscalingv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
-	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 )
 
 // The kinds the operator applies.
@@ -37,12 +35,6 @@ var (
 	}
 	NetworkPolicy = Kind[*networkingv1.NetworkPolicy, *networkingv1ac.NetworkPolicyApplyConfiguration]{
 		New: func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} }, Extract: networkingv1ac.ExtractNetworkPolicy,
-	}
-	ClusterRole = Kind[*rbacv1.ClusterRole, *rbacv1ac.ClusterRoleApplyConfiguration]{
-		New: func() *rbacv1.ClusterRole { return &rbacv1.ClusterRole{} }, Extract: rbacv1ac.ExtractClusterRole,
-	}
-	ClusterRoleBinding = Kind[*rbacv1.ClusterRoleBinding, *rbacv1ac.ClusterRoleBindingApplyConfiguration]{
-		New: func() *rbacv1.ClusterRoleBinding { return &rbacv1.ClusterRoleBinding{} }, Extract: rbacv1ac.ExtractClusterRoleBinding,
 	}
 	HorizontalPodAutoscaler = Kind[*autoscalingv2.HorizontalPodAutoscaler, *autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration]{
 		New: func() *autoscalingv2.HorizontalPodAutoscaler { return &autoscalingv2.HorizontalPodAutoscaler{} }, Extract: autoscalingv2ac.ExtractHorizontalPodAutoscaler,

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,7 +35,6 @@ import (
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/apply"
 	"github.com/inferencestack/inferencestack/operator/components"
-	"github.com/inferencestack/inferencestack/operator/components/auth"
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/components/config"
 	"github.com/inferencestack/inferencestack/operator/components/network"
@@ -88,9 +86,6 @@ type InferenceStackReconciler struct {
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
-// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // rbac: the event recorder (k8s.io/client-go/tools/events) writes events.k8s.io Events on InferenceStacks
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -134,7 +129,6 @@ func (r *InferenceStackReconciler) Steps() []components.Step {
 		cachecomp.Step(r.CacheImage),
 		server.Step,
 		network.Step,
-		auth.Step,
 		scaling.Step,
 	}
 }
@@ -157,7 +151,7 @@ func (r *InferenceStackReconciler) finalize(ctx context.Context, original, stack
 	if !controllerutil.ContainsFinalizer(stack, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	cleanupErr := errors.Join(auth.Cleanup(ctx, r.Client, stack), r.cleanupCache(ctx, stack), r.cleanupState(ctx, stack),
+	cleanupErr := errors.Join(r.cleanupCache(ctx, stack), r.cleanupState(ctx, stack),
 		config.Unwatch(ctx, r.Client, r.APIReader, stack, true))
 	if cleanupErr != nil {
 		if time.Since(stack.DeletionTimestamp.Time) < r.finalizerTimeout() {
@@ -246,7 +240,6 @@ func ownedTypes() []client.Object {
 	return []client.Object{
 		&appsv1.Deployment{}, &corev1.Service{}, &corev1.ServiceAccount{}, &corev1.PersistentVolumeClaim{},
 		&networkingv1.NetworkPolicy{}, &autoscalingv2.HorizontalPodAutoscaler{}, &policyv1.PodDisruptionBudget{},
-		&rbacv1.ClusterRole{}, &rbacv1.ClusterRoleBinding{},
 	}
 }
 

@@ -24,7 +24,6 @@ import (
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/components"
-	"github.com/inferencestack/inferencestack/operator/components/auth"
 	"github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/components/config"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
@@ -88,7 +87,7 @@ func TestCreateMakesEveryObjectAndStatus(t *testing.T) {
 	if st.Phase != v1alpha1.PhaseDeploying {
 		t.Errorf("phase = %s, want Deploying (no kubelet runs pods here)", st.Phase)
 	}
-	if st.ResolvedDistribution == nil || st.ResolvedDistribution.Image != testPin.Operands["remote-vllm"] ||
+	if st.ResolvedDistribution == nil || st.ResolvedDistribution.Image != testPin.Operands["starter"] ||
 		st.ResolvedDistribution.OperandVersion != "1.0.0" || st.ResolvedDistribution.Name != "remote-vllm" {
 		t.Errorf("resolvedDistribution = %+v", st.ResolvedDistribution)
 	}
@@ -113,7 +112,7 @@ func TestCreateMakesEveryObjectAndStatus(t *testing.T) {
 	}
 	pod := dep.Spec.Template.Spec
 	c := pod.Containers[0]
-	if c.Image != testPin.Operands["remote-vllm"] {
+	if c.Image != testPin.Operands["starter"] {
 		t.Errorf("server image %s", c.Image)
 	}
 	if sc := pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot ||
@@ -156,9 +155,14 @@ func TestCreateMakesEveryObjectAndStatus(t *testing.T) {
 			t.Errorf("%T %s: %v", o.obj, o.name, err)
 		}
 	}
-	for _, obj := range []client.Object{&rbacv1.ClusterRole{}, &rbacv1.ClusterRoleBinding{}} {
-		if _, err := get(t, obj, "", auth.Name(stack)); err != nil {
-			t.Errorf("%T %s: %v", obj, auth.Name(stack), err)
+	// Kubernetes auth needs no RBAC of the server (SelfSubjectReviews go
+	// with the caller's token): the operator grants nothing for it.
+	for _, list := range []client.ObjectList{&rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{}} {
+		if err := env.Client.List(context.Background(), list, client.MatchingLabels{components.LabelManagedBy: components.ManagedBy}); err != nil {
+			t.Fatal(err)
+		}
+		if n := meta.LenList(list); n != 0 {
+			t.Errorf("the operator made %d %T objects for a stack with auth.kubernetes", n, list)
 		}
 	}
 	pvc, _ := get(t, &corev1.PersistentVolumeClaim{}, ns, cache.PVCName(stack))
@@ -369,12 +373,6 @@ func TestDeletionCleansUpAndKeepsTheCacheVolume(t *testing.T) {
 		eventually(t, timeout, func() error {
 			if _, err := get(t, &v1alpha1.InferenceStack{}, ns, stack.Name); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("stack %s still exists (%w)", stack.Name, err)
-			}
-			if _, err := get(t, &rbacv1.ClusterRole{}, "", auth.Name(stack)); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("ClusterRole %s still exists (%w)", auth.Name(stack), err)
-			}
-			if _, err := get(t, &rbacv1.ClusterRoleBinding{}, "", auth.Name(stack)); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("ClusterRoleBinding %s still exists (%w)", auth.Name(stack), err)
 			}
 			if _, err := get(t, &appsv1.Deployment{}, ns, stack.Name); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("Deployment %s was not garbage-collected (%w)", stack.Name, err)

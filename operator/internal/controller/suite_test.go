@@ -2,7 +2,6 @@ package controller_test
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -53,12 +52,13 @@ func scheme() *runtime.Scheme {
 	return s
 }
 
-// testPin is the operand pin the tests' operator runs with.
-var testPin = pin.Pin{OperatorVersion: "1.0.0", Operands: map[string]string{
-	"starter":            "quay.io/inferencestack/distribution-starter@sha256:" + fmt.Sprintf("%064d", 1),
-	"remote-vllm":        "quay.io/inferencestack/distribution-remote-vllm@sha256:" + fmt.Sprintf("%064d", 2),
-	"postgres-demo":      "quay.io/inferencestack/distribution-postgres-demo@sha256:" + fmt.Sprintf("%064d", 3),
-	"meta-reference-gpu": "quay.io/inferencestack/distribution-meta-reference-gpu@sha256:" + fmt.Sprintf("%064d", 4),
+// testPin is the operand pin the tests' operator runs with: release
+// 1.0.0's operands, upstream's images by tag (their digests are not known
+// here).
+var testPin = pin.Pin{OperatorVersion: "1.0.0", LlamaStackVersion: "0.2.23", Operands: map[string]string{
+	"starter":            "docker.io/llamastack/distribution-starter:0.2.23",
+	"postgres-demo":      "docker.io/llamastack/distribution-postgres-demo:0.2.23",
+	"meta-reference-gpu": "docker.io/llamastack/distribution-meta-reference-gpu:0.2.23",
 }}
 
 // operator is a running InferenceStack controller whose API writes are

@@ -97,11 +97,18 @@ func (o *Operator) RSS() (current, peak int64, err error) {
 	return current, peak, nil
 }
 
-// DemoPin names a made-up image per embedded distribution.
+// DemoPin is the pin of an operator release for local runs: upstream's
+// image of each distribution by tag, at the Llama Stack version the
+// releases of that major pin (1.x: 0.2.23, 2.x and later: 0.3.0; see
+// channels/releases).
 func DemoPin(version string) pin.Pin {
-	p := pin.Pin{OperatorVersion: version, Operands: map[string]string{}}
+	llama := "0.3.0"
+	if strings.HasPrefix(version, "1.") {
+		llama = "0.2.23"
+	}
+	p := pin.Pin{OperatorVersion: version, LlamaStackVersion: llama, Operands: map[string]string{}}
 	for _, d := range runconfig.Distributions() {
-		p.Operands[d] = "quay.io/inferencestack/distribution-" + d + ":demo"
+		p.Operands[d] = "docker.io/llamastack/distribution-" + d + ":" + llama
 	}
 	return p
 }

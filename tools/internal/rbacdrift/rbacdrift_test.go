@@ -184,7 +184,8 @@ func TestAppliedResources(t *testing.T) {
 	applied, err := AppliedResources(repo + "/operator/apply/kinds.go")
 	require.NoError(t, err)
 	require.Equal(t, "Deployment", applied[schema.GroupResource{Group: "apps", Resource: "deployments"}])
-	require.Equal(t, "ClusterRole", applied[schema.GroupResource{Group: rbacv1.GroupName, Resource: "clusterroles"}])
+	require.Equal(t, "PersistentVolumeClaim", applied[schema.GroupResource{Resource: "persistentvolumeclaims"}])
+	require.NotContains(t, applied, schema.GroupResource{Group: rbacv1.GroupName, Resource: "clusterroles"}, "no component applies RBAC")
 	require.Equal(t, "ConfigMap", applied[schema.GroupResource{Resource: "configmaps"}])
 	require.NotContains(t, applied, schema.GroupResource{Group: "events.k8s.io", Resource: "events"})
 }
@@ -255,24 +256,30 @@ func TestCheck(t *testing.T) {
 			wantUnexplain: nil, // the events marker carries its "// rbac:" explanation
 		},
 		{
-			name:        "the fixture RBAC lacks the auth component's rules; its bundle is fresh",
-			check:       check("testdata/rbac", "testdata/bundle"),
+			// No component creates RBAC today; a component ClusterRole like the
+			// one auth.kubernetes once needed shows what the check reports.
+			name: "the fixture RBAC lacks a component ClusterRole's rules; its bundle is fresh",
+			check: func() Check {
+				c := check("testdata/rbac", "testdata/bundle")
+				c.Objects = reviewerRole("reviewer")
+				return c
+			}(),
 			wantFailed:  true,
 			wantBundles: []string{"testdata/bundle/inferencestack-operator/1.0.0"},
 			wantMissing: []string{
-				"auth.ClusterRole apiGroups=authentication.k8s.io resources=tokenreviews verbs=create",
-				"auth.ClusterRole apiGroups=authorization.k8s.io resources=subjectaccessreviews verbs=create",
-				"auth.ClusterRole apiGroups=rbac.authorization.k8s.io resources=clusterroles resourceNames=inferencestack-auth-rbac-check-rbac-check verbs=create",
-				"auth.ClusterRole apiGroups=rbac.authorization.k8s.io resources=clusterroles resourceNames=inferencestack-auth-rbac-check-rbac-check verbs=patch",
-				"auth.ClusterRoleBinding apiGroups=rbac.authorization.k8s.io resources=clusterrolebindings resourceNames=inferencestack-auth-rbac-check-rbac-check verbs=create",
-				"auth.ClusterRoleBinding apiGroups=rbac.authorization.k8s.io resources=clusterrolebindings resourceNames=inferencestack-auth-rbac-check-rbac-check verbs=patch",
-				"auth.ClusterRoleBinding apiGroups=authentication.k8s.io resources=tokenreviews verbs=create",
-				"auth.ClusterRoleBinding apiGroups=authorization.k8s.io resources=subjectaccessreviews verbs=create",
+				"test.ClusterRole apiGroups=authentication.k8s.io resources=tokenreviews verbs=create",
+				"test.ClusterRole apiGroups=authorization.k8s.io resources=subjectaccessreviews verbs=create",
+				"test.ClusterRole apiGroups=rbac.authorization.k8s.io resources=clusterroles resourceNames=reviewer verbs=create",
+				"test.ClusterRole apiGroups=rbac.authorization.k8s.io resources=clusterroles resourceNames=reviewer verbs=patch",
+				"test.ClusterRoleBinding apiGroups=rbac.authorization.k8s.io resources=clusterrolebindings resourceNames=reviewer verbs=create",
+				"test.ClusterRoleBinding apiGroups=rbac.authorization.k8s.io resources=clusterrolebindings resourceNames=reviewer verbs=patch",
+				"test.ClusterRoleBinding apiGroups=authentication.k8s.io resources=tokenreviews verbs=create",
+				"test.ClusterRoleBinding apiGroups=authorization.k8s.io resources=subjectaccessreviews verbs=create",
 			},
 			wantMarkers: []string{
 				"// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create",
 				"// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create",
-				"// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings;clusterroles,resourceNames=inferencestack-auth-rbac-check-rbac-check,verbs=create;patch",
+				"// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings;clusterroles,resourceNames=reviewer,verbs=create;patch",
 			},
 		},
 		{
@@ -315,16 +322,37 @@ func TestCheck(t *testing.T) {
 }
 
 func TestPrintNamesFileRuleAndMarker(t *testing.T) {
-	r, err := check("testdata/rbac", "testdata/bundle").Run(context.Background())
+	c := check("testdata/rbac", "testdata/bundle")
+	c.Objects = reviewerRole("reviewer")
+	r, err := c.Run(context.Background())
 	require.NoError(t, err)
 	var b strings.Builder
 	r.Print(&b)
 	out := b.String()
 	require.Contains(t, out, "error: testdata/rbac/role.yaml: missing apiGroups=authentication.k8s.io resources=tokenreviews verbs=create: "+
-		"needed to grant the rules of ClusterRole inferencestack-auth-rbac-check-rbac-check (auth.ClusterRole); "+
-		"or hold apiGroups=rbac.authorization.k8s.io resources=clusterroles resourceNames=inferencestack-auth-rbac-check-rbac-check verbs=escalate\n")
+		"needed to grant the rules of ClusterRole reviewer (test.ClusterRole); "+
+		"or hold apiGroups=rbac.authorization.k8s.io resources=clusterroles resourceNames=reviewer verbs=escalate\n")
 	require.Contains(t, out, "  // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create\n")
-	require.Contains(t, out, "refused: ClusterRole inferencestack-auth-rbac-check-rbac-check (auth.ClusterRole)\n")
+	require.Contains(t, out, "refused: ClusterRole reviewer (test.ClusterRole)\n")
 	_, err = os.Stat(filepath.Join("testdata", "rbac", "role.yaml"))
 	require.NoError(t, err)
+}
+
+// reviewerRole is a component ClusterRole granting TokenReviews and
+// SubjectAccessReviews, bound to a server ServiceAccount.
+func reviewerRole(name string) []componentrbac.Object {
+	return []componentrbac.Object{
+		{Builder: "test.ClusterRole", ClusterRole: &rbacv1.ClusterRole{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Rules: []rbacv1.PolicyRule{
+				rule("authentication.k8s.io", "tokenreviews", []string{"create"}),
+				rule("authorization.k8s.io", "subjectaccessreviews", []string{"create"}),
+			}}},
+		{Builder: "test.ClusterRoleBinding", ClusterRoleBinding: &rbacv1.ClusterRoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "server", Namespace: "ns"}}}},
+	}
 }
