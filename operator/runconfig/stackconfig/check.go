@@ -27,6 +27,9 @@ type Result struct {
 	WritableDirs []string
 	// Providers lists the enabled providers' ids per API.
 	Providers map[string][]string
+	// Server is the server section, expanded (nil when the file has none:
+	// the server's defaults apply).
+	Server *ServerConfig
 }
 
 // Options tune Check.
@@ -80,14 +83,14 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 			return Result{}, fmt.Errorf("Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
 		}
 		c.check(&p, w)
-		res.Providers = enabled(c.Providers)
+		res.Providers, res.Server = enabled(c.Providers), c.Server
 	case Line03:
 		var c V03
 		if err := strictJSON(expanded, &c); err != nil {
 			return Result{}, fmt.Errorf("Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
 		}
 		c.check(&p, w)
-		res.Providers = enabled(c.Providers)
+		res.Providers, res.Server = enabled(c.Providers), c.Server
 	default:
 		return Result{}, &UnknownVersionError{Version: string(line)}
 	}
