@@ -12,7 +12,6 @@
 package componentrbac
 
 import (
-
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
