@@ -74,6 +74,16 @@ func TestInvalidStacksAreRefused(t *testing.T) {
 		want  string
 	}{
 		{
+			name:  "two replicas with local SQLite state",
+			stack: stack("a", testutil.WithReplicas(2)),
+			want:  "more than one server replica (workload.replicas > 1 or workload.autoscaling) needs state shared by every pod: set storage.kv to redis and storage.sql to postgres (or cache.enabled)",
+		},
+		{
+			name:  "autoscaling with redis but SQLite SQL stores",
+			stack: stack("a", testutil.WithAutoscaling(1, 3, 80), testutil.WithKV(v1alpha1.KVStoreSpec{Type: v1alpha1.KVStoreRedis, Endpoint: "redis:6379"})),
+			want:  "more than one server replica",
+		},
+		{
 			name:  "distribution name and image",
 			stack: stack("a", testutil.WithSpec(func(s *v1alpha1.InferenceStackSpec) { s.Distribution.Image = "quay.io/x/y:1" })),
 			want:  "set exactly one of distribution.name or distribution.image",
@@ -318,6 +328,8 @@ func TestValidStacksAreAccepted(t *testing.T) {
 		{name: "defaults only", stack: stack("plain")},
 		{name: "one provider needs no id", stack: stack("one-provider", testutil.WithProviders("inference", testutil.Provider("vllm", testutil.WithEndpoint("https://vllm.example.com/v1"))))},
 		{name: "scaled to zero", stack: stack("zero", testutil.WithReplicas(0))},
+		{name: "two replicas with shared state", stack: stack("shared", testutil.WithReplicas(2), testutil.WithCache(),
+			testutil.WithKV(v1alpha1.KVStoreSpec{Type: v1alpha1.KVStoreRedis, Endpoint: "redis.cache.svc:6379"}))},
 		{name: "name of 45 characters", stack: stack("a" + strings.Repeat("b", 44))},
 		{name: "tls with a client CA", stack: stack("mtls", testutil.WithTLS(v1alpha1.TLSSpec{Enabled: true, SecretName: "tls", CABundle: &v1alpha1.CABundleSource{ConfigMapName: "ca"}}))},
 		{name: "redis with password", stack: stack("redis", testutil.WithKV(v1alpha1.KVStoreSpec{Type: v1alpha1.KVStoreRedis, Endpoint: "redis.cache.svc:6379", Password: testutil.SecretKey("redis", "password")}))},
@@ -339,10 +351,11 @@ func TestDefaults(t *testing.T) {
 		testutil.WithModelSpec(v1alpha1.ModelSpec{Name: "m"}),
 		testutil.WithSpec(func(s *v1alpha1.InferenceStackSpec) {
 			s.Networking = &v1alpha1.NetworkingSpec{TLS: &v1alpha1.TLSSpec{}}
-			s.Cache = &v1alpha1.CacheSpec{}
+			s.Cache = &v1alpha1.CacheSpec{Enabled: true}
 			s.OverrideConfig = nil
 		}),
 		testutil.WithAutoscaling(1, 2, 80),
+		testutil.WithKV(v1alpha1.KVStoreSpec{Type: v1alpha1.KVStoreRedis, Endpoint: "redis:6379"}),
 	)
 	s.Spec.Workload.Autoscaling.MinReplicas = nil
 	s.Spec.Workload.Autoscaling.TargetCPUUtilizationPercentage = nil
