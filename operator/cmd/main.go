@@ -58,7 +58,7 @@ func main() {
 		"Lease name of the leader election (default: one per major version of the operator, from the pin's operator version).")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's).")
 	fs.StringVar(&o.pinFile, "pin-file", pin.DefaultPath,
-		"Operand pin file; when absent, "+pin.EnvPrefix+"<DISTRIBUTION> and "+pin.OperatorVersionEnv+" variables stand in.")
+		"Operand pin file; when absent, "+pin.EnvPrefix+"<DISTRIBUTION>, "+pin.OperatorVersionEnv+" and "+pin.LlamaStackVersionEnv+" variables stand in.")
 	fs.StringVar(&o.cacheImage, "cache-image", envOr(pin.CacheImageEnv, cache.DefaultImage), "PostgreSQL image of spec.cache.")
 	fs.DurationVar(&o.retryInterval, "retry-interval", controller.DefaultRetryInterval,
 		"How soon a stack waiting for a missing Secret or ConfigMap is looked at again.")

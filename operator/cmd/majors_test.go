@@ -138,7 +138,9 @@ func TestTwoMajorsSideBySide(t *testing.T) {
 	offset := auditSize(t)
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(moving), moving))
 	change := client.MergeFrom(moving.DeepCopy())
+	// Two replicas need shared state: the cache holds the SQL stores, Redis the rest.
 	moving.Spec.Workload = &v1alpha1.WorkloadSpec{Replicas: ptr.To[int32](2)}
+	moving.Spec.Storage = &v1alpha1.StorageSpec{KV: &v1alpha1.KVStoreSpec{Type: v1alpha1.KVStoreRedis, Endpoint: "redis:6379"}}
 	require.NoError(t, env.Client.Patch(ctx, moving, change))
 	waitFor(t, "2 replicas on stack moving's Deployment", func() bool {
 		d := &appsv1.Deployment{}

@@ -45,6 +45,7 @@ func fullStack(ns, name, keySecret string) *v1alpha1.InferenceStack {
 			testutil.WithEndpoint("http://vllm:8000/v1"), testutil.WithAPIKey(keySecret, "token"))),
 		testutil.WithModel("llama-3", "vllm"),
 		testutil.WithCache(),
+		testutil.WithKV(v1alpha1.KVStoreSpec{Type: v1alpha1.KVStoreRedis, Endpoint: "redis:6379"}),
 		testutil.WithKubernetesAuth("system:authenticated"),
 		testutil.WithAutoscaling(1, 3, 70),
 		testutil.WithPodDisruptionBudget(ptr.To(intstr.FromInt32(1)), nil),

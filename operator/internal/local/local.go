@@ -65,7 +65,7 @@ func StartOperator(binary, kubeconfig, logFile string, p pin.Pin, args ...string
 		"--pin-file=" + filepath.Join(os.TempDir(), "no-such-pin-file"),
 		"--retry-interval=2s",
 	}, args...)...)
-	cmd.Env = append(os.Environ(), pin.OperatorVersionEnv+"="+p.OperatorVersion)
+	cmd.Env = append(os.Environ(), pin.OperatorVersionEnv+"="+p.OperatorVersion, pin.LlamaStackVersionEnv+"="+p.LlamaStackVersion)
 	for d, image := range p.Operands {
 		cmd.Env = append(cmd.Env, pin.EnvName(d)+"="+image)
 	}
