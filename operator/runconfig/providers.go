@@ -105,6 +105,9 @@ func overlayProviders(cfg *runConfig, line stackconfig.Line, spec v1alpha1.Infer
 			}
 			seen[id] = i
 			p, err := userProvider(l.api, path.Index(i), up, env)
+			if err == nil && l.api == string(v1alpha1.APIVectorIO) {
+				vectorStore(&p, line)
+			}
 			if err != nil {
 				return err
 			}
@@ -167,6 +170,26 @@ func userProvider(api string, path *field.Path, up v1alpha1.ProviderSpec, env *e
 		cfg = nil
 	}
 	return provider{ProviderID: id, ProviderType: "remote::" + up.Provider, Config: cfg}, nil
+}
+
+// vectorStore gives a remote vector_io provider the key-value store its
+// config needs for its registry, unless the user's settings set one:
+// chromadb, qdrant and milvus require it, pgvector and weaviate take it
+// (their config classes at v0.2.23: kvstore, an inline store; at v0.3.0:
+// persistence, a reference to a backend), as upstream's starter writes.
+func vectorStore(p *provider, line stackconfig.Line) {
+	if p.Config == nil {
+		p.Config = map[string]any{}
+	}
+	if line == stackconfig.Line02 {
+		if _, ok := p.Config["kvstore"]; !ok {
+			p.Config["kvstore"] = sqliteStore(strings.ToLower(envName(p.ProviderID)) + "_registry.db")
+		}
+		return
+	}
+	if _, ok := p.Config["persistence"]; !ok {
+		p.Config["persistence"] = map[string]any{"namespace": "vector_io::" + p.ProviderID, "backend": kvDefault}
+	}
 }
 
 // settings decodes the free-form settings into a fresh map.
