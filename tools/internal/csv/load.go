@@ -101,7 +101,8 @@ func (d Document) Decode(obj any) error {
 }
 
 // LoadRBAC reads the Roles, ClusterRoles and their bindings from the YAML
-// files of dir; other kinds (ServiceAccount) are skipped.
+// files of dir; other kinds (ServiceAccount) are skipped. A rule the API
+// server would refuse is an error naming the file, the role and the field.
 func LoadRBAC(dir string) (RBAC, error) {
 	docs, err := ReadDocuments(dir)
 	if err != nil {

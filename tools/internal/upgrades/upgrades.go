@@ -71,7 +71,7 @@ type Result struct {
 	Installed string `json:"installed"`
 	Path      []Step `json:"path"`
 	// Final is the bundle the path ends on: the newest one reachable (the
-	// installed one, possibly empty, when nothing is).
+	// installed one when nothing newer is).
 	Final       string        `json:"final"`
 	Unreachable []Unreachable `json:"unreachable,omitempty"`
 	// Notes are facts about the answer that differ between OLM v1 versions.

@@ -293,8 +293,8 @@ func subject(v any) string {
 		}
 		s = string(data)
 	}
-	if len(s) > maxSubject {
-		s = s[:maxSubject] + "..."
+	if r := []rune(s); len(r) > maxSubject {
+		s = string(r[:maxSubject]) + "..."
 	}
 	return s
 }
