@@ -268,5 +268,5 @@ func WithEnvFrom(name, secret, key string) Option {
 
 // WithExpose sets networking.expose.
 func WithExpose(expose bool) Option {
-	return func(s *v1alpha1.InferenceStack) { networking(s).Expose = expose }
+	return func(s *v1alpha1.InferenceStack) { networking(s).Expose = ptr.To(expose) }
 }
