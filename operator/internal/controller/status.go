@@ -18,7 +18,8 @@ import (
 )
 
 // setStatus writes the outcome of the steps into the stack's status: the
-// conditions, the phase they sum up, the resolved image and the config.
+// conditions, the phase they sum up, the config, and what the server's live
+// objects (in the cache) say: its URL, replicas and image.
 func (r *InferenceStackReconciler) setStatus(ctx context.Context, s *components.State, stepErr error) {
 	stack := s.Stack
 	st := &stack.Status
