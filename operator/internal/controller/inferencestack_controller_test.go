@@ -559,11 +559,30 @@ func TestOperatorRestartConverges(t *testing.T) {
 			return err
 		})
 	}
-	time.Sleep(time.Second)
-	second.writes.Reset()
+	// The second operator is idle once a round of reconciles writes nothing.
+	names := []string{"r0", "r1", "r2", "r3", "r4"}
+	for round := 1; ; round++ {
+		second.writes.Reset()
+		reconcileAll(t, ns, names, fmt.Sprintf("settle-%d", round))
+		if len(second.writes.Writes()) == 0 {
+			break
+		}
+		if round == 5 {
+			t.Fatalf("%d rounds of reconciles still write:\n%s", round, strings.Join(second.writes.Writes(), "\n"))
+		}
+	}
+	// The third operator's informers list the 5 stacks at start: 5
+	// reconciles, counted as they finish (the idle second one adds none).
+	before := reconciles(t)
 	third := startOperator(t)
+	eventually(t, timeout, func() error {
+		if n := reconciles(t) - before; n < len(names) {
+			return fmt.Errorf("the restarted operator finished %d of %d reconciles", n, len(names))
+		}
+		return nil
+	})
 	second.stop()
-	time.Sleep(3 * time.Second)
+	reconcileAll(t, ns, names, "after-restart")
 	if w := third.writes.Writes(); len(w) != 0 {
 		t.Errorf("a restarted operator wrote to converged stacks:\n%s", strings.Join(w, "\n"))
 	}
