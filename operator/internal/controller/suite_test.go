@@ -54,7 +54,7 @@ func scheme() *runtime.Scheme {
 }
 
 // testPin is the operand pin the tests' operator runs with.
-var testPin = pin.Pin{OperatorVersion: "1.0.0", Operands: map[string]string{
+var testPin = pin.Pin{OperatorVersion: "1.0.0", LlamaStackVersion: "0.3.0", Operands: map[string]string{
 	"starter":            "quay.io/inferencestack/distribution-starter@sha256:" + fmt.Sprintf("%064d", 1),
 	"remote-vllm":        "quay.io/inferencestack/distribution-remote-vllm@sha256:" + fmt.Sprintf("%064d", 2),
 	"postgres-demo":      "quay.io/inferencestack/distribution-postgres-demo@sha256:" + fmt.Sprintf("%064d", 3),
