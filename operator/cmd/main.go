@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -40,6 +41,7 @@ type options struct {
 	leaderElectionNS string
 	pinFile          string
 	cacheImage       string
+	cacheRunAsUser   string
 	retryInterval    time.Duration
 	stackSelector    string
 	takeUnlabeled    bool
@@ -60,6 +62,10 @@ func main() {
 	fs.StringVar(&o.pinFile, "pin-file", pin.DefaultPath,
 		"Operand pin file; when absent, "+pin.EnvPrefix+"<DISTRIBUTION>, "+pin.OperatorVersionEnv+" and "+pin.LlamaStackVersionEnv+" variables stand in.")
 	fs.StringVar(&o.cacheImage, "cache-image", envOr(pin.CacheImageEnv, cache.DefaultImage), "PostgreSQL image of spec.cache.")
+	fs.StringVar(&o.cacheRunAsUser, "cache-run-as-user", cache.Auto,
+		"User (and group and fsGroup) PostgreSQL of spec.cache runs as: a user id; "+cache.Platform+" to leave them to the platform; or "+
+			cache.Auto+": "+cache.Platform+" on OpenShift (whose restricted-v2 SCC assigns them), "+
+			strconv.FormatInt(cache.PostgresUID, 10)+" (the official postgres image's user) elsewhere.")
 	fs.DurationVar(&o.retryInterval, "retry-interval", controller.DefaultRetryInterval,
 		"How soon a stack waiting for a missing Secret or ConfigMap is looked at again.")
 	fs.StringVar(&o.stackSelector, "stack-selector", "",
@@ -112,6 +118,14 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("finding the API server: %w", err)
 	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	cacheUser, err := cache.RunAsUser(o.cacheRunAsUser, dc.ServerGroups)
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metrics,
@@ -126,12 +140,13 @@ func run(ctx context.Context, o options) error {
 	}
 	recorder := mgr.GetEventRecorder("inferencestack-operator-v" + major)
 	r := &controller.InferenceStackReconciler{
-		Client:        mgr.GetClient(),
-		APIReader:     mgr.GetAPIReader(),
-		Recorder:      recorder,
-		Pin:           p,
-		CacheImage:    o.cacheImage,
-		RetryInterval: o.retryInterval,
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		Recorder:       recorder,
+		Pin:            p,
+		CacheImage:     o.cacheImage,
+		CacheRunAsUser: cacheUser,
+		RetryInterval:  o.retryInterval,
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err
@@ -146,7 +161,8 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	ctrl.Log.Info("starting", "operatorVersion", p.OperatorVersion, "distributions", len(p.Operands),
-		"stacks", selector.String(), "takeUnlabeledStacks", o.takeUnlabeled, "leaderElectionID", o.leaderElectionID)
+		"stacks", selector.String(), "takeUnlabeledStacks", o.takeUnlabeled, "leaderElectionID", o.leaderElectionID,
+		"cacheRunAsUser", runAsUser(cacheUser))
 	return mgr.Start(ctx)
 }
 
@@ -164,6 +180,13 @@ func (o *options) defaults(major string) {
 	if o.probeAddr == "" {
 		o.probeAddr = ":" + strconv.Itoa(8080+n)
 	}
+}
+
+func runAsUser(uid *int64) string {
+	if uid == nil {
+		return "assigned by the platform"
+	}
+	return strconv.FormatInt(*uid, 10)
 }
 
 func envOr(name, fallback string) string {

@@ -55,6 +55,7 @@ type InferenceStackSpec struct {
 	// every registered resource that points at them are removed.
 	// +optional
 	// +listType=set
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=12
 	Disabled []APIName `json:"disabled,omitempty"`
 
@@ -164,6 +165,7 @@ type ProvidersSpec struct {
 
 // ProviderList is the providers of one API type.
 //
+// +kubebuilder:validation:MinItems=1
 // +kubebuilder:validation:MaxItems=16
 // +kubebuilder:validation:XValidation:rule="self.size() <= 1 || self.all(p, has(p.id))",message="id is required on every provider when an API type lists more than one"
 // +kubebuilder:validation:XValidation:rule="self.all(p, !has(p.id) || self.exists_one(q, has(q.id) && q.id == p.id))",message="provider ids must be unique within an API type"
@@ -199,13 +201,16 @@ type ProviderSpec struct {
 	// APIKey is the Secret key holding the provider's API key. The run
 	// config refers to it through an environment variable, never by value.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="has(self.name) && size(self.name) > 0 && size(self.key) > 0",message="apiKey needs name and key: the Secret and its key holding the provider's API key"
 	APIKey *corev1.SecretKeySelector `json:"apiKey,omitempty"`
 
 	// SecretRefs maps provider config keys to Secret keys, for secrets other
 	// than the API key (e.g. password). Like apiKey, they reach the server
 	// as environment variables.
 	// +optional
+	// +kubebuilder:validation:MinProperties=1
 	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(k, has(self[k].name) && size(self[k].name) > 0 && size(self[k].key) > 0)",message="every secretRefs entry needs name and key: the Secret and its key holding the value"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9_]*$') && size(k) <= 63)",message="secretRefs keys are provider config keys: lowercase letters, digits and underscores, at most 63 characters"
 	SecretRefs map[string]corev1.SecretKeySelector `json:"secretRefs,omitempty"`
 
@@ -222,6 +227,7 @@ type ResourcesSpec struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	Models []ModelSpec `json:"models,omitempty"`
 
@@ -229,6 +235,7 @@ type ResourcesSpec struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
 	Shields []ShieldSpec `json:"shields,omitempty"`
 
@@ -236,6 +243,7 @@ type ResourcesSpec struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
 	Tools []ToolGroupSpec `json:"tools,omitempty"`
 }
@@ -264,12 +272,14 @@ type ModelSpec struct {
 	// Provider is the id of the inference provider serving the model. It
 	// may be omitted when exactly one inference provider exists.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	Provider string `json:"provider,omitempty"`
 
 	// ProviderModelID is the model's name at the provider, when it differs
 	// from name.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	ProviderModelID string `json:"providerModelId,omitempty"`
 
@@ -295,12 +305,14 @@ type ShieldSpec struct {
 	// Provider is the id of the safety provider. It may be omitted when
 	// exactly one safety provider exists.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	Provider string `json:"provider,omitempty"`
 
 	// ProviderShieldID is the shield's name at the provider (often the
 	// guard model), when it differs from name.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	ProviderShieldID string `json:"providerShieldId,omitempty"`
 }
@@ -316,6 +328,7 @@ type ToolGroupSpec struct {
 	// Provider is the id of the tool-runtime provider. It may be omitted when
 	// exactly one tool-runtime provider exists.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	Provider string `json:"provider,omitempty"`
 
@@ -365,6 +378,7 @@ type KVStoreSpec struct {
 
 	// Password is the Secret key holding the Redis password (redis only).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="has(self.name) && size(self.name) > 0 && size(self.key) > 0",message="password needs name and key: the Secret and its key holding the Redis password"
 	Password *corev1.SecretKeySelector `json:"password,omitempty"`
 }
 
@@ -390,6 +404,7 @@ type SQLStoreSpec struct {
 	// ConnectionString is the Secret key holding the PostgreSQL URI
 	// (postgresql://user:password@host:port/db; postgres only).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="has(self.name) && size(self.name) > 0 && size(self.key) > 0",message="connectionString needs name and key: the Secret and its key holding the PostgreSQL URI"
 	ConnectionString *corev1.SecretKeySelector `json:"connectionString,omitempty"`
 }
 
@@ -433,6 +448,7 @@ type OverrideConfigSpec struct {
 	// Key of the run config in the ConfigMap.
 	// +optional
 	// +kubebuilder:default="run.yaml"
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Key string `json:"key,omitempty"`
 }
@@ -452,9 +468,9 @@ type NetworkingSpec struct {
 	TLS *TLSSpec `json:"tls,omitempty"`
 
 	// Expose, when true, makes the server's Service a LoadBalancer so it is
-	// reachable from outside the cluster; by default it is ClusterIP.
+	// reachable from outside the cluster; false or unset keep it ClusterIP.
 	// +optional
-	Expose bool `json:"expose,omitempty"`
+	Expose *bool `json:"expose,omitempty"`
 }
 
 // TLSSpec is the server's TLS.
@@ -470,6 +486,7 @@ type TLSSpec struct {
 	// SecretName is a kubernetes.io/tls Secret with the server's certificate
 	// (tls.crt) and key (tls.key).
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	SecretName string `json:"secretName,omitempty"`
 
@@ -490,6 +507,7 @@ type CABundleSource struct {
 	// Key in the ConfigMap (default ca.crt).
 	// +optional
 	// +kubebuilder:default="ca.crt"
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Key string `json:"key,omitempty"`
 }
@@ -511,6 +529,7 @@ type KubernetesAuthSpec struct {
 	// otherwise.
 	// +optional
 	// +listType=set
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=253
@@ -549,7 +568,10 @@ type WorkloadSpec struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef) || (has(e.valueFrom.secretKeyRef.name) && size(e.valueFrom.secretKeyRef.name) > 0 && size(e.valueFrom.secretKeyRef.key) > 0))",message="env valueFrom.secretKeyRef needs name and key"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.valueFrom) || !has(e.valueFrom.configMapKeyRef) || (has(e.valueFrom.configMapKeyRef.name) && size(e.valueFrom.configMapKeyRef.name) > 0 && size(e.valueFrom.configMapKeyRef.key) > 0))",message="env valueFrom.configMapKeyRef needs name and key"
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
 	// NodeSelector of the server pods.
@@ -559,11 +581,13 @@ type WorkloadSpec struct {
 	// Tolerations of the server pods.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
 	// TopologySpreadConstraints of the server pods.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
 
 	// ServiceAccountName runs the server pods as this ServiceAccount; the
@@ -654,7 +678,29 @@ type InferenceStackStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// ResolvedDistribution is the server image actually deployed.
+	// URL is the in-cluster URL of the server,
+	// http(s)://<service>.<namespace>.svc:<port> (https with
+	// networking.tls.enabled), once its Service exists.
+	// +optional
+	URL string `json:"url,omitempty"`
+
+	// Replicas is the number of server replicas the Deployment asks for
+	// (workload.replicas, or the autoscaler's choice).
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// ReadyReplicas is the number of server pods that pass their readiness
+	// probe.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// AvailableReplicas is the number of server pods ready for at least the
+	// Deployment's minReadySeconds.
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+
+	// ResolvedDistribution is the server image actually deployed: the one
+	// the server Deployment runs.
 	// +optional
 	ResolvedDistribution *ResolvedDistribution `json:"resolvedDistribution,omitempty"`
 
@@ -663,7 +709,8 @@ type InferenceStackStatus struct {
 	Config *ConfigStatus `json:"config,omitempty"`
 }
 
-// ResolvedDistribution is the distribution and image the operator deploys.
+// ResolvedDistribution is the distribution and image the server Deployment
+// runs.
 type ResolvedDistribution struct {
 	// Name of the distribution, or "custom" for a custom image.
 	// +optional
@@ -673,10 +720,22 @@ type ResolvedDistribution struct {
 	// +optional
 	Image string `json:"image,omitempty"`
 
-	// OperandVersion is the operator release whose pin chose the image.
+	// OperandVersion is the Llama Stack version of the deployed image, from
+	// the operand pin; "unknown" for a custom image, for a pin that does
+	// not name it, and for an image this operator did not choose (a
+	// Deployment not yet updated).
 	// +optional
 	OperandVersion string `json:"operandVersion,omitempty"`
+
+	// OperatorVersion is the operator release that reconciles the stack,
+	// whose operand pin chose the image.
+	// +optional
+	OperatorVersion string `json:"operatorVersion,omitempty"`
 }
+
+// UnknownVersion is the operand version status.resolvedDistribution reports
+// when the operator does not know it.
+const UnknownVersion = "unknown"
 
 // ConfigStatus is the deployed run config.
 type ConfigStatus struct {
@@ -696,7 +755,9 @@ type ConfigStatus struct {
 // +kubebuilder:resource:scope=Namespaced,shortName=istack
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Distribution",type=string,JSONPath=`.status.resolvedDistribution.name`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.resolvedDistribution.operandVersion`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 45 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must start with a letter, hold only lowercase letters, digits and '-', and be at most 45 characters: the operator derives Service and volume names from it"
 type InferenceStack struct {

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -298,6 +299,49 @@ func TestInvalidStacksAreRefused(t *testing.T) {
 			want:  "podDisruptionBudget needs exactly one of minAvailable or maxUnavailable",
 		},
 		{
+			name:  "apiKey without a Secret name",
+			stack: stack("a", testutil.WithProviders("inference", testutil.Provider("vllm", testutil.WithAPIKey("", "token")))),
+			want:  "apiKey needs name and key",
+		},
+		{
+			name:  "apiKey without a key",
+			stack: stack("a", testutil.WithProviders("inference", testutil.Provider("vllm", testutil.WithAPIKey("vllm-key", "")))),
+			want:  "apiKey needs name and key",
+		},
+		{
+			name:  "secretRefs entry without a Secret name",
+			stack: stack("a", testutil.WithProviders("vectorIo", testutil.Provider("pgvector", testutil.WithSecretRef("password", "", "password")))),
+			want:  "every secretRefs entry needs name and key",
+		},
+		{
+			name:  "secretRefs entry without a key",
+			stack: stack("a", testutil.WithProviders("vectorIo", testutil.Provider("pgvector", testutil.WithSecretRef("password", "pg", "")))),
+			want:  "every secretRefs entry needs name and key",
+		},
+		{
+			name:  "redis password without a Secret name",
+			stack: stack("a", testutil.WithKV(v1alpha1.KVStoreSpec{Type: v1alpha1.KVStoreRedis, Endpoint: "redis:6379", Password: testutil.SecretKey("", "password")})),
+			want:  "password needs name and key",
+		},
+		{
+			name:  "connection string without a key",
+			stack: stack("a", testutil.WithSQL(v1alpha1.SQLStoreSpec{Type: v1alpha1.SQLStorePostgres, ConnectionString: testutil.SecretKey("pg", "")})),
+			want:  "connectionString needs name and key",
+		},
+		{
+			name:  "env from a Secret without a name",
+			stack: stack("a", testutil.WithEnvFrom("TOKEN", "", "token")),
+			want:  "env valueFrom.secretKeyRef needs name and key",
+		},
+		{
+			name: "env from a ConfigMap without a key",
+			stack: stack("a", testutil.WithSpec(func(s *v1alpha1.InferenceStackSpec) {
+				s.Workload = &v1alpha1.WorkloadSpec{Env: []corev1.EnvVar{{Name: "A", ValueFrom: &corev1.EnvVarSource{
+					ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}}}}}
+			})),
+			want: "env valueFrom.configMapKeyRef needs name and key",
+		},
+		{
 			name:  "name too long for derived names",
 			stack: stack(strings.Repeat("a", 46)),
 			want:  "metadata.name must start with a letter, hold only lowercase letters, digits and '-', and be at most 45 characters",
@@ -314,6 +358,115 @@ func TestInvalidStacksAreRefused(t *testing.T) {
 			require.Error(t, err, "the API server accepted an invalid InferenceStack")
 			require.Truef(t, apierrors.IsInvalid(err), "want an Invalid error, got %v", err)
 			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// TestInvalidManifestsAreRefused: what a manifest can say but a Go client
+// cannot send (its types omit empty lists, maps and strings) is refused
+// too: an empty list, map or string is never taken for an unset one.
+func TestInvalidManifestsAreRefused(t *testing.T) {
+	ctx, c := setup(t)
+	tests := []struct {
+		name string
+		spec string
+		want string
+	}{
+		{name: "empty disabled", spec: `{disabled: []}`, want: "spec.disabled: Invalid value: 0: spec.disabled in body should have at least 1 items"},
+		{
+			name: "empty provider list",
+			spec: `{providers: {inference: []}}`,
+			want: "spec.providers.inference: Invalid value: 0: spec.providers.inference in body should have at least 1 items",
+		},
+		{
+			name: "empty secretRefs",
+			spec: `{providers: {vectorIo: [{provider: pgvector, secretRefs: {}}]}}`,
+			want: "spec.providers.vectorIo[0].secretRefs: Invalid value: 0: spec.providers.vectorIo[0].secretRefs in body should have at least 1 properties",
+		},
+		{
+			name: "apiKey without name",
+			spec: `{providers: {inference: [{provider: vllm, apiKey: {key: token}}]}}`,
+			want: "apiKey needs name and key",
+		},
+		{name: "empty models", spec: `{resources: {models: []}}`, want: "spec.resources.models in body should have at least 1 items"},
+		{name: "empty shields", spec: `{resources: {shields: []}}`, want: "spec.resources.shields in body should have at least 1 items"},
+		{name: "empty tools", spec: `{resources: {tools: []}}`, want: "spec.resources.tools in body should have at least 1 items"},
+		{name: "model provider empty", spec: `{resources: {models: [{name: m, provider: ""}]}}`, want: "spec.resources.models[0].provider in body should be at least 1 chars long"},
+		{name: "model providerModelId empty", spec: `{resources: {models: [{name: m, providerModelId: ""}]}}`, want: "spec.resources.models[0].providerModelId in body should be at least 1 chars long"},
+		{name: "shield provider empty", spec: `{resources: {shields: [{name: s, provider: ""}]}}`, want: "spec.resources.shields[0].provider in body should be at least 1 chars long"},
+		{name: "shield providerShieldId empty", spec: `{resources: {shields: [{name: s, providerShieldId: ""}]}}`, want: "spec.resources.shields[0].providerShieldId in body should be at least 1 chars long"},
+		{name: "tool provider empty", spec: `{resources: {tools: [{name: t, provider: ""}]}}`, want: "spec.resources.tools[0].provider in body should be at least 1 chars long"},
+		{
+			name: "tls secretName empty",
+			spec: `{networking: {tls: {enabled: true, secretName: ""}}}`,
+			want: "spec.networking.tls.secretName in body should be at least 1 chars long",
+		},
+		{
+			name: "caBundle key empty",
+			spec: `{networking: {tls: {enabled: true, secretName: tls, caBundle: {configMapName: ca, key: ""}}}}`,
+			want: "spec.networking.tls.caBundle.key in body should be at least 1 chars long",
+		},
+		{
+			name: "override key empty",
+			spec: `{overrideConfig: {configMapName: cfg, key: ""}}`,
+			want: "spec.overrideConfig.key in body should be at least 1 chars long",
+		},
+		{name: "empty allowedGroups", spec: `{auth: {kubernetes: {allowedGroups: []}}}`, want: "spec.auth.kubernetes.allowedGroups in body should have at least 1 items"},
+		{name: "empty env", spec: `{workload: {env: []}}`, want: "spec.workload.env in body should have at least 1 items"},
+		{name: "empty tolerations", spec: `{workload: {tolerations: []}}`, want: "spec.workload.tolerations in body should have at least 1 items"},
+		{
+			name: "empty topologySpreadConstraints",
+			spec: `{workload: {topologySpreadConstraints: []}}`,
+			want: "spec.workload.topologySpreadConstraints in body should have at least 1 items",
+		},
+		{name: "expose not a boolean", spec: `{networking: {expose: "yes"}}`, want: `spec.networking.expose: Invalid value: "string": spec.networking.expose in body must be of type boolean`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.Create(ctx, manifest(t, "a", tc.spec))
+			require.Error(t, err, "the API server accepted an invalid InferenceStack")
+			require.Truef(t, apierrors.IsInvalid(err), "want an Invalid error, got %v", err)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// manifest is an InferenceStack as a user writes it: the starter
+// distribution plus the fields of spec (YAML), sent as is.
+func manifest(t *testing.T, name, spec string) *unstructured.Unstructured {
+	t.Helper()
+	var fields map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(spec), &fields))
+	fields["distribution"] = map[string]any{"name": "starter"}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(),
+		"kind":       "InferenceStack",
+		"metadata":   map[string]any{"name": name, "namespace": namespace},
+		"spec":       fields,
+	}}
+	return u
+}
+
+// TestExposeKeepsFalseApartFromUnset: networking.expose is a pointer, so
+// the false of a manifest reaches Go clients as false, not as unset, and
+// existing manifests (true, false, no expose) stay valid.
+func TestExposeKeepsFalseApartFromUnset(t *testing.T) {
+	ctx, c := setup(t)
+	tests := []struct {
+		name string
+		spec string
+		want *bool
+	}{
+		{name: "expose-true", spec: `{networking: {expose: true}}`, want: ptr.To(true)},
+		{name: "expose-false", spec: `{networking: {expose: false}}`, want: ptr.To(false)},
+		{name: "expose-unset", spec: `{networking: {port: 8000}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, c.Create(ctx, manifest(t, tc.name, tc.spec)))
+			got := &v1alpha1.InferenceStack{}
+			require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: tc.name}, got))
+			require.Equal(t, tc.want, got.Spec.Networking.Expose)
 		})
 	}
 }
@@ -336,6 +489,15 @@ func TestValidStacksAreAccepted(t *testing.T) {
 		{name: "pdb as a percentage", stack: stack("pdb", testutil.WithPodDisruptionBudget(nil, intOrString("25%")))},
 		{name: "settings are free-form", stack: stack("settings", testutil.WithProviders("inference", testutil.Provider("vllm", testutil.WithSettings(`{"max_tokens": 4096, "tls_verify": false, "extra": {"a": [1, 2]}}`))))},
 		{name: "postgres-demo with cache", stack: stack("pg", testutil.WithDistribution(v1alpha1.DistributionPostgresDemo), testutil.WithCache())},
+		{name: "storage class empty: no dynamic provisioning", stack: stack("static-pv", testutil.WithSpec(func(s *v1alpha1.InferenceStackSpec) {
+			s.Cache = &v1alpha1.CacheSpec{Enabled: true, StorageClassName: ptr.To("")}
+		}))},
+	}
+	for i := range testutil.FeatureVariants {
+		tests = append(tests, struct {
+			name  string
+			stack *v1alpha1.InferenceStack
+		}{name: fmt.Sprintf("feature mix %d", i), stack: testutil.FeatureStack(namespace, fmt.Sprintf("feature-%d", i), i)})
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,12 @@
 // and the data volume carry no owner reference: they outlive the
 // InferenceStack unless cache.retainOnDelete is false, and are never deleted
 // when the cache is switched off.
+//
+// The pod runs under the restricted pod security standard and, on
+// OpenShift, under the restricted-v2 SCC: there it sets no user, group or
+// fsGroup (the SCC assigns them from the namespace's range and refuses
+// others), and PGDATA is a subdirectory of the data volume, so PostgreSQL,
+// running as whatever user the platform chose, creates it and owns it.
 package cache
 
 import (
@@ -10,6 +16,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +27,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
@@ -31,10 +39,69 @@ import (
 // DefaultImage is the PostgreSQL image when the operator is not told another.
 const DefaultImage = "docker.io/library/postgres:16.4"
 
-// postgresUID is the postgres user of the official image.
-const postgresUID = 999
+// PostgresUID is the postgres user and group of the official image
+// (docker.io/library/postgres), whose default user is root.
+const PostgresUID int64 = 999
 
-const dataDir = "/var/lib/postgresql/data"
+// Auto, Platform: the values of the operator's --cache-run-as-user flag
+// besides a number (RunAsUser).
+const (
+	Auto     = "auto"
+	Platform = "platform"
+)
+
+// openShiftSecurityGroup is the API group of OpenShift's
+// SecurityContextConstraints.
+const openShiftSecurityGroup = "security.openshift.io"
+
+// RunAsUser resolves the operator's --cache-run-as-user flag into the user
+// PostgreSQL runs as (nil: the platform assigns one). "platform" gives nil;
+// a number gives that user; "auto" gives nil when the API server serves
+// OpenShift's security.openshift.io group (listed by groups, the discovery
+// client's ServerGroups), PostgresUID otherwise.
+func RunAsUser(flag string, groups func() (*metav1.APIGroupList, error)) (*int64, error) {
+	switch flag {
+	case Platform:
+		return nil, nil
+	case Auto, "":
+		list, err := groups()
+		if err != nil {
+			return nil, fmt.Errorf("--cache-run-as-user=auto: listing the API groups to tell OpenShift apart: %w "+
+				"(set --cache-run-as-user to %s or a user id)", err, Platform)
+		}
+		for _, g := range list.Groups {
+			if g.Name == openShiftSecurityGroup {
+				return nil, nil
+			}
+		}
+		return ptr.To(PostgresUID), nil
+	}
+	uid, err := strconv.ParseInt(flag, 10, 64)
+	if err != nil || uid <= 0 {
+		return nil, fmt.Errorf("--cache-run-as-user=%q: want %s, %s or a user id greater than 0", flag, Auto, Platform)
+	}
+	return &uid, nil
+}
+
+// Pod is how the cache's pod runs.
+type Pod struct {
+	// Image is the PostgreSQL image.
+	Image string
+	// RunAsUser, when set, is the user and group PostgreSQL runs as and the
+	// fsGroup that owns its data volume: on a platform that assigns none,
+	// the official image (default user root) needs one to pass
+	// runAsNonRoot. Nil leaves all three to the platform (OpenShift's
+	// restricted-v2 SCC assigns them, and refuses a pod that names a user
+	// outside the namespace's range).
+	RunAsUser *int64
+}
+
+// dataDir is where the data volume is mounted; PGData is PostgreSQL's data
+// directory in it.
+const (
+	dataDir = "/var/lib/postgresql/data"
+	PGData  = dataDir + "/pgdata"
+)
 
 // Enabled reports whether the stack asks for the cache.
 func Enabled(stack *v1alpha1.InferenceStack) bool {
@@ -91,32 +158,36 @@ func PVC(stack *v1alpha1.InferenceStack) *corev1ac.PersistentVolumeClaimApplyCon
 }
 
 // Deployment runs PostgreSQL on the data volume, one pod at a time.
-func Deployment(stack *v1alpha1.InferenceStack, image string) *appsv1ac.DeploymentApplyConfiguration {
+func Deployment(stack *v1alpha1.InferenceStack, p Pod) *appsv1ac.DeploymentApplyConfiguration {
 	env := func(name, value string) *corev1ac.EnvVarApplyConfiguration {
 		return corev1ac.EnvVar().WithName(name).WithValue(value)
 	}
 	probe := corev1ac.Probe().
 		WithExec(corev1ac.ExecAction().WithCommand("pg_isready", "-U", runconfig.CacheUser, "-d", runconfig.CacheDatabase)).
 		WithPeriodSeconds(10).WithTimeoutSeconds(5)
+	security := corev1ac.PodSecurityContext().
+		WithRunAsNonRoot(true).
+		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+	if p.RunAsUser != nil {
+		security.WithRunAsUser(*p.RunAsUser).WithRunAsGroup(*p.RunAsUser).WithFSGroup(*p.RunAsUser)
+	}
 	pod := corev1ac.PodSpec().
 		WithAutomountServiceAccountToken(false).
 		WithEnableServiceLinks(false).
-		WithSecurityContext(corev1ac.PodSecurityContext().
-			WithRunAsNonRoot(true).
-			WithRunAsUser(postgresUID).
-			WithRunAsGroup(postgresUID).
-			WithFSGroup(postgresUID).
-			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+		WithSecurityContext(security).
 		WithContainers(corev1ac.Container().
 			WithName("postgres").
-			WithImage(image).
+			WithImage(p.Image).
 			WithPorts(corev1ac.ContainerPort().WithName("postgres").WithContainerPort(runconfig.CachePort).WithProtocol(corev1.ProtocolTCP)).
 			WithEnv(
 				env("POSTGRES_DB", runconfig.CacheDatabase),
 				env("POSTGRES_USER", runconfig.CacheUser),
 				corev1ac.EnvVar().WithName("POSTGRES_PASSWORD").WithValueFrom(corev1ac.EnvVarSource().
 					WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(SecretName(stack)).WithKey(runconfig.CachePasswordKey))),
-				env("PGDATA", dataDir+"/pgdata"),
+				// A subdirectory: the volume's root belongs to root (group
+				// fsGroup), but initdb wants PGDATA owned by the user it runs
+				// as, which only holds for a directory that user creates.
+				env("PGDATA", PGData),
 			).
 			WithReadinessProbe(probe).
 			WithLivenessProbe(probe.WithInitialDelaySeconds(30)).
@@ -164,14 +235,14 @@ func Service(stack *v1alpha1.InferenceStack) *corev1ac.ServiceApplyConfiguration
 				WithPort(runconfig.CachePort).WithTargetPort(intstr.FromString("postgres"))))
 }
 
-// Step runs the cache component with the PostgreSQL image image.
-func Step(image string) components.Step {
+// Step runs the cache component with PostgreSQL's pod p.
+func Step(p Pod) components.Step {
 	return components.Step{Name: "cache", Run: func(ctx context.Context, s *components.State) error {
-		return run(ctx, s, image)
+		return run(ctx, s, p)
 	}}
 }
 
-func run(ctx context.Context, s *components.State, image string) error {
+func run(ctx context.Context, s *components.State, p Pod) error {
 	stack := s.Stack
 	if !Enabled(stack) {
 		// Switched off (or never on): stop PostgreSQL, keep its data and password.
@@ -191,7 +262,7 @@ func run(ctx context.Context, s *components.State, image string) error {
 	if _, err := apply.Apply(ctx, s.Client, apply.PersistentVolumeClaim, PVC(stack)); err != nil {
 		return err
 	}
-	if _, err := apply.Apply(ctx, s.Client, apply.Deployment, Deployment(stack, image)); err != nil {
+	if _, err := apply.Apply(ctx, s.Client, apply.Deployment, Deployment(stack, p)); err != nil {
 		return err
 	}
 	_, err := apply.Apply(ctx, s.Client, apply.Service, Service(stack))

@@ -1,9 +1,14 @@
 package cache_test
 
 import (
+	"errors"
+	"path"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/components/cache"
@@ -38,3 +43,95 @@ func TestDataOutlivesTheStack(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestPodSecurity: restricted in both modes; a user, group and fsGroup only
+// when the operator is given one (never on OpenShift, whose restricted-v2
+// SCC assigns them), and PGDATA below the volume's root either way.
+func TestPodSecurity(t *testing.T) {
+	tests := []struct {
+		name string
+		user *int64
+	}{
+		{name: "assigned by the platform"},
+		{name: "fixed user", user: ptr(cache.PostgresUID)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := cache.Deployment(testutil.Stack("s", testutil.WithCache()), cache.Pod{Image: "postgres:16", RunAsUser: tc.user})
+			pod := d.Spec.Template.Spec
+			psc := pod.SecurityContext
+			if !*psc.RunAsNonRoot || *psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("pod security context %+v is not restricted", psc)
+			}
+			for what, got := range map[string]*int64{"runAsUser": psc.RunAsUser, "runAsGroup": psc.RunAsGroup, "fsGroup": psc.FSGroup} {
+				if !equal(got, tc.user) {
+					t.Errorf("%s = %v, want %v", what, deref(got), deref(tc.user))
+				}
+			}
+			c := pod.Containers[0]
+			sc := c.SecurityContext
+			if *sc.AllowPrivilegeEscalation || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || !*sc.RunAsNonRoot || sc.RunAsUser != nil {
+				t.Errorf("container security context %+v is not restricted", sc)
+			}
+			var pgdata string
+			for _, e := range c.Env {
+				if *e.Name == "PGDATA" {
+					pgdata = *e.Value
+				}
+			}
+			var mount string
+			for _, m := range c.VolumeMounts {
+				if *m.Name == "data" {
+					mount = *m.MountPath
+				}
+			}
+			if pgdata != cache.PGData || path.Dir(pgdata) != mount {
+				t.Errorf("PGDATA %q, data volume at %q: PGDATA must be a directory right below the volume's root", pgdata, mount)
+			}
+		})
+	}
+}
+
+func TestRunAsUser(t *testing.T) {
+	groups := func(names ...string) func() (*metav1.APIGroupList, error) {
+		return func() (*metav1.APIGroupList, error) {
+			l := &metav1.APIGroupList{}
+			for _, n := range names {
+				l.Groups = append(l.Groups, metav1.APIGroup{Name: n})
+			}
+			return l, nil
+		}
+	}
+	failing := func() (*metav1.APIGroupList, error) { return nil, errors.New("connection refused") }
+	tests := []struct {
+		name      string
+		flag      string
+		groups    func() (*metav1.APIGroupList, error)
+		want      *int64
+		assertion require.ErrorAssertionFunc
+	}{
+		{name: "auto on OpenShift", flag: cache.Auto, groups: groups("apps", "security.openshift.io"), assertion: require.NoError},
+		{name: "auto elsewhere", flag: cache.Auto, groups: groups("apps", "policy"), want: ptr(cache.PostgresUID), assertion: require.NoError},
+		{name: "platform", flag: cache.Platform, groups: failing, assertion: require.NoError},
+		{name: "a user id", flag: "26", groups: failing, want: ptr[int64](26), assertion: require.NoError},
+		{name: "auto without discovery", flag: cache.Auto, groups: failing, assertion: require.Error},
+		{name: "root", flag: "0", groups: failing, assertion: require.Error},
+		{name: "a name", flag: "postgres", groups: failing, assertion: require.Error},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := cache.RunAsUser(tc.flag, tc.groups)
+			tc.assertion(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func equal(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+func deref(p *int64) any {
+	if p == nil {
+		return "unset"
+	}
+	return *p
+}

@@ -41,13 +41,20 @@ func ConfigMap(stack *v1alpha1.InferenceStack, result runconfig.Result) *corev1a
 }
 
 // SQLSecret is the Secret holding the parts of storage.sql.connectionString
-// that the server's POSTGRES_* variables read.
-func SQLSecret(stack *v1alpha1.InferenceStack, data map[string]string) *corev1ac.SecretApplyConfiguration {
+// that the server's POSTGRES_* variables read. It is applied as data, not
+// stringData: the API server folds stringData into data and never returns
+// it, so the fields read back would never equal a stringData apply and
+// every reconcile would write it again.
+func SQLSecret(stack *v1alpha1.InferenceStack, values map[string]string) *corev1ac.SecretApplyConfiguration {
+	data := make(map[string][]byte, len(values))
+	for k, v := range values {
+		data[k] = []byte(v)
+	}
 	return corev1ac.Secret(runconfig.ExternalSQLSecretName(stack.Name), stack.Namespace).
 		WithLabels(watchedLabels(stack)).
 		WithOwnerReferences(components.OwnerReference(stack)).
 		WithType(corev1.SecretTypeOpaque).
-		WithStringData(data)
+		WithData(data)
 }
 
 func watchedLabels(stack *v1alpha1.InferenceStack) map[string]string {

@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"path"
 	"slices"
 
@@ -17,6 +18,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/apply"
@@ -111,7 +113,7 @@ func ServiceAccount(stack *v1alpha1.InferenceStack) *corev1ac.ServiceAccountAppl
 // networking.expose.
 func Service(stack *v1alpha1.InferenceStack) *corev1ac.ServiceApplyConfiguration {
 	typ := corev1.ServiceTypeClusterIP
-	if n := stack.Spec.Networking; n != nil && n.Expose {
+	if n := stack.Spec.Networking; n != nil && ptr.Deref(n.Expose, false) {
 		typ = corev1.ServiceTypeLoadBalancer
 	}
 	return corev1ac.Service(Name(stack), stack.Namespace).
@@ -125,6 +127,16 @@ func Service(stack *v1alpha1.InferenceStack) *corev1ac.ServiceApplyConfiguration
 				WithProtocol(corev1.ProtocolTCP).
 				WithPort(Port(stack)).
 				WithTargetPort(intstr.FromString(portName(stack)))))
+}
+
+// URL is the in-cluster URL of the server's Service:
+// http(s)://<service>.<namespace>.svc:<port>, https when TLS is on.
+func URL(stack *v1alpha1.InferenceStack) string {
+	scheme := "http"
+	if tlsEnabled(stack) {
+		scheme = "https"
+	}
+	return fmt.Sprintf("%s://%s.%s.svc:%d", scheme, Name(stack), stack.Namespace, Port(stack))
 }
 
 func portName(stack *v1alpha1.InferenceStack) string {

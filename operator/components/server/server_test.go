@@ -279,3 +279,35 @@ func TestStateVolume(t *testing.T) {
 		t.Error("without a state volume the default rolling update applies")
 	}
 }
+
+func TestURLAndServiceType(t *testing.T) {
+	tests := []struct {
+		name     string
+		opts     []testutil.Option
+		wantURL  string
+		wantType corev1.ServiceType
+	}{
+		{name: "defaults", wantURL: "http://s.ns.svc:8321", wantType: corev1.ServiceTypeClusterIP},
+		{name: "another port", opts: []testutil.Option{testutil.WithPort(80)}, wantURL: "http://s.ns.svc:80", wantType: corev1.ServiceTypeClusterIP},
+		{
+			name:     "tls",
+			opts:     []testutil.Option{testutil.WithTLS(v1alpha1.TLSSpec{Enabled: true, SecretName: "tls"}), testutil.WithPort(8443)},
+			wantURL:  "https://s.ns.svc:8443",
+			wantType: corev1.ServiceTypeClusterIP,
+		},
+		{name: "tls off", opts: []testutil.Option{testutil.WithTLS(v1alpha1.TLSSpec{})}, wantURL: "http://s.ns.svc:8321", wantType: corev1.ServiceTypeClusterIP},
+		{name: "exposed", opts: []testutil.Option{testutil.WithExpose(true)}, wantURL: "http://s.ns.svc:8321", wantType: corev1.ServiceTypeLoadBalancer},
+		{name: "expose false", opts: []testutil.Option{testutil.WithExpose(false)}, wantURL: "http://s.ns.svc:8321", wantType: corev1.ServiceTypeClusterIP},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			stack := testutil.Stack("s", append([]testutil.Option{testutil.WithNamespace("ns")}, tc.opts...)...)
+			if got := server.URL(stack); got != tc.wantURL {
+				t.Errorf("URL = %s, want %s", got, tc.wantURL)
+			}
+			if got := *server.Service(stack).Spec.Type; got != tc.wantType {
+				t.Errorf("Service type = %s, want %s", got, tc.wantType)
+			}
+		})
+	}
+}

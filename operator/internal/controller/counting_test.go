@@ -8,32 +8,34 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/apply"
 )
 
-// writeCounter counts the API writes of the operator's client, and its
-// reconciles (each starts by reading its InferenceStack).
+// writeCounter counts the API writes of the operator's client. (Reconciles
+// are counted by controller-runtime: reconciles in the tests.)
 type writeCounter struct {
-	mu         sync.Mutex
-	writes     []string
-	reconciles int
+	mu     sync.Mutex
+	writes []string
 }
 
 func (w *writeCounter) add(verb string, obj any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	name := ""
-	if o, ok := obj.(client.Object); ok {
+	switch o := obj.(type) {
+	case client.Object:
 		name = o.GetNamespace() + "/" + o.GetName()
+	case apply.Config:
+		name = apply.Key(o).String()
 	}
 	w.writes = append(w.writes, fmt.Sprintf("%s %T %s", verb, obj, name))
 }
 
-// Reset forgets the writes and reconciles counted so far.
+// Reset forgets the writes counted so far.
 func (w *writeCounter) Reset() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.writes, w.reconciles = nil, 0
+	w.writes = nil
 }
 
 // Writes lists the writes counted since the last Reset.
@@ -43,26 +45,10 @@ func (w *writeCounter) Writes() []string {
 	return append([]string(nil), w.writes...)
 }
 
-// Reconciles is the number of reconciles since the last Reset.
-func (w *writeCounter) Reconciles() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.reconciles
-}
-
 // countingClient is the manager's client, counting every write.
 type countingClient struct {
 	client.Client
 	counter *writeCounter
-}
-
-func (c *countingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, ok := obj.(*v1alpha1.InferenceStack); ok {
-		c.counter.mu.Lock()
-		c.counter.reconciles++
-		c.counter.mu.Unlock()
-	}
-	return c.Client.Get(ctx, key, obj, opts...)
 }
 
 func (c *countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {

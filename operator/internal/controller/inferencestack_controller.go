@@ -69,6 +69,9 @@ type InferenceStackReconciler struct {
 	Pin pin.Pin
 	// CacheImage is the PostgreSQL image of spec.cache.
 	CacheImage string
+	// CacheRunAsUser is the user PostgreSQL runs as; nil leaves it to the
+	// platform (cache.Pod).
+	CacheRunAsUser *int64
 	// RetryInterval is how soon a stack waiting for a user object is looked
 	// at again (the cache does not see user objects until they exist and
 	// are labelled).
@@ -126,7 +129,7 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 func (r *InferenceStackReconciler) Steps() []components.Step {
 	return []components.Step{
 		config.Step,
-		cachecomp.Step(r.CacheImage),
+		cachecomp.Step(cachecomp.Pod{Image: r.CacheImage, RunAsUser: r.CacheRunAsUser}),
 		server.Step,
 		network.Step,
 		scaling.Step,

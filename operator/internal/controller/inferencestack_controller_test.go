@@ -18,9 +18,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/components"
@@ -28,6 +30,8 @@ import (
 	"github.com/inferencestack/inferencestack/operator/components/config"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
 	"github.com/inferencestack/inferencestack/operator/internal/testutil"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
 const timeout = 30 * time.Second
@@ -88,10 +92,25 @@ func TestCreateMakesEveryObjectAndStatus(t *testing.T) {
 	if st.Phase != v1alpha1.PhaseDeploying {
 		t.Errorf("phase = %s, want Deploying (no kubelet runs pods here)", st.Phase)
 	}
-	if st.ResolvedDistribution == nil || st.ResolvedDistribution.Image != testPin.Operands["starter"] ||
-		st.ResolvedDistribution.OperandVersion != "1.0.0" || st.ResolvedDistribution.Name != "remote-vllm" {
-		t.Errorf("resolvedDistribution = %+v", st.ResolvedDistribution)
-	}
+	// The status describes the Deployment once the operator's cache holds it.
+	eventually(t, timeout, func() error {
+		stack, _ = get(t, &v1alpha1.InferenceStack{}, ns, "full")
+		st = stack.Status
+		want := v1alpha1.ResolvedDistribution{Name: "remote-vllm", Image: testPin.Operands["starter"],
+			OperandVersion: testPin.LlamaStackVersion, OperatorVersion: testPin.OperatorVersion}
+		if st.ResolvedDistribution == nil || *st.ResolvedDistribution != want {
+			return fmt.Errorf("resolvedDistribution = %+v, want %+v", st.ResolvedDistribution, want)
+		}
+		if want := "http://full." + ns + ".svc:8321"; st.URL != want {
+			return fmt.Errorf("url = %q, want %q", st.URL, want)
+		}
+		// The autoscaler owns the replicas: the API server defaults them to 1.
+		if st.Replicas != 1 || st.ReadyReplicas != 0 || st.AvailableReplicas != 0 {
+			return fmt.Errorf("replicas %d, ready %d, available %d; want 1, 0, 0 (no kubelet runs pods here)",
+				st.Replicas, st.ReadyReplicas, st.AvailableReplicas)
+		}
+		return nil
+	})
 	if len(st.Conditions) != len(v1alpha1.ConditionTypes) {
 		t.Errorf("conditions %+v, want one of each of %v", st.Conditions, v1alpha1.ConditionTypes)
 	}
@@ -172,37 +191,152 @@ func TestCreateMakesEveryObjectAndStatus(t *testing.T) {
 	}
 }
 
+// TestSteadyStateMakesNoWrites: stacks that together use every feature
+// (testutil.FeatureStack), once converged, are reconciled again and again
+// (each reconcile counted by controller-runtime's reconcile counter) without
+// a single API write.
 func TestSteadyStateMakesNoWrites(t *testing.T) {
 	op := startOperator(t)
 	ns := namespace(t)
-	create(t, secret(ns, "vllm-key", map[string]string{"token": "s3cret"}))
-	create(t, fullStack(ns, "calm", "vllm-key"))
-	converged(t, ns, "calm")
-	time.Sleep(time.Second) // let the events of the operator's own writes come back
-	op.writes.Reset()
-
-	// Every poke makes the operator reconcile the unchanged stack.
-	for i := range 5 {
-		stack, _ := get(t, &v1alpha1.InferenceStack{}, ns, "calm")
-		if stack.Annotations == nil {
-			stack.Annotations = map[string]string{}
+	override, err := runconfig.Base(stackconfig.Line02, string(v1alpha1.DistributionStarter)) // testPin pins 0.2.23
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range testutil.FeatureObjects(ns, override) {
+		create(t, obj)
+	}
+	var names []string
+	for i := range 2 * testutil.FeatureVariants {
+		names = append(names, fmt.Sprintf("calm-%d", i))
+		create(t, testutil.FeatureStack(ns, names[i], i))
+	}
+	for _, name := range names {
+		converged(t, ns, name)
+	}
+	// The operator's own writes come back as events and reconciles (status
+	// updates as its objects reach its cache): rounds of reconciles until
+	// one writes nothing.
+	for round := 1; ; round++ {
+		op.writes.Reset()
+		reconcileAll(t, ns, names, fmt.Sprintf("settle-%d", round))
+		if len(op.writes.Writes()) == 0 {
+			break
 		}
-		stack.Annotations["test/poke"] = fmt.Sprint(i)
-		if err := env.Client.Update(context.Background(), stack); err != nil {
+		if round == 5 {
+			t.Fatalf("%d rounds of reconciles still write:\n%s", round, strings.Join(op.writes.Writes(), "\n"))
+		}
+	}
+	op.writes.Reset()
+	for round := range 5 {
+		reconcileAll(t, ns, names, fmt.Sprint(round))
+	}
+	if w := op.writes.Writes(); len(w) != 0 {
+		t.Errorf("reconciling %d unchanged stacks 5 times each made %d writes, want 0:\n%s",
+			len(names), len(w), strings.Join(w, "\n"))
+	}
+}
+
+// reconcileAll changes an annotation of each stack, which makes the
+// operator reconcile it once more with nothing to change, and waits until
+// controller-runtime's reconcile counter has counted that many more
+// finished reconciles.
+func reconcileAll(t *testing.T, ns string, names []string, round string) {
+	t.Helper()
+	before := reconciles(t)
+	for _, name := range names {
+		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{"test/round":%q}}}`, round))
+		stack := &v1alpha1.InferenceStack{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if err := env.Client.Patch(context.Background(), stack, patch); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(300 * time.Millisecond)
 	}
 	eventually(t, timeout, func() error {
-		if n := op.writes.Reconciles(); n < 5 {
-			return fmt.Errorf("%d reconciles", n)
+		if n := reconciles(t) - before; n < len(names) {
+			return fmt.Errorf("round %s: %d of %d reconciles", round, n, len(names))
 		}
 		return nil
 	})
-	if w := op.writes.Writes(); len(w) != 0 {
-		t.Errorf("reconciling an unchanged stack %d times made %d writes, want 0:\n%s",
-			op.writes.Reconciles(), len(w), strings.Join(w, "\n"))
+}
+
+// reconciles is the number of finished reconciles of InferenceStacks, from
+// controller-runtime's controller_runtime_reconcile_total (shared by the
+// managers of this test binary; tests run one at a time).
+func reconciles(t *testing.T) int {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
 	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "inferencestack" {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return int(total)
+}
+
+// TestStatusReportsTheDeployedServer: url (https with TLS), replica counts
+// from the server Deployment's status, and the image it runs.
+func TestStatusReportsTheDeployedServer(t *testing.T) {
+	startOperator(t)
+	ns := namespace(t)
+	for _, obj := range testutil.FeatureObjects(ns, nil) {
+		create(t, obj)
+	}
+	create(t, testutil.Stack("tls", testutil.WithNamespace(ns), testutil.WithReplicas(3), testutil.WithPort(443),
+		testutil.WithTLS(v1alpha1.TLSSpec{Enabled: true, SecretName: testutil.FeatureTLSSecret})))
+	create(t, testutil.FeatureStack(ns, "custom", 3))
+	converged(t, ns, "tls")
+	converged(t, ns, "custom")
+
+	var dep *appsv1.Deployment
+	eventually(t, timeout, func() error {
+		var err error
+		dep, err = get(t, &appsv1.Deployment{}, ns, "tls")
+		return err
+	})
+	// What the Deployment controller would write once two pods run.
+	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 2, AvailableReplicas: 2}
+	if err := env.Client.Status().Update(context.Background(), dep); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, func() error {
+		stack, _ := get(t, &v1alpha1.InferenceStack{}, ns, "tls")
+		st := stack.Status
+		if want := "https://tls." + ns + ".svc:443"; st.URL != want {
+			return fmt.Errorf("url = %q, want %q", st.URL, want)
+		}
+		if st.Replicas != 3 || st.ReadyReplicas != 2 || st.AvailableReplicas != 2 {
+			return fmt.Errorf("replicas %d, ready %d, available %d; want 3, 2, 2", st.Replicas, st.ReadyReplicas, st.AvailableReplicas)
+		}
+		if !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.TypeAvailable) {
+			return fmt.Errorf("Available is not True with 2 replicas available: %+v", st.Conditions)
+		}
+		if rd := st.ResolvedDistribution; rd == nil || rd.OperandVersion != testPin.LlamaStackVersion {
+			return fmt.Errorf("resolvedDistribution %+v, want operand version %s", rd, testPin.LlamaStackVersion)
+		}
+		return nil
+	})
+	eventually(t, timeout, func() error {
+		stack, _ := get(t, &v1alpha1.InferenceStack{}, ns, "custom")
+		want := v1alpha1.ResolvedDistribution{Name: v1alpha1.CustomDistributionName, Image: stack.Spec.Distribution.Image,
+			OperandVersion: v1alpha1.UnknownVersion, OperatorVersion: testPin.OperatorVersion}
+		if rd := stack.Status.ResolvedDistribution; rd == nil || *rd != want {
+			return fmt.Errorf("resolvedDistribution %+v, want %+v", rd, want)
+		}
+		if stack.Status.Replicas != 0 {
+			return fmt.Errorf("replicas %d of a stack scaled to zero", stack.Status.Replicas)
+		}
+		return nil
+	})
 }
 
 func TestSpecChangeRollsOutOnlyTheServer(t *testing.T) {
@@ -425,11 +559,30 @@ func TestOperatorRestartConverges(t *testing.T) {
 			return err
 		})
 	}
-	time.Sleep(time.Second)
-	second.writes.Reset()
+	// The second operator is idle once a round of reconciles writes nothing.
+	names := []string{"r0", "r1", "r2", "r3", "r4"}
+	for round := 1; ; round++ {
+		second.writes.Reset()
+		reconcileAll(t, ns, names, fmt.Sprintf("settle-%d", round))
+		if len(second.writes.Writes()) == 0 {
+			break
+		}
+		if round == 5 {
+			t.Fatalf("%d rounds of reconciles still write:\n%s", round, strings.Join(second.writes.Writes(), "\n"))
+		}
+	}
+	// The third operator's informers list the 5 stacks at start: 5
+	// reconciles, counted as they finish (the idle second one adds none).
+	before := reconciles(t)
 	third := startOperator(t)
+	eventually(t, timeout, func() error {
+		if n := reconciles(t) - before; n < len(names) {
+			return fmt.Errorf("the restarted operator finished %d of %d reconciles", n, len(names))
+		}
+		return nil
+	})
 	second.stop()
-	time.Sleep(3 * time.Second)
+	reconcileAll(t, ns, names, "after-restart")
 	if w := third.writes.Writes(); len(w) != 0 {
 		t.Errorf("a restarted operator wrote to converged stacks:\n%s", strings.Join(w, "\n"))
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,7 +18,8 @@ import (
 )
 
 // setStatus writes the outcome of the steps into the stack's status: the
-// conditions, the phase they sum up, the resolved image and the config.
+// conditions, the phase they sum up, the config, and what the server's live
+// objects (in the cache) say: its URL, replicas and image.
 func (r *InferenceStackReconciler) setStatus(ctx context.Context, s *components.State, stepErr error) {
 	stack := s.Stack
 	st := &stack.Status
@@ -44,14 +46,6 @@ func (r *InferenceStackReconciler) setStatus(ctx context.Context, s *components.
 			set(v1alpha1.TypeConfigGenerated, metav1.ConditionFalse, ce.Reason, ce.Message)
 		}
 	}
-	if s.Image != "" {
-		name := string(stack.Spec.Distribution.Name)
-		if name == "" {
-			name = v1alpha1.CustomDistributionName
-		}
-		st.ResolvedDistribution = &v1alpha1.ResolvedDistribution{Name: name, Image: s.Image, OperandVersion: s.Pin.OperatorVersion}
-	}
-
 	switch {
 	case isCondition:
 		set(v1alpha1.TypeDegraded, metav1.ConditionTrue, ce.Reason, ce.Message)
@@ -61,25 +55,36 @@ func (r *InferenceStackReconciler) setStatus(ctx context.Context, s *components.
 		set(v1alpha1.TypeDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, "the stack's objects match its spec")
 	}
 
-	r.setRollout(ctx, stack, set)
+	st.URL = ""
+	svc := &corev1.Service{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: server.Name(stack)}, svc); err == nil {
+		st.URL = server.URL(stack)
+	}
+	r.setRollout(ctx, s, set)
 	st.Phase = phase(stack)
 }
 
-// setRollout sets Available and Progressing from the server's Deployment
-// (and the cache's, when enabled).
-func (r *InferenceStackReconciler) setRollout(ctx context.Context, stack *v1alpha1.InferenceStack,
+// setRollout sets Available and Progressing, the replica counts and the
+// deployed image from the server's Deployment (and the cache's, when
+// enabled).
+func (r *InferenceStackReconciler) setRollout(ctx context.Context, s *components.State,
 	set func(string, metav1.ConditionStatus, string, string)) {
+	stack := s.Stack
+	st := &stack.Status
 	dep := &appsv1.Deployment{}
 	key := client.ObjectKey{Namespace: stack.Namespace, Name: server.Name(stack)}
 	if err := r.Client.Get(ctx, key, dep); err != nil {
+		st.Replicas, st.ReadyReplicas, st.AvailableReplicas = 0, 0, 0
 		set(v1alpha1.TypeAvailable, metav1.ConditionFalse, v1alpha1.ReasonDeploying, "the server Deployment does not exist yet")
 		set(v1alpha1.TypeProgressing, metav1.ConditionTrue, v1alpha1.ReasonDeploying, "creating the server Deployment")
 		return
 	}
+	st.ResolvedDistribution = resolvedDistribution(s, dep)
 	desired := int32(1)
 	if dep.Spec.Replicas != nil {
 		desired = *dep.Spec.Replicas
 	}
+	st.Replicas, st.ReadyReplicas, st.AvailableReplicas = desired, dep.Status.ReadyReplicas, dep.Status.AvailableReplicas
 	if desired == 0 {
 		set(v1alpha1.TypeAvailable, metav1.ConditionFalse, v1alpha1.ReasonScaledToZero, "workload.replicas is 0")
 		set(v1alpha1.TypeProgressing, metav1.ConditionFalse, v1alpha1.ReasonScaledToZero, "workload.replicas is 0")
@@ -101,6 +106,30 @@ func (r *InferenceStackReconciler) setRollout(ctx context.Context, stack *v1alph
 	default:
 		set(v1alpha1.TypeAvailable, metav1.ConditionTrue, v1alpha1.ReasonMinimumReplicasAvailable,
 			fmt.Sprintf("%d of %d server replicas ready", ds.AvailableReplicas, desired))
+	}
+}
+
+// resolvedDistribution describes the image the server Deployment runs: its
+// operand version is the pin's when it is the image this operator chose,
+// unknown otherwise (a custom image, or a Deployment the operator has not
+// updated yet).
+func resolvedDistribution(s *components.State, dep *appsv1.Deployment) *v1alpha1.ResolvedDistribution {
+	var image string
+	for _, c := range dep.Spec.Template.Spec.Containers {
+		if c.Name == server.ContainerName {
+			image = c.Image
+		}
+	}
+	name := string(s.Stack.Spec.Distribution.Name)
+	version := v1alpha1.UnknownVersion
+	switch {
+	case name == "":
+		name = v1alpha1.CustomDistributionName
+	case image != "" && image == s.Image && s.Pin.LlamaStackVersion != "":
+		version = s.Pin.LlamaStackVersion
+	}
+	return &v1alpha1.ResolvedDistribution{
+		Name: name, Image: image, OperandVersion: version, OperatorVersion: s.Pin.OperatorVersion,
 	}
 }
 

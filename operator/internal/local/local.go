@@ -31,12 +31,15 @@ func Scheme() *runtime.Scheme {
 }
 
 // StartControlPlane starts etcd, kube-apiserver and, with gc,
-// kube-controller-manager, and installs the operator's CRD.
+// kube-controller-manager, and installs the operator's CRD. The Service IP
+// range holds 65,534 addresses (envtest's default, a /24, runs out after
+// 254 Services: 200 stacks with caches need more).
 func StartControlPlane(root string, gc bool) (*testenv.Env, error) {
 	return testenv.Start(testenv.Options{
 		CRDDirectoryPaths: []string{filepath.Join(root, "operator", "config", "crd", "bases")},
 		GarbageCollector:  gc,
 		Scheme:            Scheme(),
+		APIServerArgs:     map[string][]string{"service-cluster-ip-range": {"10.0.0.0/16"}},
 	})
 }
 
@@ -65,7 +68,10 @@ func StartOperator(binary, kubeconfig, logFile string, p pin.Pin, args ...string
 		"--pin-file=" + filepath.Join(os.TempDir(), "no-such-pin-file"),
 		"--retry-interval=2s",
 	}, args...)...)
-	cmd.Env = append(os.Environ(), pin.OperatorVersionEnv+"="+p.OperatorVersion, pin.LlamaStackVersionEnv+"="+p.LlamaStackVersion)
+	cmd.Env = append(os.Environ(), pin.OperatorVersionEnv+"="+p.OperatorVersion)
+	if p.LlamaStackVersion != "" {
+		cmd.Env = append(cmd.Env, pin.LlamaStackVersionEnv+"="+p.LlamaStackVersion)
+	}
 	for d, image := range p.Operands {
 		cmd.Env = append(cmd.Env, pin.EnvName(d)+"="+image)
 	}

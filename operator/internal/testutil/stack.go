@@ -258,3 +258,15 @@ func WithEnv(name, value string) Option {
 func WithResources(r corev1.ResourceRequirements) Option {
 	return func(s *v1alpha1.InferenceStack) { workload(s).Resources = &r }
 }
+
+// WithEnvFrom adds an environment variable read from key of Secret secret.
+func WithEnvFrom(name, secret, key string) Option {
+	return func(s *v1alpha1.InferenceStack) {
+		workload(s).Env = append(workload(s).Env, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: SecretKey(secret, key)}})
+	}
+}
+
+// WithExpose sets networking.expose.
+func WithExpose(expose bool) Option {
+	return func(s *v1alpha1.InferenceStack) { networking(s).Expose = ptr.To(expose) }
+}

@@ -43,8 +43,10 @@ func newCheckCmd() *cobra.Command {
                    (a "// rbac: <why>" comment line right above the marker).
 
 For each missing rule it prints the +kubebuilder:rbac marker that adds it.
-Exit status: 0 when covered and fresh (unexplained rules and a missing bundle are reported only),
-1 when a rule is missing, a bundle is stale, or the check cannot run.`,
+Exit status: 0 when covered and fresh (unexplained rules, and a missing bundle of the highest
+release when --version is not given, are reported only), 1 when a rule is missing or malformed,
+a bundle is stale, the release named by --version has no release input or no bundle, or the
+check cannot run.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -85,7 +87,7 @@ Exit status: 0 when covered and fresh (unexplained rules and a missing bundle ar
 	f.StringVar(&o.check.AppliedKinds, "applied-kinds", "operator/apply/kinds.go", "the apply package's list of the kinds the operator applies")
 	f.StringVar(&o.check.ReleasesDir, "releases", "channels/releases", "directory of the <version>.yaml release inputs")
 	f.StringVar(&o.check.BundleDir, "bundles", "bundle", "root of the bundle tree")
-	f.StringVar(&o.check.Version, "version", "", "release whose bundles must be fresh (default: the highest in --releases)")
+	f.StringVar(&o.check.Version, "version", "", "release whose bundles must exist and be fresh (default: the highest in --releases, whose bundles may be missing)")
 	f.BoolVar(&o.check.RequireBundle, "require-bundle", false, "fail, rather than note, when the release has no bundle")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	return cmd

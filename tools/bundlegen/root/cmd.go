@@ -2,6 +2,9 @@
 package root
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/inferencestack/inferencestack/tools/bundlegen/bundle"
@@ -30,5 +33,43 @@ func NewCmd() *cobra.Command {
 	cmd.AddCommand(upgrades.NewCmd())
 	cmd.AddCommand(image.NewCmd())
 	cmd.AddCommand(rbac.NewCmd())
+	for _, c := range cmd.Commands() {
+		requireSubcommand(c)
+	}
 	return cmd
+}
+
+// requireSubcommand makes every group verb below the root (a command that
+// only holds subcommands, such as `validate` or `rbac`) fail when it is run
+// without a subcommand or with one it does not know. Cobra checks unknown
+// subcommands only at the root; below it, it prints the help and exits 0, so
+// `bundlegen rbac chek` in a CI step would pass.
+func requireSubcommand(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		requireSubcommand(c)
+	}
+	if !cmd.HasSubCommands() || cmd.Runnable() {
+		return
+	}
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		var names []string
+		for _, sub := range c.Commands() {
+			if sub.IsAvailableCommand() {
+				names = append(names, sub.Name())
+			}
+		}
+		choices := strings.Join(names, ", ")
+		if len(args) == 0 {
+			return fmt.Errorf("%s needs a subcommand: one of %s (see %s --help)", c.CommandPath(), choices, c.CommandPath())
+		}
+		hint := ""
+		if c.SuggestionsMinimumDistance <= 0 {
+			c.SuggestionsMinimumDistance = 2 // cobra's default, set only for the root
+		}
+		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+			hint = fmt.Sprintf(" (did you mean %q?)", s[0])
+		}
+		return fmt.Errorf("%s: unknown subcommand %q%s: use one of %s", c.CommandPath(), args[0], hint, choices)
+	}
 }

@@ -75,10 +75,12 @@ func TestPin(t *testing.T) {
 	require.Contains(t, stdout, "starter: quay.io/inferencestack/distribution-starter@sha256:")
 	require.Contains(t, stdout, "operatorVersion: 1.0.0\n")
 
-	_, _, err = run(t, "pin", "--releases", in+"/releases", "--lock", filepath.Join(t.TempDir(), "none.lock"))
+	empty := filepath.Join(t.TempDir(), "empty.lock")
+	require.NoError(t, os.WriteFile(empty, []byte("images: {}\n"), 0o644))
+	_, _, err = run(t, "pin", "--releases", in+"/releases", "--lock", empty)
 	require.ErrorContains(t, err, "has no digest in the image lock")
 
-	stdout, stderr, err := run(t, "pin", "--releases", in+"/releases", "--lock", filepath.Join(t.TempDir(), "none.lock"), "--allow-tags")
+	stdout, stderr, err := run(t, "pin", "--releases", in+"/releases", "--lock", empty, "--allow-tags")
 	require.NoError(t, err)
 	require.Contains(t, stdout, "starter: quay.io/inferencestack/distribution-starter:0.2.23")
 	require.Contains(t, stderr, "warning: image quay.io/inferencestack/distribution-starter:0.2.23 is pinned by tag")

@@ -66,4 +66,11 @@ func TestReleaseFlow(t *testing.T) {
 
 	_, err = run(t, "upgrades", "--catalog", catalogDir, "--from", "9.9.9")
 	require.ErrorContains(t, err, "no bundle with version 9.9.9")
+
+	// A version the catalog lacks moves on through the skipRange holding it.
+	got, err = run(t, "upgrades", "--catalog", catalogDir, "--from", "1.0.5")
+	require.NoError(t, err, got)
+	require.Contains(t, got, "package demo-operator, installed 1.0.5 (not in the catalog)\n")
+	require.Contains(t, got, `1.0.5 -> 2.0.0  via skipRange ">=1.0.0 <2.0.0" in stable-v2`)
+	require.Contains(t, got, "note: 1.0.5 is not in the catalog: only a skipRange that holds it leads on from it")
 }

@@ -33,7 +33,14 @@ version to the newest one it can reach, one resolution at a time, following only
 catalog edges (replaces, skips, skipRange in any channel), preferring non-deprecated,
 then higher versions. --channel and --version-range act like a ClusterExtension's
 spec.source.catalog.channels and .version (Masterminds/semver constraints).
-Newer bundles that are not reached are listed with the reason.`,
+Newer bundles that are not reached are listed with the reason. A --from version
+the catalog lacks moves on only through a skipRange that holds it (OLM v1 matches
+replaces and skips by the installed bundle's name); versions that differ only in
+build metadata are ordered as OLM v1.11 orders them (the build metadata is a
+release: 1.0.0+2 after 1.0.0+1 after 1.0.0), with a note where older OLM v1
+versions would see a tie.
+Exit status: 0 with a path (possibly empty), 1 when --from is neither in the
+catalog nor held by a skipRange, or on bad input.`,
 		Example: `  bundlegen upgrades --from 1.0.0
   bundlegen upgrades --package inferencestack-operator --from 1.0.0 --version-range 1.x -o json`,
 		Args: cobra.NoArgs,
@@ -47,7 +54,7 @@ Newer bundles that are not reached are listed with the reason.`,
 			}
 			p, err := pick(pkgs, o.pkg, cmd.Flags().Changed("package"))
 			if err != nil {
-				return err
+				return fmt.Errorf("catalog %s: %w", o.catalog, err)
 			}
 			res, err := upgrades.Upgrades{Package: p, From: o.from, Channels: o.channels, VersionRange: o.versionRange}.Run(cmd.Context())
 			if err != nil {
@@ -79,12 +86,15 @@ func pick(pkgs []fbc.Package, name string, explicit bool) (fbc.Package, error) {
 	for _, p := range pkgs {
 		names = append(names, p.Name)
 	}
+	if len(pkgs) == 0 {
+		return fbc.Package{}, fmt.Errorf("no package (olm.package): give the catalog's root directory with --catalog (catalog/, written by `bundlegen catalog`)")
+	}
 	if !explicit && len(pkgs) == 1 {
 		return pkgs[0], nil
 	}
 	i := slices.IndexFunc(pkgs, func(p fbc.Package) bool { return p.Name == name })
 	if i < 0 {
-		return fbc.Package{}, fmt.Errorf("the catalog has no package %q; choose one of %v with --package", name, names)
+		return fbc.Package{}, fmt.Errorf("no package %q; choose one of %v with --package", name, names)
 	}
 	return pkgs[i], nil
 }
@@ -96,7 +106,11 @@ func printText(w io.Writer, p fbc.Package, res upgrades.Result) {
 		}
 		return name
 	}
-	fmt.Fprintf(w, "package %s, installed %s (%s)\n", res.Package, ver(res.Installed), res.Installed)
+	installed := "not in the catalog"
+	if res.Installed != "" {
+		installed = res.Installed
+	}
+	fmt.Fprintf(w, "package %s, installed %s (%s)\n", res.Package, res.FromVersion, installed)
 	if len(res.Path) == 0 {
 		fmt.Fprintln(w, "no upgrade: nothing newer is reachable")
 	}
@@ -105,7 +119,11 @@ func printText(w io.Writer, p fbc.Package, res upgrades.Result) {
 		if s.Deprecated {
 			dep = " [deprecated]"
 		}
-		fmt.Fprintf(w, "  %s -> %s  via %s%s\n", ver(s.From), s.Version, s.Edge, dep)
+		from := res.FromVersion
+		if s.From != "" {
+			from = ver(s.From)
+		}
+		fmt.Fprintf(w, "  %s -> %s  via %s%s\n", from, s.Version, s.Edge, dep)
 	}
 	fmt.Fprintf(w, "newest reachable: %s (%s)\n", ver(res.Final), res.Final)
 	if len(res.Unreachable) > 0 {
@@ -113,5 +131,8 @@ func printText(w io.Writer, p fbc.Package, res upgrades.Result) {
 		for _, u := range res.Unreachable {
 			fmt.Fprintf(w, "  %s: %s\n", u.Version, u.Reason)
 		}
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
 	}
 }

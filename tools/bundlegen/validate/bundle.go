@@ -20,16 +20,22 @@ func newBundleCmd() *cobra.Command {
 		Long: `Run operator-framework/api's default bundle validators, the operatorhub and good-practices
 suites, operator-registry's bundle format and content checks, and bundlegen's own rules (every
 image in relatedImages, the pin matches the Deployment, permissions match --rbac) on each bundle
-directory. Prints one line per finding (severity, source, file, field); exits 1 on any error.`,
+directory. Prints one line per finding (severity, source, file, field, and what the finding is
+about in brackets); every directory is validated even when an earlier one cannot be read.
+Exit status: 0 when no bundle has an error, 1 when any has one or cannot be read.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("--output %q: want text or json", output)
+			}
 			failed := 0
 			var reports []validate.Report
 			for _, dir := range args {
 				v.Dir = dir
 				r, err := v.Run(cmd.Context())
 				if err != nil {
-					return err
+					// One unreadable folder does not hide the findings of the others.
+					r = validate.Report{Dir: dir, Findings: []validate.Finding{{Severity: validate.SeverityError, Source: "bundlegen", Message: err.Error()}}}
 				}
 				reports = append(reports, r)
 				if r.HasErrors() {

@@ -24,9 +24,14 @@ func newCatalogCmd() *cobra.Command {
 stranded bundles) and the checks it misses: a skipped bundle that sits in a replaces
 chain (operator-registry#1762), a channel head that is not the highest version, a
 newest bundle unreachable from the previous head, a default channel that does not
-exist, and with --require-digests bundle images not pinned by digest.
+exist, and with --require-digests bundle images not pinned by digest. Every upgrade
+edge (replaces, skips, skipRange) of a package whose bundles ship CRDs is checked
+with sigs.k8s.io/crdify configured as OLM v1's CRD upgrade safety preflight, which
+refuses a breaking CRD change on the cluster at upgrade time; each breaking change
+is printed with the edge (from -> to), the CRD, its version and the field.
 Each finding names the package, channel and bundle.
-Exit status: 0 when valid, 1 when there are findings or the catalog cannot be read.`,
+Exit status: 0 when valid, 1 when there are findings or the catalog cannot be read
+or holds no catalog objects.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.output != "text" && o.output != "json" {

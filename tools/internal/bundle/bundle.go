@@ -238,7 +238,8 @@ func (g Generate) crds() ([]crdFile, error) {
 	var out []crdFile
 	for _, d := range docs {
 		if d.Kind != "CustomResourceDefinition" {
-			continue
+			return nil, fmt.Errorf("%s: a %s in the CRD directory %s, which must hold only CustomResourceDefinitions "+
+				"(written by `make manifests`): move the file out of it", d.File, d.Kind, g.CRDDir)
 		}
 		var crd apiextensionsv1.CustomResourceDefinition
 		if err := d.Decode(&crd); err != nil {

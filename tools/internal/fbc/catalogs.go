@@ -3,6 +3,7 @@ package fbc
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -48,6 +49,9 @@ func (c Catalogs) Run(ctx context.Context) ([]string, error) {
 		if !ok {
 			return nil, fmt.Errorf("no template %s for package %q", filepath.Join(c.ChannelsDir, name+TemplateSuffix), name)
 		}
+		if err := checkListed(t, c.Root); err != nil {
+			return nil, err
+		}
 		cfg, err := Catalog{Template: t, Root: c.Root}.Run(ctx)
 		if err != nil {
 			return nil, err
@@ -70,4 +74,53 @@ func (c Catalogs) Run(ctx context.Context) ([]string, error) {
 		written = append(written, path)
 	}
 	return written, nil
+}
+
+// checkListed fails when a bundle directory sits beside the template's
+// bundles (bundle/<package>/<version>) but the template does not list it:
+// its release would be left out of the catalog without a word.
+func checkListed(templatePath, root string) error {
+	data, err := os.ReadFile(templatePath)
+	if err != nil {
+		return fmt.Errorf("read semver template: %w", err)
+	}
+	t, err := ParseTemplate(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", templatePath, err)
+	}
+	listed := map[string]bool{}
+	var parents []string
+	for _, ref := range t.Refs() {
+		ref = filepath.Clean(ref)
+		if !filepath.IsAbs(ref) && root != "" {
+			ref = filepath.Join(root, ref)
+		}
+		listed[ref] = true
+		if p := filepath.Dir(ref); !slices.Contains(parents, p) {
+			parents = append(parents, p)
+		}
+	}
+	var missing []string
+	for _, parent := range parents {
+		entries, err := os.ReadDir(parent)
+		if err != nil {
+			continue // the renderer names a missing bundle directory
+		}
+		for _, e := range entries {
+			dir := filepath.Join(parent, e.Name())
+			if !e.IsDir() || listed[dir] {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(dir, "manifests")); err == nil {
+				missing = append(missing, dir)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s does not list the bundle directories %s, so the catalog would leave them out: "+
+			"add each as `- image: <directory>` under every channel type it ships in (candidate, fast, stable), "+
+			"or delete the directory if that release was never published (see docs/catalog.md)",
+			templatePath, strings.Join(missing, ", "))
+	}
+	return nil
 }

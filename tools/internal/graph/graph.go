@@ -43,6 +43,10 @@ func (g Graph) Run(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(pkgs) == 0 {
+		return nil, fmt.Errorf("catalog %s has no package (olm.package), so there is no graph to draw: "+
+			"give the catalog's root directory with --catalog (catalog/, written by `bundlegen catalog`)", g.CatalogDir)
+	}
 	out := g.OutDir
 	if out == "" {
 		out = g.CatalogDir

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/blang/semver/v4"
+	"sigs.k8s.io/yaml"
 
 	"github.com/inferencestack/inferencestack/tools/internal/bundle"
 	"github.com/inferencestack/inferencestack/tools/internal/fbc"
@@ -31,6 +32,9 @@ type Release struct {
 	// {"inferencestack-operator": {"1.0.0", "1.1.0"}}; a version generates
 	// bundles of both packages, only the listed ones go into the catalog.
 	Versions map[string][]string
+	// Deprecations, by package, replace the deprecations of the
+	// repository's release extras (channels/<package>.release.yaml).
+	Deprecations map[string]fbc.Deprecations
 	// Log receives the tools' warnings; nil discards them.
 	Log io.Writer
 }
@@ -83,6 +87,17 @@ func (r Release) Run(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("generating the test bundles of %s: %w", v, err)
 		}
 	}
+	// A version makes bundles of both packages; drop those the package does
+	// not list, which the catalog would refuse to leave out.
+	for pkg, versions := range r.Versions {
+		for _, v := range all {
+			if !slices.Contains(versions, v) {
+				if err := os.RemoveAll(filepath.Join(r.Dir, "bundle", pkg, v)); err != nil {
+					return "", err
+				}
+			}
+		}
+	}
 	channels := filepath.Join(r.Dir, "channels")
 	for pkg, versions := range r.Versions {
 		t := fbc.Template{Schema: "olm.semver", GenerateMajorChannels: true}
@@ -96,9 +111,20 @@ func (r Release) Run(ctx context.Context) (string, error) {
 		if err := os.WriteFile(filepath.Join(channels, pkg+fbc.TemplateSuffix), data, 0o644); err != nil {
 			return "", err
 		}
-		extras, err := os.ReadFile(fbc.ReleasePath(filepath.Join(r.Root, "channels", pkg+fbc.TemplateSuffix)))
+		extrasPath := fbc.ReleasePath(filepath.Join(r.Root, "channels", pkg+fbc.TemplateSuffix))
+		extras, err := os.ReadFile(extrasPath)
 		if err != nil {
 			return "", err
+		}
+		if d, ok := r.Deprecations[pkg]; ok {
+			rel, err := fbc.ParseRelease(extrasPath, extras)
+			if err != nil {
+				return "", err
+			}
+			rel.Deprecations = d
+			if extras, err = yaml.Marshal(rel); err != nil {
+				return "", err
+			}
 		}
 		if err := os.WriteFile(fbc.ReleasePath(filepath.Join(channels, pkg+fbc.TemplateSuffix)), extras, 0o644); err != nil {
 			return "", err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -178,6 +179,8 @@ func (c Check) freshness(r *Report) error {
 			return err
 		}
 		version = strings.TrimSuffix(filepath.Base(latest), ".yaml")
+	} else if err := c.checkVersion(); err != nil {
+		return err
 	}
 	r.Version = version
 	dirs, err := filepath.Glob(filepath.Join(c.BundleDir, "*", version))
@@ -186,7 +189,9 @@ func (c Check) freshness(r *Report) error {
 	}
 	if len(dirs) == 0 {
 		msg := fmt.Sprintf("no bundle for release %s under %s: freshness not checked (run `make bundle` to generate it)", version, c.BundleDir)
-		if c.RequireBundle {
+		// A release named with --version must be checked: a note would let
+		// the check pass without comparing anything.
+		if c.RequireBundle || c.Version != "" {
 			r.Stale = append(r.Stale, Stale{File: filepath.Join(c.BundleDir, "*", version), Message: msg})
 		} else {
 			r.Notes = append(r.Notes, msg)
@@ -204,6 +209,24 @@ func (c Check) freshness(r *Report) error {
 		}
 	}
 	return nil
+}
+
+// checkVersion: the release named by Version has a release input.
+func (c Check) checkVersion() error {
+	path := filepath.Join(c.ReleasesDir, c.Version+".yaml")
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	have, err := release.Versions(c.ReleasesDir)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(have))
+	for _, v := range have {
+		names = append(names, v.String())
+	}
+	return fmt.Errorf("--version %s: no release input %s; releases in %s: %s (give one of them, or add the release input, see docs/release.md)",
+		c.Version, path, c.ReleasesDir, strings.Join(names, ", "))
 }
 
 // Print writes the report as text: failures first, each naming the file

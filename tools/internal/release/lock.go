@@ -24,11 +24,14 @@ type Lock struct {
 	Images map[string]string `json:"images"`
 }
 
-// LoadLock reads a lock file; a missing file is an empty lock.
+// LoadLock reads a lock file. A missing file is an error (wrapping
+// fs.ErrNotExist): a mistyped path would otherwise read as a lock without
+// digests.
 func LoadLock(path string) (Lock, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return Lock{Images: map[string]string{}}, nil
+		return Lock{}, fmt.Errorf("image lock %s does not exist: check --lock (default channels/images.lock), "+
+			"or create it with `bundlegen pin --resolve --lock %s`: %w", path, path, err)
 	}
 	if err != nil {
 		return Lock{}, fmt.Errorf("image lock: %w", err)

@@ -2,8 +2,10 @@ package release
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -102,6 +104,10 @@ func (r PinRequest) Run(ctx context.Context) (Pin, error) {
 		return Pin{}, err
 	}
 	lock, err := LoadLock(r.LockPath)
+	if r.Resolve && errors.Is(err, fs.ErrNotExist) {
+		// --resolve writes the lock: it may start from none.
+		lock, err = Lock{Images: map[string]string{}}, nil
+	}
 	if err != nil {
 		return Pin{}, err
 	}

@@ -170,6 +170,16 @@ func Versions(dir string) ([]semver.Version, error) {
 		if err != nil {
 			return nil, fmt.Errorf("release input %s: the file name is not <semver>.yaml", filepath.Join(dir, e.Name()))
 		}
+		if len(v.Build) > 0 {
+			plain := v
+			plain.Build = nil
+			// Semver ignores build metadata when ordering, so 2.0.0+dup would
+			// tie with 2.0.0 and one of them would be dropped unseen; OLM
+			// v1.11 reads it as a release, older OLM v1 ignores it.
+			return nil, fmt.Errorf("release input %s: version %s has build metadata (+%s), which semver ignores when ordering releases "+
+				"(it equals %s): name release inputs MAJOR.MINOR.PATCH[-PRERELEASE].yaml and give a changed release a new version",
+				filepath.Join(dir, e.Name()), v, strings.Join(v.Build, "."), plain)
+		}
 		versions = append(versions, v)
 	}
 	slices.SortFunc(versions, func(a, b semver.Version) int { return a.Compare(b) })

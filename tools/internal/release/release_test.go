@@ -49,7 +49,7 @@ operands:
 	req := PinRequest{ReleasesDir: releases, LockPath: lock}
 
 	_, err := req.Run(context.Background())
-	require.ErrorContains(t, err, "has no digest in the image lock", "offline, without a lock entry")
+	require.ErrorContains(t, err, "images.lock does not exist", "offline, without a lock file")
 
 	req.Resolve = true
 	p, err := req.Run(context.Background())

@@ -8,6 +8,14 @@
 // candidates are ordered non-deprecated first, then highest version first,
 // and the first one wins. Repeating that step until nothing changes gives the
 // path, one hop per resolution.
+//
+// Versions are ordered as OLM v1.11 orders registry+v1 bundles: by semver
+// precedence, then by the release that build metadata holds (1.0.0+2 is
+// after 1.0.0+1, which is after 1.0.0); OLM v1.5 to v1.10 ignore build
+// metadata, so Result.Notes names the bundles they would tie. An installed
+// version missing from the catalog moves on only through a skipRange that
+// holds it, as in OLM v1: replaces and skips name the installed bundle, whose
+// name the catalog does not know.
 package upgrades
 
 import (
@@ -56,12 +64,18 @@ type Unreachable struct {
 // Result is the path and what it cannot reach.
 type Result struct {
 	Package string `json:"package"`
-	// Installed is the starting bundle name.
+	// FromVersion is the installed version.
+	FromVersion string `json:"fromVersion"`
+	// Installed is the starting bundle name; empty when the catalog has no
+	// bundle of FromVersion.
 	Installed string `json:"installed"`
 	Path      []Step `json:"path"`
-	// Final is the bundle the path ends on: the newest one reachable.
+	// Final is the bundle the path ends on: the newest one reachable (the
+	// installed one when nothing newer is).
 	Final       string        `json:"final"`
 	Unreachable []Unreachable `json:"unreachable,omitempty"`
+	// Notes are facts about the answer that differ between OLM v1 versions.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Run computes the path.
@@ -70,10 +84,6 @@ func (u Upgrades) Run(_ context.Context) (Result, error) {
 	from, err := semver.Parse(strings.TrimPrefix(u.From, "v"))
 	if err != nil {
 		return Result{}, fmt.Errorf("--from %q is not a semver version: %w", u.From, err)
-	}
-	idx := slices.IndexFunc(p.Bundles, func(b fbc.Bundle) bool { return b.Version.EQ(from) })
-	if idx < 0 {
-		return Result{}, fmt.Errorf("package %q has no bundle with version %s; versions: %s", p.Name, from, versions(p.Bundles))
 	}
 	for _, c := range u.Channels {
 		if _, ok := p.Channel(c); !ok {
@@ -88,8 +98,14 @@ func (u Upgrades) Run(_ context.Context) (Result, error) {
 		}
 	}
 
-	res := Result{Package: p.Name, Installed: p.Bundles[idx].Name}
-	cur := p.Bundles[idx]
+	res := Result{Package: p.Name, FromVersion: from.String(), Notes: ties(p)}
+	// The installed bundle: the catalog's bundle of that version and
+	// release, or one the catalog does not hold (no name).
+	cur := fbc.Bundle{Version: from}
+	if idx := slices.IndexFunc(p.Bundles, func(b fbc.Bundle) bool { return compareVersions(b.Version, from) == 0 }); idx >= 0 {
+		cur = p.Bundles[idx]
+	}
+	res.Installed = cur.Name
 	for range len(p.Bundles) {
 		next, edge := u.resolve(cur, constraint)
 		if next.Name == cur.Name {
@@ -98,10 +114,18 @@ func (u Upgrades) Run(_ context.Context) (Result, error) {
 		res.Path = append(res.Path, Step{From: cur.Name, To: next.Name, Version: next.Version.String(), Edge: edge, Deprecated: next.Deprecated != ""})
 		cur = next
 	}
+	if res.Installed == "" {
+		if len(res.Path) == 0 {
+			return Result{}, fmt.Errorf("package %q has no bundle with version %s, and no skipRange in its channels holds %s: "+
+				"OLM v1 cannot resolve an upgrade from it (replaces and skips name the installed bundle, which the catalog lacks) and keeps it installed; versions: %s",
+				p.Name, from, from, versions(p.Bundles))
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("%s is not in the catalog: only a skipRange that holds it leads on from it (OLM v1 matches replaces and skips by the installed bundle's name)", from))
+	}
 	res.Final = cur.Name
 
 	for _, b := range p.Bundles {
-		if b.Version.LTE(cur.Version) {
+		if compareVersions(b.Version, cur.Version) <= 0 {
 			continue
 		}
 		res.Unreachable = append(res.Unreachable, Unreachable{Bundle: b.Name, Version: b.Version.String(), Reason: u.why(cur, b, constraint)})
@@ -118,7 +142,8 @@ func (u Upgrades) resolve(installed fbc.Bundle, constraint *mmsemver.Constraints
 		if !u.inChannels(b) || !inRange(b, constraint) {
 			continue
 		}
-		if b.Name == installed.Name || b.Version.EQ(installed.Version) {
+		// OLM v1 keeps the installed version and release among the candidates.
+		if b.Name == installed.Name || compareVersions(b.Version, installed.Version) == 0 {
 			candidates = append(candidates, b)
 			continue
 		}
@@ -137,9 +162,69 @@ func (u Upgrades) resolve(installed fbc.Bundle, constraint *mmsemver.Constraints
 			}
 			return -1
 		}
-		return b.Version.Compare(a.Version)
+		return compareVersions(b.Version, a.Version)
 	})
 	return candidates[0], edges[candidates[0].Name]
+}
+
+// release is the release OLM v1.11 reads from a registry+v1 bundle version's
+// build metadata, nil when it holds none (operator-controller bundleutil
+// ParseLegacyVersionRelease, with operator-registry's model.NewRelease rules:
+// at most 20 characters of dot-separated pre-release identifiers). Build
+// metadata that is no release (01, or too long) is ignored, as semver does.
+func release(v semver.Version) []semver.PRVersion {
+	build := strings.Join(v.Build, ".")
+	if build == "" || len(build) > 20 {
+		return nil
+	}
+	var r []semver.PRVersion
+	for _, seg := range v.Build {
+		pr, err := semver.NewPRVersion(seg)
+		if err != nil {
+			return nil
+		}
+		r = append(r, pr)
+	}
+	return r
+}
+
+// compareVersions orders two bundle versions as OLM v1.11 does: semver
+// precedence, then release (none before any, else compared as pre-release
+// identifiers: 1.0.0+1 < 1.0.0+2 < 1.0.0+10).
+func compareVersions(a, b semver.Version) int {
+	if c := a.Compare(b); c != 0 {
+		return c
+	}
+	ra, rb := release(a), release(b)
+	switch {
+	case len(ra) == 0 && len(rb) == 0:
+		return 0
+	case len(ra) == 0:
+		return -1
+	case len(rb) == 0:
+		return 1
+	}
+	return semver.Version{Pre: ra}.Compare(semver.Version{Pre: rb})
+}
+
+// ties names the bundles whose versions differ only in build metadata:
+// ordered by release here and by OLM v1.11, but equal for OLM v1.5 to v1.10,
+// which then pick by catalog order.
+func ties(p fbc.Package) []string {
+	var out []string
+	for i, a := range p.Bundles {
+		for _, b := range p.Bundles[i+1:] {
+			if a.Version.Compare(b.Version) == 0 && compareVersions(a.Version, b.Version) != 0 {
+				lo, hi := a, b
+				if compareVersions(a.Version, b.Version) > 0 {
+					lo, hi = b, a
+				}
+				out = append(out, fmt.Sprintf("%s (%s) and %s (%s) differ only in build metadata: OLM v1.11 and later read it as a release and rank %s higher, as here; "+
+					"OLM v1.5 to v1.10 compare them as equal and take whichever the catalog lists first", hi.Name, hi.Version, lo.Name, lo.Version, hi.Version))
+			}
+		}
+	}
+	return out
 }
 
 func (u Upgrades) inChannels(b fbc.Bundle) bool {
@@ -174,9 +259,9 @@ func successorEdge(p fbc.Package, installed, candidate fbc.Bundle) string {
 			}
 			kind := ""
 			switch {
-			case e.Replaces == installed.Name:
+			case installed.Name != "" && e.Replaces == installed.Name:
 				kind = "replaces"
-			case slices.Contains(e.Skips, installed.Name):
+			case installed.Name != "" && slices.Contains(e.Skips, installed.Name):
 				kind = "skips"
 			case e.SkipRange != "":
 				// OLM v1 reads skipRange with blang/semver, as OLM v0 did.

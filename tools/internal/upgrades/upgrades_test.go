@@ -138,3 +138,105 @@ func TestDeprecatedPreferredLast(t *testing.T) {
 	require.Equal(t, n("1.0.1"), got.Path[0].To)
 	require.Equal(t, "skips in stable-v1", got.Path[0].Edge)
 }
+
+// TestFromOutsideTheCatalog: an installed version the catalog lacks moves on
+// only through a skipRange that holds it, as in OLM v1 (replaces and skips
+// name the installed bundle).
+func TestFromOutsideTheCatalog(t *testing.T) {
+	tests := []struct {
+		name      string
+		u         upgrades.Upgrades
+		wantPath  []string
+		wantEdge  string
+		assertion require.ErrorAssertionFunc
+	}{
+		{
+			name:      "a skipRange holds it",
+			u:         upgrades.Upgrades{Package: demo(true), From: "1.0.5"},
+			wantPath:  []string{n("2.0.0"), n("2.1.0")},
+			wantEdge:  `skipRange ">=1.0.0 <2.0.0" in stable-v2`,
+			assertion: require.NoError,
+		},
+		{
+			name:      "no skipRange holds it",
+			u:         upgrades.Upgrades{Package: demo(false), From: "1.0.5"},
+			assertion: require.Error,
+		},
+		{
+			// replaces and skips of the bridge's neighbours name bundles, not
+			// versions: a version below the range has no way on.
+			name:      "below the skipRange",
+			u:         upgrades.Upgrades{Package: demo(true), From: "0.9.0"},
+			assertion: require.Error,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.u.Run(context.Background())
+			tc.assertion(t, err)
+			if err != nil {
+				require.ErrorContains(t, err, "no skipRange in its channels holds")
+				return
+			}
+			require.Empty(t, got.Installed)
+			require.Equal(t, tc.u.From, got.FromVersion)
+			var path []string
+			for _, s := range got.Path {
+				path = append(path, s.To)
+			}
+			require.Equal(t, tc.wantPath, path)
+			require.Empty(t, got.Path[0].From)
+			require.Equal(t, tc.wantEdge, got.Path[0].Edge)
+			require.Contains(t, got.Notes[len(got.Notes)-1], "1.0.5 is not in the catalog")
+		})
+	}
+}
+
+// releases is a package whose 1.0.0 is re-released with build metadata, as
+// registry+v1 bundles do: 1.0.0+2 and 1.0.0+10 skip the others.
+func releases() fbc.Package {
+	p := fbc.Package{Name: "demo", DefaultChannel: "stable-v1"}
+	vs := []string{"1.0.0", "1.0.0+1", "1.0.0+2", "1.0.0+10"}
+	for _, v := range vs {
+		p.Bundles = append(p.Bundles, fbc.Bundle{Name: n(v), Version: semver.MustParse(v)})
+	}
+	p.Channels = []fbc.Channel{{Name: "stable-v1", Entries: []fbc.Entry{
+		{Name: n("1.0.0")},
+		{Name: n("1.0.0+1"), Replaces: n("1.0.0")},
+		{Name: n("1.0.0+2"), Replaces: n("1.0.0+1"), Skips: []string{n("1.0.0")}},
+		{Name: n("1.0.0+10"), Replaces: n("1.0.0+2"), Skips: []string{n("1.0.0"), n("1.0.0+1")}},
+	}}}
+	return p
+}
+
+// TestBuildMetadataIsARelease: build metadata orders as OLM v1.11 orders it
+// (a release, compared as pre-release identifiers: 10 after 2), --from
+// matches the exact release, and the notes name the ties of OLM v1.5-v1.10.
+func TestBuildMetadataIsARelease(t *testing.T) {
+	tests := []struct {
+		name      string
+		from      string
+		installed string
+		wantPath  []string
+	}{
+		{name: "from the plain version", from: "1.0.0", installed: n("1.0.0"), wantPath: []string{n("1.0.0+10")}},
+		{name: "from a release", from: "1.0.0+1", installed: n("1.0.0+1"), wantPath: []string{n("1.0.0+10")}},
+		{name: "from the highest release", from: "1.0.0+10", installed: n("1.0.0+10")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := upgrades.Upgrades{Package: releases(), From: tc.from}.Run(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, tc.installed, got.Installed)
+			var path []string
+			for _, s := range got.Path {
+				path = append(path, s.To)
+			}
+			require.Equal(t, tc.wantPath, path)
+			require.Empty(t, got.Unreachable)
+			require.Len(t, got.Notes, 6, "every pair of the four bundles ties for OLM before v1.11: %v", got.Notes)
+			require.Contains(t, got.Notes, "demo.v1.0.0+10 (1.0.0+10) and demo.v1.0.0+2 (1.0.0+2) differ only in build metadata: "+
+				"OLM v1.11 and later read it as a release and rank 1.0.0+10 higher, as here; OLM v1.5 to v1.10 compare them as equal and take whichever the catalog lists first")
+		})
+	}
+}

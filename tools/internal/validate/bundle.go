@@ -20,6 +20,7 @@ import (
 	registrybundle "github.com/operator-framework/operator-registry/pkg/lib/bundle"
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/inferencestack/inferencestack/tools/internal/csv"
 )
@@ -43,6 +44,10 @@ type Finding struct {
 	File string `json:"file,omitempty"`
 	// Field is the YAML path of the field, when known.
 	Field string `json:"field,omitempty"`
+	// Subject is what the finding is about when the file and field do not
+	// say it: the API, object or value the validator named (for example the
+	// group/version/kind of an owned API that has no example).
+	Subject string `json:"subject,omitempty"`
 	// Message says what is wrong.
 	Message string `json:"message"`
 }
@@ -55,7 +60,11 @@ func (f Finding) String() string {
 	if loc != "" {
 		loc = " " + strings.TrimSpace(loc) + ":"
 	}
-	return fmt.Sprintf("%s [%s]%s %s", f.Severity, f.Source, loc, f.Message)
+	subject := ""
+	if f.Subject != "" {
+		subject = " [" + f.Subject + "]"
+	}
+	return fmt.Sprintf("%s [%s]%s %s%s", f.Severity, f.Source, loc, f.Message, subject)
 }
 
 // Report is the outcome of validating one bundle.
@@ -106,7 +115,7 @@ func (b Bundle) Run(_ context.Context) (Report, error) {
 	r := Report{Dir: b.Dir}
 	files, err := manifestFiles(filepath.Join(b.Dir, "manifests"))
 	if err != nil {
-		return r, err
+		return r, fmt.Errorf("%s is not a readable registry+v1 bundle directory (it must hold manifests/ and metadata/annotations.yaml, as `bundlegen bundle` writes them): %w", b.Dir, err)
 	}
 
 	// operator-registry: bundle format (directories, annotations) and content.
@@ -162,17 +171,17 @@ func (r *Report) add(f ...Finding) { r.Findings = append(r.Findings, f...) }
 // one: operator-registry runs some of the same validators.
 func (r *Report) dedupe() {
 	type key struct {
-		sev            Severity
-		field, message string
+		sev                     Severity
+		field, subject, message string
 	}
 	api := map[key]bool{}
 	for _, f := range r.Findings {
 		if f.Source == "operator-framework/api" {
-			api[key{f.Severity, f.Field, f.Message}] = true
+			api[key{f.Severity, f.Field, f.Subject, f.Message}] = true
 		}
 	}
 	r.Findings = slices.DeleteFunc(r.Findings, func(f Finding) bool {
-		return f.Source == "operator-registry" && api[key{f.Severity, f.Field, f.Message}]
+		return f.Source == "operator-registry" && api[key{f.Severity, f.Field, f.Subject, f.Message}]
 	})
 }
 
@@ -184,8 +193,12 @@ func (r *Report) sort() {
 		}
 		return 1
 	}
+	// Findings equal in every field are one finding; findings about
+	// different subjects (four APIs without an example) stay apart.
 	slices.SortStableFunc(r.Findings, func(a, b Finding) int {
-		return cmp.Or(cmp.Compare(rank(a.Severity), rank(b.Severity)), cmp.Compare(a.File, b.File))
+		return cmp.Or(cmp.Compare(rank(a.Severity), rank(b.Severity)), cmp.Compare(a.File, b.File),
+			cmp.Compare(a.Field, b.Field), cmp.Compare(a.Subject, b.Subject), cmp.Compare(a.Message, b.Message),
+			cmp.Compare(a.Source, b.Source))
 	})
 	r.Findings = slices.Compact(r.Findings)
 }
@@ -196,7 +209,7 @@ type fileKey struct{ kind, name string }
 func manifestFiles(dir string) (map[fileKey]string, error) {
 	docs, err := csv.ReadDocuments(dir)
 	if err != nil {
-		return nil, fmt.Errorf("bundle manifests: %w", err)
+		return nil, err
 	}
 	out := map[fileKey]string{}
 	for _, d := range docs {
@@ -235,15 +248,12 @@ func registryFindings(err error, file string, files map[fileKey]string) []Findin
 }
 
 func apiFinding(e apierrs.Error, name string, files map[fileKey]string) Finding {
-	f := Finding{Severity: SeverityError, Source: "operator-framework/api", Field: e.Field, Message: e.Detail}
+	f := Finding{Severity: SeverityError, Source: "operator-framework/api", Field: e.Field, Subject: subject(e.BadValue), Message: e.Detail}
 	if e.Level == apierrs.LevelWarn {
 		f.Severity = SeverityWarning
 	}
 	if f.Message == "" {
 		f.Message = e.Error()
-	}
-	if e.BadValue != nil && e.Field != "" {
-		f.Message = fmt.Sprintf("%s (value %v)", f.Message, e.BadValue)
 	}
 	for k, file := range files {
 		if k.name == name || fmt.Sprint(e.BadValue) == k.name {
@@ -253,6 +263,40 @@ func apiFinding(e apierrs.Error, name string, files map[fileKey]string) Finding 
 		}
 	}
 	return f
+}
+
+// maxSubject bounds a subject rendered from a whole object.
+const maxSubject = 160
+
+// subject renders the value an upstream finding is about (its BadValue):
+// a name, an API's group/version/kind, an error, or a short rendering of an
+// object.
+func subject(v any) string {
+	var s string
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case schema.GroupVersionKind:
+		return fmt.Sprintf("%s %s", v.Kind, v.GroupVersion())
+	case error:
+		s = v.Error()
+	case interface{ GetName() string }:
+		s = v.GetName()
+	case fmt.Stringer:
+		s = v.String()
+	default:
+		data, err := json.Marshal(v)
+		if err != nil {
+			data = []byte(fmt.Sprint(v))
+		}
+		s = string(data)
+	}
+	if r := []rune(s); len(r) > maxSubject {
+		s = string(r[:maxSubject]) + "..."
+	}
+	return s
 }
 
 // checkRelatedImages: every image the CSV runs or names is in relatedImages.

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	apierrs "github.com/operator-framework/api/pkg/validation/errors"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 const golden = "../bundle/testdata/golden/bundle"
@@ -125,4 +127,31 @@ func TestBundle(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFindingsKeepTheirSubject: upstream findings that differ only in what
+// they are about (four APIs without an example) stay four findings, each
+// naming its API; identical ones are one.
+func TestFindingsKeepTheirSubject(t *testing.T) {
+	const csvFile = "manifests/demo.clusterserviceversion.yaml"
+	files := map[fileKey]string{{"ClusterServiceVersion", "demo.v1.0.0"}: csvFile}
+	var r Report
+	for _, kind := range []string{"Alpha", "Beta", "Gamma", "Delta", "Alpha"} {
+		gvk := schema.GroupVersionKind{Group: "demo.example.com", Version: "v1", Kind: kind}
+		r.add(apiFinding(apierrs.WarnInvalidOperation("provided API should have an example annotation", gvk), "demo.v1.0.0", files))
+	}
+	// The same warning through operator-registry, which runs some of the
+	// same validators: dropped as a repeat.
+	r.add(registryFindings(apierrs.WarnInvalidOperation("provided API should have an example annotation", schema.GroupVersionKind{Group: "demo.example.com", Version: "v1", Kind: "Beta"}), "manifests/", files)...)
+	r.sort()
+	var lines []string
+	for _, f := range r.Findings {
+		lines = append(lines, f.String())
+	}
+	require.Equal(t, []string{
+		"warning [operator-framework/api] " + csvFile + ": provided API should have an example annotation [Alpha demo.example.com/v1]",
+		"warning [operator-framework/api] " + csvFile + ": provided API should have an example annotation [Beta demo.example.com/v1]",
+		"warning [operator-framework/api] " + csvFile + ": provided API should have an example annotation [Delta demo.example.com/v1]",
+		"warning [operator-framework/api] " + csvFile + ": provided API should have an example annotation [Gamma demo.example.com/v1]",
+	}, lines)
 }

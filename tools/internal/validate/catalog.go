@@ -1,5 +1,6 @@
 // Catalog checks: operator-registry model validation plus the upgrade-graph
-// checks it misses; each CatalogFinding names package, channel and bundle.
+// checks it misses and the CRD upgrade safety of every edge; each
+// CatalogFinding names package, channel and bundle.
 
 package validate
 
@@ -43,6 +44,13 @@ type CatalogFinding struct {
 	Package string `json:"package"`
 	Channel string `json:"channel,omitempty"`
 	Bundle  string `json:"bundle,omitempty"`
+	// From is the installed bundle of an upgrade edge to Bundle, for
+	// findings about the edge (crd-upgrade-safety).
+	From string `json:"from,omitempty"`
+	// CRD and Field name the CRD and the schema property a
+	// crd-upgrade-safety finding is about (Field empty for whole-CRD checks).
+	CRD     string `json:"crd,omitempty"`
+	Field   string `json:"field,omitempty"`
 	Rule    string `json:"rule"`
 	Message string `json:"message"`
 }
@@ -74,6 +82,10 @@ func (c Catalog) Run(ctx context.Context) ([]CatalogFinding, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load catalog %s: %w", c.Dir, err)
 	}
+	if len(cfg.Packages)+len(cfg.Channels)+len(cfg.Bundles)+len(cfg.Deprecations)+len(cfg.Others) == 0 {
+		return nil, fmt.Errorf("catalog %s holds no file-based catalog objects (olm.package, olm.channel, olm.bundle): "+
+			"give the catalog's root directory (catalog/, written by `bundlegen catalog`)", c.Dir)
+	}
 	return CatalogConfig(*cfg, c.RequireDigests), nil
 }
 
@@ -85,7 +97,8 @@ func CatalogConfig(cfg declcfg.DeclarativeConfig, requireDigests bool) []Catalog
 	}
 	slices.SortFunc(findings, func(a, b CatalogFinding) int {
 		return cmp.Or(cmp.Compare(a.Package, b.Package), cmp.Compare(a.Channel, b.Channel),
-			cmp.Compare(a.Bundle, b.Bundle), cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Message, b.Message))
+			cmp.Compare(a.Bundle, b.Bundle), cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.From, b.From),
+			cmp.Compare(a.CRD, b.CRD), cmp.Compare(a.Field, b.Field), cmp.Compare(a.Message, b.Message))
 	})
 	return slices.Compact(findings)
 }
@@ -184,6 +197,7 @@ func packageFindings(cfg declcfg.DeclarativeConfig, p declcfg.Package, requireDi
 	for _, ch := range channels {
 		out = append(out, channelFindings(p.Name, ch, versions)...)
 	}
+	out = append(out, crdUpgradeFindings(cfg, p, versions)...)
 
 	if requireDigests {
 		for _, name := range sortedKeys(images) {

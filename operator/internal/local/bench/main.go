@@ -1,9 +1,11 @@
 // Command bench measures the operator on the local control plane (`make
-// bench`): it creates many InferenceStacks and prints how long the operator
-// takes to apply every object and generate every config, how many API writes
-// it makes per stack and during a steady state (target 0), its peak RSS, and
-// its RSS once the cluster holds many unrelated Secrets (which its cache must
-// not hold).
+// bench`): it creates many InferenceStacks that together use every feature
+// of the API (testutil.FeatureStack) and prints how long the operator takes
+// to apply every object of every stack, how many API writes it makes per
+// stack, how many it makes in a steady state (target 0: every stack is
+// reconciled again and again, each reconcile counted by the operator's
+// controller_runtime_reconcile_total metric), its peak RSS, and its RSS once
+// the cluster holds many unrelated Secrets (which its cache must not hold).
 package main
 
 import (
@@ -32,6 +34,8 @@ import (
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/internal/local"
 	"github.com/inferencestack/inferencestack/operator/internal/testutil"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
 type options struct {
@@ -43,9 +47,10 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.operator, "operator", "bin/manager", "Operator binary.")
-	flag.IntVar(&o.stacks, "stacks", 200, "InferenceStacks to create.")
-	flag.DurationVar(&o.steady, "steady", 60*time.Second, "Length of the steady state in which writes are counted.")
+	flag.StringVar(&o.operator, "operator", "bin/manager", "Operator binary (relative to the repository root, or absolute).")
+	flag.IntVar(&o.stacks, "stacks", 200, "InferenceStacks to create (a mix using every feature).")
+	flag.DurationVar(&o.steady, "steady", 60*time.Second,
+		"Length of the steady state: rounds in which every stack is reconciled once more, and writes are counted.")
 	flag.IntVar(&o.secrets, "secrets", 10000, "Unrelated Secrets to create before measuring RSS again.")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -56,10 +61,21 @@ func main() {
 	}
 }
 
+// settleRounds bounds the rounds that wait for the writes that follow
+// creation (status updates as the operator's own objects appear in its
+// cache) before the steady state is measured.
+const settleRounds = 5
+
+const ns = "bench"
+
 func run(ctx context.Context, o options) error {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return err
+	}
+	binary := o.operator
+	if !filepath.IsAbs(binary) {
+		binary = filepath.Join(root, binary)
 	}
 	fmt.Fprintln(os.Stderr, "bench: starting etcd and kube-apiserver...")
 	env, err := local.StartControlPlane(root, false)
@@ -74,52 +90,77 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	op, err := local.StartOperator(filepath.Join(root, o.operator), env.Kubeconfig(), filepath.Join(env.Dir(), "operator.log"), local.DemoPin("2.0.0"))
+	logFile := filepath.Join(env.Dir(), "operator.log")
+	op, err := local.StartOperator(binary, env.Kubeconfig(), logFile, local.DemoPin("2.0.0"))
 	if err != nil {
 		return err
 	}
 	defer op.Stop(10 * time.Second)
-	if err := local.Wait(ctx, 200*time.Millisecond, func() error { _, err := writes(op.MetricsAddr); return err }); err != nil {
-		return fmt.Errorf("operator metrics: %w (log: %s)", err, filepath.Join(env.Dir(), "operator.log"))
+	m := &metrics{addr: op.MetricsAddr}
+	if err := local.Wait(ctx, 200*time.Millisecond, func() error { _, err := m.read(); return err }); err != nil {
+		return fmt.Errorf("operator metrics: %w (log: %s)", err, logFile)
 	}
 
-	ns := "bench"
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return err
 	}
-	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api-key"},
-		StringData: map[string]string{"key": "sk-bench"}}); err != nil {
+	override, err := runconfig.Base(stackconfig.Line03, string(v1alpha1.DistributionStarter)) // DemoPin("2.0.0") pins 0.3.0
+	if err != nil {
 		return err
 	}
-	before, _ := writes(op.MetricsAddr)
+	for _, obj := range testutil.FeatureObjects(ns, override) {
+		if err := c.Create(ctx, obj); err != nil {
+			return err
+		}
+	}
+	before, err := m.read()
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	err = parallel(o.stacks, func(i int) error {
-		return c.Create(ctx, testutil.Stack(fmt.Sprintf("s%04d", i), testutil.WithNamespace(ns),
-			testutil.WithDistribution(v1alpha1.DistributionRemoteVLLM),
-			testutil.WithProviders("inference", testutil.Provider("vllm",
-				testutil.WithEndpoint("http://vllm:8000/v1"), testutil.WithAPIKey("api-key", "key"))),
-			testutil.WithModel("llama", "vllm")))
+		return c.Create(ctx, testutil.FeatureStack(ns, stackName(i), i))
 	})
 	if err != nil {
 		return err
 	}
 	created := time.Since(start)
-	if err := local.Wait(ctx, 250*time.Millisecond, func() error { return allApplied(ctx, c, ns, o.stacks) }); err != nil {
-		return err
+	if err := local.Wait(ctx, 250*time.Millisecond, func() error { return allApplied(ctx, c, o.stacks) }); err != nil {
+		return fmt.Errorf("%w (log: %s)", err, logFile)
 	}
 	applied := time.Since(start)
-	time.Sleep(2 * time.Second) // let the last status writes land
-	afterCreate, _ := writes(op.MetricsAddr)
 	_, peak, _ := op.RSS()
 
-	fmt.Fprintf(os.Stderr, "bench: steady state for %s...\n", o.steady)
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(o.steady):
+	fmt.Fprintln(os.Stderr, "bench: waiting for the writes that follow creation...")
+	settled := 0
+	var afterCreate sample
+	for settled < settleRounds {
+		settled++
+		r, err := round(ctx, c, m, o.stacks, settled)
+		if err != nil {
+			return err
+		}
+		afterCreate = r.after
+		if r.writes() == 0 {
+			break
+		}
 	}
-	afterSteady, _ := writes(op.MetricsAddr)
+
+	fmt.Fprintf(os.Stderr, "bench: steady state for %s...\n", o.steady)
+	steadyStart := time.Now()
+	rounds := 0
+	for rounds == 0 || time.Since(steadyStart) < o.steady {
+		rounds++
+		if _, err := round(ctx, c, m, o.stacks, settled+rounds); err != nil {
+			return err
+		}
+	}
+	steadyTime := time.Since(steadyStart)
 	rss, peakSteady, _ := op.RSS()
+	afterSteady, err := m.read()
+	if err != nil {
+		return err
+	}
 
 	fmt.Fprintf(os.Stderr, "bench: creating %d unrelated Secrets...\n", o.secrets)
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "unrelated"}}); err != nil {
@@ -133,81 +174,188 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	time.Sleep(10 * time.Second)
+	// One more round: the operator has seen every event the Secrets could
+	// cause, and still writes nothing.
+	last, err := round(ctx, c, m, o.stacks, settled+rounds+1)
+	if err != nil {
+		return err
+	}
 	rssSecrets, peakSecrets, _ := op.RSS()
 
 	mib := func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-	fmt.Printf("stacks:                                   %d (created in %s)\n", o.stacks, created.Round(time.Millisecond))
-	fmt.Printf("time until all applied, ConfigGenerated:  %s\n", applied.Round(time.Millisecond))
-	fmt.Printf("API writes per stack at creation:         %.1f (%d in all)\n", float64(afterCreate-before)/float64(o.stacks), afterCreate-before)
-	fmt.Printf("API writes during %s steady state:       %d (target 0)\n", o.steady, afterSteady-afterCreate)
+	creation := afterCreate.writes - before.writes
+	fmt.Printf("stacks:                                   %d, a mix of %d kinds using every feature (created in %s)\n",
+		o.stacks, testutil.FeatureVariants, created.Round(time.Millisecond))
+	fmt.Printf("time until all applied, not Degraded:     %s\n", applied.Round(time.Millisecond))
+	fmt.Printf("API writes per stack at creation:         %.1f (%d in all, settled in round %d)\n",
+		float64(creation)/float64(o.stacks), creation, settled)
+	fmt.Printf("API writes in the steady state:           %d in %d reconciles (%d rounds of %d stacks, %s) (target 0)\n",
+		afterSteady.writes-afterCreate.writes, afterSteady.reconciles-afterCreate.reconciles, rounds, o.stacks, steadyTime.Round(time.Second))
 	fmt.Printf("operator peak RSS after creation:         %s\n", mib(peak))
-	fmt.Printf("operator RSS / peak after steady state:   %s / %s\n", mib(rss), mib(peakSteady))
-	fmt.Printf("operator RSS / peak with %d Secrets:   %s / %s\n", o.secrets, mib(rssSecrets), mib(peakSecrets))
+	fmt.Printf("operator RSS / peak after steady state:   %s / %s (heap in use %s)\n", mib(rss), mib(peakSteady), mib(afterSteady.heap))
+	fmt.Printf("operator RSS / peak with %d Secrets:   %s / %s (heap in use %s; %d writes in %d reconciles after them)\n",
+		o.secrets, mib(rssSecrets), mib(peakSecrets), mib(last.after.heap), last.writes(), last.reconciles())
 	return nil
 }
 
-// allApplied reports nil when every stack has ConfigGenerated=True at its
-// generation and its server Deployment and Service exist.
-func allApplied(ctx context.Context, c client.Client, ns string, n int) error {
+func stackName(i int) string { return fmt.Sprintf("s%04d", i) }
+
+// roundResult is what the operator did in one round.
+type roundResult struct{ before, after sample }
+
+func (r roundResult) writes() int64     { return r.after.writes - r.before.writes }
+func (r roundResult) reconciles() int64 { return r.after.reconciles - r.before.reconciles }
+
+// round changes an annotation of every stack, which makes the operator
+// reconcile each (its watch passes annotation changes) without changing
+// what it should apply, and waits until its reconcile counter has counted
+// that many more reconciles and none is queued or running.
+func round(ctx context.Context, c client.Client, m *metrics, n, number int) (roundResult, error) {
+	before, err := m.read()
+	if err != nil {
+		return roundResult{}, err
+	}
+	patch := client.RawPatch("application/merge-patch+json",
+		fmt.Appendf(nil, `{"metadata":{"annotations":{"bench.inferencestack.io/round":"%d"}}}`, number))
+	err = parallel(n, func(i int) error {
+		return c.Patch(ctx, &v1alpha1.InferenceStack{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: stackName(i)}}, patch)
+	})
+	if err != nil {
+		return roundResult{}, err
+	}
+	var after sample
+	err = local.Wait(ctx, 50*time.Millisecond, func() error {
+		after, err = m.read()
+		switch {
+		case err != nil:
+			return err
+		case after.reconciles-before.reconciles < int64(n):
+			return fmt.Errorf("round %d: %d of %d reconciles", number, after.reconciles-before.reconciles, n)
+		case after.queued > 0 || after.active > 0:
+			return fmt.Errorf("round %d: %d reconciles queued, %d running", number, after.queued, after.active)
+		}
+		return nil
+	})
+	return roundResult{before: before, after: after}, err
+}
+
+// allApplied reports nil when every stack has ConfigGenerated=True and
+// Degraded=False at its generation: every step applied its objects.
+func allApplied(ctx context.Context, c client.Client, n int) error {
 	var stacks v1alpha1.InferenceStackList
 	if err := c.List(ctx, &stacks, client.InNamespace(ns)); err != nil {
 		return err
 	}
 	ready := 0
+	var degraded *metav1.Condition
 	for _, s := range stacks.Items {
-		if s.Status.ObservedGeneration == s.Generation && meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.TypeConfigGenerated) {
+		st := s.Status
+		if st.ObservedGeneration != s.Generation {
+			continue
+		}
+		if d := meta.FindStatusCondition(st.Conditions, v1alpha1.TypeDegraded); d != nil && d.Status == metav1.ConditionTrue {
+			degraded = d
+			continue
+		}
+		if meta.IsStatusConditionTrue(st.Conditions, v1alpha1.TypeConfigGenerated) &&
+			meta.IsStatusConditionFalse(st.Conditions, v1alpha1.TypeDegraded) {
 			ready++
 		}
 	}
 	if ready < n {
-		return fmt.Errorf("%d of %d stacks have their config", ready, n)
-	}
-	for _, list := range []client.ObjectList{&corev1.ServiceList{}, &corev1.ConfigMapList{}} {
-		if err := c.List(ctx, list, client.InNamespace(ns), client.HasLabels{"app.kubernetes.io/instance"}); err != nil {
-			return err
+		if degraded != nil {
+			return fmt.Errorf("%d of %d stacks applied; one is Degraded: %s: %s", ready, n, degraded.Reason, degraded.Message)
 		}
-		if got := meta.LenList(list); got < n {
-			return fmt.Errorf("%d of %d %T items", got, n, list)
-		}
+		return fmt.Errorf("%d of %d stacks applied", ready, n)
 	}
 	return nil
 }
 
-// writes sums the operator's API requests that write (POST, PUT, PATCH,
-// DELETE) from its rest_client_requests_total metric.
-func writes(addr string) (int64, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
+// sample is one reading of the operator's metrics.
+type sample struct {
+	// writes are API requests that write (POST, PUT, PATCH, DELETE), from
+	// rest_client_requests_total.
+	writes int64
+	// reconciles are finished reconciles of InferenceStacks, from
+	// controller_runtime_reconcile_total.
+	reconciles int64
+	// queued and active are the InferenceStacks waiting in the work queue
+	// and being reconciled.
+	queued, active int64
+	// heap is the operator's heap in use (go_memstats_heap_inuse_bytes):
+	// what its cache holds shows there, with less noise than in the RSS.
+	heap int64
+}
+
+type metrics struct{ addr string }
+
+func (m *metrics) read() (sample, error) {
+	resp, err := http.Get("http://" + m.addr + "/metrics")
 	if err != nil {
-		return 0, err
+		return sample{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("metrics: %s", resp.Status)
+		return sample{}, fmt.Errorf("metrics: %s", resp.Status)
 	}
-	var total int64
-	found := false
+	var s sample
+	found := 0
 	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "rest_client_requests_total{") {
+		name, labels, value, ok := parseLine(line)
+		if !ok {
 			continue
 		}
-		found = true
-		for _, m := range []string{`method="POST"`, `method="PUT"`, `method="PATCH"`, `method="DELETE"`} {
-			if strings.Contains(line, m) {
-				v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-				if err != nil {
-					return 0, err
+		switch {
+		case name == "rest_client_requests_total":
+			found |= 1
+			for _, verb := range []string{`method="POST"`, `method="PUT"`, `method="PATCH"`, `method="DELETE"`} {
+				if strings.Contains(labels, verb) {
+					s.writes += value
 				}
-				total += int64(v)
 			}
+		case name == "controller_runtime_reconcile_total" && strings.Contains(labels, `controller="inferencestack"`):
+			found |= 2
+			s.reconciles += value
+		case name == "workqueue_depth" && strings.Contains(labels, `name="inferencestack"`):
+			// Served only once something was queued.
+			s.queued += value
+		case name == "controller_runtime_active_workers" && strings.Contains(labels, `controller="inferencestack"`):
+			s.active += value
+		case name == "go_memstats_heap_inuse_bytes":
+			s.heap = value
 		}
 	}
-	if !found {
-		return 0, errors.New("no rest_client_requests_total metric yet")
+	if err := sc.Err(); err != nil {
+		return sample{}, err
 	}
-	return total, sc.Err()
+	if found != 3 {
+		return sample{}, errors.New("the operator does not serve its request and reconcile metrics yet")
+	}
+	return s, nil
+}
+
+// parseLine splits a Prometheus text line `name{labels} value`.
+func parseLine(line string) (name, labels string, value int64, ok bool) {
+	if line == "" || line[0] == '#' {
+		return "", "", 0, false
+	}
+	sp := strings.LastIndexByte(line, ' ')
+	if sp < 0 {
+		return "", "", 0, false
+	}
+	v, err := strconv.ParseFloat(line[sp+1:], 64)
+	if err != nil {
+		return "", "", 0, false
+	}
+	series := line[:sp]
+	name = series
+	if i := strings.IndexByte(series, '{'); i >= 0 {
+		name, labels = series[:i], series[i:]
+	}
+	return name, labels, int64(v), true
 }
 
 // parallel runs f(0..n-1) on 8 workers and returns the first error.
