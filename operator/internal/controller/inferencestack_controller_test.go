@@ -292,6 +292,9 @@ func TestStatusReportsTheDeployedServer(t *testing.T) {
 		create(t, obj)
 	}
 	create(t, testutil.Stack("tls", testutil.WithNamespace(ns), testutil.WithReplicas(3), testutil.WithPort(443),
+		// Three replicas share their state: Redis and an external PostgreSQL.
+		testutil.WithKV(v1alpha1.KVStoreSpec{Type: v1alpha1.KVStoreRedis, Endpoint: "redis:6379"}),
+		testutil.WithSQL(v1alpha1.SQLStoreSpec{Type: v1alpha1.SQLStorePostgres, ConnectionString: testutil.SecretKey(testutil.FeatureSQLSecret, "uri")}),
 		testutil.WithTLS(v1alpha1.TLSSpec{Enabled: true, SecretName: testutil.FeatureTLSSecret})))
 	create(t, testutil.FeatureStack(ns, "custom", 3))
 	converged(t, ns, "tls")
