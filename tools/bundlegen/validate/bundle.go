@@ -19,8 +19,8 @@ func newBundleCmd() *cobra.Command {
 		Short: "Validate registry+v1 bundle directories",
 		Long: `Run operator-framework/api's default bundle validators, the operatorhub and good-practices
 suites, operator-registry's bundle format and content checks, and bundlegen's own rules (every
-image in relatedImages, the pin matches the Deployment, permissions match --rbac) on each bundle
-directory. Prints one line per finding (severity, source, file, field); exits 1 on any error.`,
+image in relatedImages, the pin matches the Deployment, permissions match --rbac, each image
+named by tag is a warning, an error with --require-digests) on each bundle directory. Prints one line per finding (severity, source, file, field); exits 1 on any error.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			failed := 0
@@ -59,6 +59,7 @@ directory. Prints one line per finding (severity, source, file, field); exits 1 
 	}
 	cmd.Flags().StringVar(&v.RBACDir, "rbac", "", "also check the CSV's permissions against the RBAC manifests in this directory")
 	cmd.Flags().StringVar(&v.KubeVersion, "kube-version", "", "Kubernetes version for the removed-API checks")
+	cmd.Flags().BoolVar(&v.RequireDigests, "require-digests", false, "the publish gate: an image named by tag is an error, not a warning")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
 }

@@ -209,6 +209,24 @@ func ReplaceDir(ctx context.Context, target string, keep bool, fill func(staging
 	return nil
 }
 
+// Clean removes the leftovers a stopped run left beside path (a file or a
+// folder that WriteFile or ReplaceDir writes), restoring path first if the
+// run stopped between the two renames of the fallback. Writes clean up
+// anyway; a run that has nothing to write calls Clean.
+func Clean(path string) error {
+	path = filepath.Clean(path)
+	parent := filepath.Dir(path)
+	if _, err := os.Stat(parent); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	unlock, err := lock(parent)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return clean(parent, filepath.Base(path))
+}
+
 // swapByRenames moves target aside (.<base>.bundlegen-old-*) and staging into
 // its place; it returns where the old tree went.
 func swapByRenames(parent, base, staging, target string) (string, error) {
