@@ -290,3 +290,57 @@ func lastLine(log string) string {
 	lines := strings.Split(strings.TrimSpace(log), "\n")
 	return lines[len(lines)-1]
 }
+
+// TestEveryReleaseChecked: not only the newest release is protected: a byte
+// changed in an older release's input or bundle is refused by every run,
+// naming the file, until that (unpublished) release is regenerated.
+func TestEveryReleaseChecked(t *testing.T) {
+	newer := func(t *testing.T, root string) {
+		data, err := os.ReadFile(filepath.Join(root, "releases", "1.0.0.yaml"))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(root, "releases", "1.1.0.yaml"), bytes.ReplaceAll(data, []byte("1.0.0"), []byte("1.1.0")), 0o644))
+		rewrite(t, filepath.Join(root, "images.lock"), "images:\n", "images:\n  quay.io/inferencestack/inferencestack-operator:v1.1.0: unresolved\n")
+	}
+	tests := []struct {
+		name string
+		edit func(t *testing.T, root string)
+		want []string // after the root's path
+	}{
+		{name: "the older input", edit: func(t *testing.T, root string) {
+			rewrite(t, filepath.Join(root, "releases", "1.0.0.yaml"), "minKubeVersion: 1.30.0", "minKubeVersion: 1.31.0")
+		}, want: []string{"/bundle/inferencestack-crds/1.0.0 differs from what its inputs", "/releases/1.0.0.yaml, the image lock"}},
+		{name: "the older bundle", edit: func(t *testing.T, root string) {
+			rewrite(t, filepath.Join(root, "bundle", PackageOperator, "1.0.0", "manifests", "inferencestack-operator-pin_v1_configmap.yaml"),
+				"starter: docker.io/llamastack/distribution-starter:0.2.23", "starter: docker.io/llamastack/distribution-starter:0.2.24")
+		}, want: []string{"/bundle/inferencestack-operator/1.0.0 differs from what its inputs", "generate (manifests/inferencestack-operator-pin_v1_configmap.yaml changed)"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := fixture(t, func(root string) { newer(t, root) })
+			_, err := g.Run(context.Background())
+			require.NoError(t, err)
+			root := filepath.Dir(g.ReleasesDir)
+			tc.edit(t, root)
+			before := readTree(t, g.OutputDir)
+			for _, check := range []bool{true, false} {
+				g.Check = check
+				_, err = g.Run(context.Background())
+				for _, w := range tc.want {
+					if strings.HasPrefix(w, "/") {
+						w = root + w
+					}
+					require.ErrorContains(t, err, w, "check=%v", check)
+				}
+				require.Equal(t, before, readTree(t, g.OutputDir))
+			}
+			_, err = g.Verify(context.Background())
+			require.Error(t, err)
+			// Unpublished: --regenerate repairs it; the newest was never at fault.
+			g.Check, g.Regenerate = false, true
+			res, err := g.Run(context.Background())
+			require.NoError(t, err)
+			require.Contains(t, states(res), StateRegenerated)
+			require.Equal(t, StateUnchanged, res.Bundles[len(res.Bundles)-1].State)
+		})
+	}
+}

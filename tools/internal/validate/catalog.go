@@ -344,12 +344,3 @@ func bundleVersion(b declcfg.Bundle) (semver.Version, error) {
 	}
 	return semver.Parse(props.Packages[0].Version)
 }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
