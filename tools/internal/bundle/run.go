@@ -72,7 +72,9 @@ const (
 
 // Bundle is one bundle of a release and what the run did with it.
 type Bundle struct {
+	// Package is the OLM package (PackageCRDs or PackageOperator).
 	Package string `json:"package"`
+	// Version is the release.
 	Version string `json:"version"`
 	// Dir is the bundle directory.
 	Dir string `json:"dir"`
