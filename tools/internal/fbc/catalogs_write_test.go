@@ -159,10 +159,16 @@ func TestCatalogsKeepOtherFiles(t *testing.T) {
 
 // release is the repository's two packages: their channels (old: 1.0.0
 // only; new: as committed) and the committed bundles.
-func release(t *testing.T) (oldChannels, newChannels, root string) {
+func release(t *testing.T) (oldChannels, newChannels, oldRoot, root string) {
 	t.Helper()
 	root, err := filepath.Abs("../../..")
 	require.NoError(t, err)
+	// The old release's root holds only the 1.0.0 bundles: a bundle folder
+	// its templates do not list is refused.
+	oldRoot = t.TempDir()
+	for _, pkg := range []string{"inferencestack-crds", "inferencestack-operator"} {
+		require.NoError(t, os.CopyFS(filepath.Join(oldRoot, "bundle", pkg, "1.0.0"), os.DirFS(filepath.Join(root, "bundle", pkg, "1.0.0"))))
+	}
 	newChannels = filepath.Join(t.TempDir(), "channels")
 	oldChannels = filepath.Join(t.TempDir(), "channels")
 	for _, pkg := range []string{"inferencestack-crds", "inferencestack-operator"} {
@@ -182,7 +188,7 @@ func release(t *testing.T) (oldChannels, newChannels, root string) {
 			}
 		}
 	}
-	return oldChannels, newChannels, root
+	return oldChannels, newChannels, oldRoot, root
 }
 
 const (
@@ -206,10 +212,10 @@ func TestKillHelper(t *testing.T) {
 // the catalog folder is then both old catalogs or both new ones; what the
 // run leaves is git-ignored; the next run removes it.
 func TestKilledCatalogRunLeavesOldOrNew(t *testing.T) {
-	oldChannels, newChannels, root := release(t)
+	oldChannels, newChannels, oldRoot, root := release(t)
 	base := filepath.Join(t.TempDir(), "out")
 	oldOut := filepath.Join(base, "catalog")
-	_, err := fbc.Catalogs{ChannelsDir: oldChannels, Root: root, OutDir: oldOut}.Run(context.Background())
+	_, err := fbc.Catalogs{ChannelsDir: oldChannels, Root: oldRoot, OutDir: oldOut}.Run(context.Background())
 	require.NoError(t, err)
 	oldTree := readTree(t, oldOut)
 	newOut := filepath.Join(t.TempDir(), "catalog")
