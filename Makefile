@@ -9,6 +9,7 @@ GO_TAGS ?= containers_image_openpgp
 export CGO_ENABLED ?= 0
 BIN := $(CURDIR)/bin
 export KUBEBUILDER_ASSETS ?= $(BIN)/controlplane
+# BIN may hold spaces (the checkout's path): recipes quote it.
 CONTROLLER_GEN := go tool controller-gen
 GOLANGCI_LINT := go tool -modfile=hack/tools/go.mod golangci-lint
 TEST_FLAGS ?=
@@ -58,7 +59,7 @@ build: manager bundlegen ## Build every package, and the operator (bin/manager) 
 
 .PHONY: manager
 manager: ## Build the operator binary into bin/manager.
-	go build -tags $(GO_TAGS) -trimpath -o $(BIN)/manager ./operator/cmd
+	go build -tags $(GO_TAGS) -trimpath -o "$(BIN)/manager" ./operator/cmd
 
 .PHONY: demo
 demo: controlplane manager ## Run the operator on a local control plane, apply a sample stack, print what it made; Ctrl-C stops.
@@ -93,60 +94,62 @@ verify: ## Regenerate every generated file and fail, naming them, if any differs
 ##@ Release
 
 .PHONY: release
-release: manifests bundle catalog graph validate-bundles ## The main job: regenerate manifests, bundles (with the operand pin) and the catalog, validate them, draw the upgrade graphs.
+release: manifests bundle catalog graph validate-bundles ## The main job: regenerate manifests, bundles (with the operand pin) and the catalog, validate them, draw the upgrade graphs (REGENERATE=1 rewrites unpublished releases' stale bundles).
 
 .PHONY: bundlegen
 bundlegen: ## Build the release CLI into bin/bundlegen.
-	@go build -tags $(GO_TAGS) -o $(BIN)/bundlegen ./tools/bundlegen
+	@go build -tags $(GO_TAGS) -o "$(BIN)/bundlegen" ./tools/bundlegen
 
 BUNDLEGEN ?= $(BIN)/bundlegen
-# VERSION selects channels/releases/<VERSION>.yaml; empty means the highest release there.
+# VERSION limits `make bundle` to writing channels/releases/<VERSION>.yaml's bundles; every release is checked.
 VERSION ?=
-# make verify regenerates the current release's bundles and fails on any difference.
+# REGENERATE=1 lets `make bundle` rewrite the bundles of unpublished releases that differ from their inputs.
+REGENERATE ?=
+# make verify checks every release's bundles against its inputs and fails on any difference.
 export VERIFY_TARGETS += bundle-check
 
 .PHONY: bundle
-bundle: bundlegen ## Generate and validate bundle/<package>/<VERSION> for both packages; never rewrites a released bundle.
-	$(BUNDLEGEN) bundle $(if $(VERSION),--version $(VERSION))
+bundle: bundlegen ## Check every release's bundles, write the missing ones (REGENERATE=1: also rewrite stale unpublished ones); never changes a published release.
+	"$(BUNDLEGEN)" bundle $(if $(VERSION),--version $(VERSION)) $(if $(REGENERATE),--regenerate)
 
 .PHONY: bundle-check
-bundle-check: bundlegen ## Fail unless regenerating the release's bundles gives exactly the committed bytes (part of verify).
-	$(BUNDLEGEN) bundle --check $(if $(VERSION),--version $(VERSION))
+bundle-check: bundlegen ## Fail unless every release's bundles are exactly what its inputs give (published: as frozen) (part of verify).
+	"$(BUNDLEGEN)" bundle --check
 
 # make verify also proves the operator's RBAC covers its components' RBAC and the release's bundles carry it.
 export VERIFY_TARGETS += rbac-check
 
 .PHONY: rbac-check
 rbac-check: bundlegen ## Fail when role.yaml cannot create the components' RBAC (escalation prevention) or a bundle's permissions are stale; prints the markers to add (part of verify).
-	$(BUNDLEGEN) rbac check $(if $(VERSION),--version $(VERSION))
+	"$(BUNDLEGEN)" rbac check $(if $(VERSION),--version $(VERSION))
 
 .PHONY: validate-bundles
-validate-bundles: bundlegen ## Validate every committed bundle under bundle/.
-	$(BUNDLEGEN) validate bundle bundle/*/*
+validate-bundles: bundlegen ## Validate every committed bundle under bundle/ (images by tag warn; REQUIRE_DIGESTS=1 makes them errors).
+	"$(BUNDLEGEN)" validate bundle bundle/*/* $(if $(REQUIRE_DIGESTS),--require-digests)
 
 .PHONY: pin
 pin: bundlegen ## Print the release's operand pin from channels/images.lock (RESOLVE=1 refreshes the lock from the registries).
-	$(BUNDLEGEN) pin $(if $(VERSION),--version $(VERSION)) $(if $(RESOLVE),--resolve)
+	"$(BUNDLEGEN)" pin $(if $(VERSION),--version $(VERSION)) $(if $(RESOLVE),--resolve)
 
 # make verify re-renders the catalog and its graphs and fails on any difference.
 export VERIFY_TARGETS += catalog graph
 
 .PHONY: catalog
 catalog: bundlegen ## Render catalog/<package>/catalog.yaml from channels/<package>.semver.yaml over bundle/ (no registry), then validate it.
-	$(BUNDLEGEN) catalog
-	$(BUNDLEGEN) validate catalog catalog
+	"$(BUNDLEGEN)" catalog
+	"$(BUNDLEGEN)" validate catalog catalog
 
 .PHONY: validate-catalog
-validate-catalog: bundlegen ## Validate catalog/ (REQUIRE_DIGESTS=1 also fails on bundle images not pinned by digest).
-	$(BUNDLEGEN) validate catalog catalog $(if $(REQUIRE_DIGESTS),--require-digests)
+validate-catalog: bundlegen ## Validate catalog/ (REQUIRE_DIGESTS=1 also fails on bundle and related images not pinned by digest).
+	"$(BUNDLEGEN)" validate catalog catalog $(if $(REQUIRE_DIGESTS),--require-digests)
 
 .PHONY: graph
 graph: bundlegen ## Draw catalog/<package>/graph.md (Mermaid) and graph.svg from the catalog.
-	$(BUNDLEGEN) graph
+	"$(BUNDLEGEN)" graph
 
 .PHONY: images
-images: bundlegen ## Build the catalog image into bin/images/catalog (OCI layout, no Docker); PUSH=<ref> also pushes it.
-	$(BUNDLEGEN) image catalog catalog --output $(BIN)/images/catalog $(if $(PUSH),--push $(PUSH))
+images: bundlegen ## Build the catalog image into bin/images/catalog (OCI layout, no Docker); PUSH=<ref> also pushes it (only with every image by digest).
+	"$(BUNDLEGEN)" image catalog catalog --output "$(BIN)/images/catalog" $(if $(PUSH),--push $(PUSH))
 
 ##@ Benchmarks
 

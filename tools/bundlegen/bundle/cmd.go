@@ -3,57 +3,85 @@ package bundle
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/repopath"
 	"github.com/inferencestack/inferencestack/tools/internal/bundle"
 )
 
 // NewCmd returns `bundlegen bundle`.
 func NewCmd() *cobra.Command {
-	var gen bundle.Generate
+	var (
+		gen   bundle.Generate
+		paths []string
+	)
 	cmd := &cobra.Command{
 		Use:   "bundle",
-		Short: "Generate the registry+v1 bundles of a release under bundle/<package>/<version>",
-		Long: `Generate the inferencestack-crds and inferencestack-operator bundles of one release from
-channels/releases/<version>.yaml, the image lock, the operator's manifests and the base CSVs,
-validate them, and write them atomically. A bundle that already exists must come out byte for
-byte identical: released bundles are never rewritten. With --check nothing is written.`,
+		Short: "Generate the registry+v1 bundles of every release under bundle/<package>/<version>",
+		Long: `Check the inferencestack-crds and inferencestack-operator bundles of EVERY release in
+channels/releases/ against their inputs, then generate and validate the missing ones and
+write them, all in one step (bundle/ holds all of them or none).
+
+A release whose input says published: true is frozen: the first run after that records the
+hash of its input and of every bundle file in channels/published.sum, and from then on any
+change to them is refused, naming the file. The bundles of an unpublished release must be
+byte for byte what its inputs (release input, image lock, operator/config) generate now:
+a difference is refused, naming the files, unless --regenerate rewrites them.
+With --check nothing is written.
+
+Exit status: 0 when every bundle is as it must be, 1 otherwise.`,
+		Example: `  bundlegen bundle                      # write missing bundles, check all
+  bundlegen bundle --check              # make verify
+  bundlegen bundle --regenerate         # after changing operator/config, before publishing`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			gen.Warnings = cmd.ErrOrStderr()
-			res, err := gen.Run(cmd.Context())
-			if err != nil {
+			if err := repopath.Resolve(cmd, paths...); err != nil {
 				return err
 			}
+			gen.Warnings = cmd.ErrOrStderr()
+			res, err := gen.Run(cmd.Context())
 			for _, r := range res.Reports {
 				r.Print(cmd.ErrOrStderr())
 			}
-			for _, pkg := range []string{bundle.PackageCRDs, bundle.PackageOperator} {
-				state := "unchanged"
-				switch {
-				case gen.Check:
-					state = "up to date"
-				case slices.Contains(res.Written, pkg):
-					state = "written"
+			if err != nil {
+				return err
+			}
+			for _, b := range res.Bundles {
+				state := b.State
+				if !b.Published {
+					state += ", valid"
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s, valid\n", res.Bundles[pkg], state)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", b.Dir, state)
+			}
+			for _, v := range res.Frozen {
+				fmt.Fprintf(cmd.OutOrStdout(), "release %s is published: recorded in %s, frozen from now on\n", v, gen.SumPath)
 			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&gen.Version, "version", "", "release to generate (default: the highest in --releases)")
+	f.StringVar(&gen.Version, "version", "", "write only this release's bundles (default: every release's missing ones); all are checked")
+	paths = InputFlags(f, &gen, "output")
+	f.BoolVar(&gen.AllowTags, "allow-tags", false, "allow images the lock does not list, by tag (warns; not for publishing)")
+	f.BoolVar(&gen.Check, "check", false, "write nothing; fail unless bundle/ already holds exactly the bundles of every release")
+	f.BoolVar(&gen.Regenerate, "regenerate", false, "rewrite the bundles of unpublished releases that differ from their inputs (never a published one)")
+	return cmd
+}
+
+// InputFlags registers the flags of a release's inputs on f, into gen, with
+// the bundle root under the name output, and returns the names of those path
+// flags (their defaults are relative to the repository root).
+func InputFlags(f *pflag.FlagSet, gen *bundle.Generate, output string) []string {
 	f.StringVar(&gen.ReleasesDir, "releases", "channels/releases", "directory of the <version>.yaml release inputs")
 	f.StringVar(&gen.LockPath, "lock", "channels/images.lock", "image digest lock")
+	f.StringVar(&gen.SumPath, "published", "channels/published.sum", "hashes of the published (frozen) releases")
 	f.StringVar(&gen.CRDDir, "crds", "operator/config/crd/bases", "directory of the generated CRDs")
 	f.StringVar(&gen.RBACDir, "rbac", "operator/config/rbac", "directory of role.yaml and its bindings")
 	f.StringVar(&gen.ManagerPath, "manager", "operator/config/manager/manager.yaml", "the manager Deployment")
 	f.StringVar(&gen.SamplesDir, "samples", "operator/config/samples", "directory of InferenceStack samples (alm-examples)")
 	f.StringVar(&gen.BasesDir, "bases", "operator/config/manifests/bases", "directory of the base CSVs <package>.clusterserviceversion.yaml")
-	f.StringVar(&gen.OutputDir, "output", "bundle", "root of the bundle tree")
-	f.BoolVar(&gen.AllowTags, "allow-tags", false, "allow images without a digest in the lock (warns; not for publishing)")
-	f.BoolVar(&gen.Check, "check", false, "write nothing; fail unless bundle/ already holds exactly these bundles")
-	return cmd
+	f.StringVar(&gen.OutputDir, output, "bundle", "root of the bundle tree")
+	return []string{"releases", "lock", "published", "crds", "rbac", "manager", "samples", "bases", output}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/repopath"
 	"github.com/inferencestack/inferencestack/tools/internal/graph"
 )
 
@@ -26,6 +27,9 @@ self-contained SVG) for each package of the catalog: one lane per channel, bundl
 in version order, replaces/skips/skipRange edges, deprecated bundles and channels marked.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := repopath.Resolve(cmd, "catalog"); err != nil {
+				return err
+			}
 			paths, err := graph.Graph{CatalogDir: o.catalog, OutDir: o.output, Packages: o.packages}.Run(cmd.Context())
 			for _, p := range paths {
 				fmt.Fprintln(cmd.OutOrStdout(), "wrote", p)

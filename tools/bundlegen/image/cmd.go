@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/inferencestack/inferencestack/tools/internal/image"
+	"github.com/inferencestack/inferencestack/tools/internal/validate"
 )
 
 // options are the flags shared by `image bundle` and `image catalog`.
@@ -30,7 +31,9 @@ func NewCmd() *cobra.Command {
 
 Each image is one layer on scratch, with every timestamp at the Unix epoch, so
 the same input gives the same digest. Write it to an OCI layout folder
-(--output), push it (--push), or both. Registries on 127.0.0.1, ::1 or
+(--output), push it (--push), or both. --output writes only a missing or empty
+folder, or one that holds a layout bundlegen wrote, never an input. --push is a
+publish gate: every image the bundle or catalog names must be by digest. Registries on 127.0.0.1, ::1 or
 localhost are reached over plain HTTP; others need HTTPS and take credentials
 from ~/.docker/config.json.`,
 	}
@@ -75,6 +78,11 @@ func newKindCmd(kind image.Kind, use, short, long, example string) *cobra.Comman
 					b.Labels[k] = v
 				}
 			}
+			if o.push != "" {
+				if err := pushGate(cmd, kind, args[0]); err != nil {
+					return err
+				}
+			}
 			res, err := b.Run(cmd.Context())
 			if err != nil {
 				return err
@@ -100,12 +108,42 @@ func newKindCmd(kind image.Kind, use, short, long, example string) *cobra.Comman
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.output, "output", "", "OCI layout folder to write (replaced if it exists)")
+	f.StringVar(&o.output, "output", "", "OCI layout folder to write: missing, empty, or a layout bundlegen wrote (then replaced)")
 	f.StringVar(&o.tag, "tag", "", "image name recorded in the OCI layout (org.opencontainers.image.ref.name)")
-	f.StringVar(&o.push, "push", "", "image reference to push to, e.g. quay.io/acme/catalog:v1")
+	f.StringVar(&o.push, "push", "", "image reference to push to, e.g. quay.io/acme/catalog:v1 (every image the bundle or catalog names must be by digest)")
 	f.StringVarP(&o.format, "format", "o", "text", "result format: text or json")
 	if kind == image.KindCatalog {
 		f.StringArrayVar(&o.labels, "label", nil, "extra image label KEY=VALUE (repeatable)")
 	}
 	return cmd
+}
+
+// pushGate refuses to push a bundle or catalog that names any image by tag
+// (or a catalog with any other finding): what is published must name exactly
+// the images it was tested with.
+func pushGate(cmd *cobra.Command, kind image.Kind, dir string) error {
+	var lines []string
+	switch kind {
+	case image.KindBundle:
+		findings, err := validate.Digests(dir)
+		if err != nil {
+			return err
+		}
+		for _, f := range findings {
+			lines = append(lines, "  "+f.String())
+		}
+	case image.KindCatalog:
+		findings, err := validate.Catalog{Dir: dir, RequireDigests: true}.Run(cmd.Context())
+		if err != nil {
+			return err
+		}
+		for _, f := range findings {
+			lines = append(lines, "  "+f.String())
+		}
+	}
+	if len(lines) > 0 {
+		return fmt.Errorf("refusing to push %s: the publish gate requires every image by digest and a valid catalog (bundlegen validate ... --require-digests):\n%s",
+			dir, strings.Join(lines, "\n"))
+	}
+	return nil
 }

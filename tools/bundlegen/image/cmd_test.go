@@ -2,22 +2,56 @@ package image_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/require"
 
 	imagecmd "github.com/inferencestack/inferencestack/tools/bundlegen/image"
+	"github.com/inferencestack/inferencestack/tools/internal/image"
 	"github.com/inferencestack/inferencestack/tools/internal/image/imagetest"
 )
 
+// catalogYAML is a one-bundle catalog whose bundle image is image.
+func catalogYAML(image string) string {
+	return `schema: olm.package
+name: demo
+defaultChannel: stable
+---
+schema: olm.channel
+package: demo
+name: stable
+entries:
+- name: demo.v1.0.0
+---
+schema: olm.bundle
+package: demo
+name: demo.v1.0.0
+image: ` + image + `
+properties:
+- type: olm.package
+  value:
+    packageName: demo
+    version: 1.0.0
+`
+}
+
 func TestCatalogCmd(t *testing.T) {
+	host := imagetest.Registry(t)
+	// The bundle image the catalog names, by the digest the registry gives it.
+	img, err := random.Image(64, 1)
+	require.NoError(t, err)
+	pushed, err := image.Push(context.Background(), img, host+"/demo-bundle:v1.0.0")
+	require.NoError(t, err)
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "demo"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "demo", "catalog.yaml"), []byte("schema: olm.package\nname: demo\n"), 0o600))
-	host := imagetest.Registry(t)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "demo", "catalog.yaml"), []byte(catalogYAML(pushed.String())), 0o600))
 
 	run := func(args ...string) (string, error) {
 		cmd := imagecmd.NewCmd()
@@ -29,13 +63,15 @@ func TestCatalogCmd(t *testing.T) {
 		return out.String(), err
 	}
 
-	out, err := run("catalog", dir, "--output", filepath.Join(t.TempDir(), "oci"), "--push", host+"/catalog:v1", "--label", "a=b")
+	layout := filepath.Join(t.TempDir(), "oci")
+	out, err := run("catalog", dir, "--output", layout, "--push", host+"/catalog:v1", "--label", "a=b")
 	require.NoError(t, err)
 	require.Contains(t, out, "digest: sha256:")
 	require.Contains(t, out, "pushed: "+host+"/catalog@sha256:")
+	require.FileExists(t, filepath.Join(layout, image.LayoutMarker))
 
-	// Same input, same digest, also in JSON.
-	again, err := run("catalog", dir, "--push", host+"/catalog:v1", "--label", "a=b", "-o", "json")
+	// Same input, same digest, also in JSON; the layout it wrote is replaced.
+	again, err := run("catalog", dir, "--output", layout, "--push", host+"/catalog:v1", "--label", "a=b", "-o", "json")
 	require.NoError(t, err)
 	digest := strings.Fields(strings.SplitN(out, "\n", 2)[0])[1]
 	require.Contains(t, again, `"digest": "`+digest+`"`)
@@ -44,4 +80,76 @@ func TestCatalogCmd(t *testing.T) {
 	require.Error(t, err)
 	_, err = run("catalog", dir)
 	require.ErrorContains(t, err, "nowhere to put the image")
+}
+
+// TestRefused: the bad outputs and pushes tried; each is refused before
+// anything is written or pushed, naming the path or the image.
+func TestRefused(t *testing.T) {
+	host := imagetest.Registry(t)
+	tagged := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(tagged, "demo"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(tagged, "demo", "catalog.yaml"), []byte(catalogYAML("quay.io/x/demo-bundle:v1.0.0")), 0o600))
+	notMine := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(notMine, "release-notes.md"), []byte("mine\n"), 0o600))
+	file := filepath.Join(t.TempDir(), "a-file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	bundleDir := "../../internal/bundle/testdata/golden/bundle/inferencestack-operator/1.0.0"
+
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{name: "output is the input", args: []string{"catalog", tagged, "--output", tagged}, want: []string{"refusing to write to the input " + tagged}},
+		{name: "output inside the input", args: []string{"catalog", tagged, "--output", filepath.Join(tagged, "demo")}, want: []string{"refusing to write to the input"}},
+		{name: "output holds the input", args: []string{"catalog", tagged, "--output", filepath.Dir(tagged)}, want: []string{"refusing to write to the input"}},
+		{name: "output dot", args: []string{"catalog", tagged, "--output", "."}, want: []string{"--output .: refusing to write to the working folder"}},
+		{name: "output dot dot", args: []string{"catalog", tagged, "--output", ".."}, want: []string{"--output ..: refusing to write to the working folder"}},
+		{name: "output the repository root", args: []string{"catalog", tagged, "--output", "../../.."}, want: []string{"refusing to write to the working folder"}},
+		{name: "output a folder of someone else's files", args: []string{"catalog", tagged, "--output", notMine},
+			want: []string{"--output " + notMine + " holds files (release-notes.md...) and is not an OCI layout bundlegen wrote"}},
+		{name: "output a file", args: []string{"catalog", tagged, "--output", file}, want: []string{"is a file"}},
+		{name: "push a catalog naming a bundle by tag", args: []string{"catalog", tagged, "--push", host + "/catalog:v1"},
+			want: []string{"refusing to push " + tagged, `bundle image "quay.io/x/demo-bundle:v1.0.0" is not pinned by digest`}},
+		{name: "push a bundle naming images by tag", args: []string{"bundle", bundleDir, "--push", host + "/bundle:v1"},
+			want: []string{"refusing to push", "image docker.io/llamastack/distribution-starter:0.2.23 is named by tag, not digest (--require-digests)"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := imagecmd.NewCmd()
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			cmd.SetArgs(tc.args)
+			err := cmd.Execute()
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.ErrorContains(t, err, w)
+			}
+			require.Equal(t, map[string]bool{"release-notes.md": true}, names(t, notMine), "nothing is replaced")
+		})
+	}
+	// Nothing was pushed.
+	_, err := remote.Head(mustRef(t, host+"/catalog:v1"))
+	require.Error(t, err)
+	_, err = remote.Head(mustRef(t, host+"/bundle:v1"))
+	require.Error(t, err)
+}
+
+func names(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	out := map[string]bool{}
+	for _, e := range entries {
+		out[e.Name()] = true
+	}
+	return out
+}
+
+func mustRef(t *testing.T, ref string) name.Reference {
+	t.Helper()
+	r, err := image.ParseReference(ref)
+	require.NoError(t, err)
+	return r
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/repopath"
 	"github.com/inferencestack/inferencestack/tools/internal/image"
 	"github.com/inferencestack/inferencestack/tools/internal/release"
 )
@@ -21,10 +22,14 @@ func NewCmd() *cobra.Command {
 		Short: "Print a release's operand pin (versions.yaml); --resolve refreshes the image lock from the registries",
 		Long: `Print the operand version pin of a release, the versions.yaml the operator bundle ships in its
 ConfigMap: the operator version and each distribution's image by digest. Digests come from the
-image lock; without --resolve this works offline. With --resolve every tag of the release is
-looked up in its registry and the lock is rewritten.`,
+image lock; an image the lock records as unresolved keeps its tag (with a warning). Without
+--resolve this works offline. With --resolve every tag of the release is looked up in its
+registry and the lock is rewritten with the digests found.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := repopath.Resolve(cmd, "releases", "lock"); err != nil {
+				return err
+			}
 			req.Warnings = cmd.ErrOrStderr()
 			req.Resolver = func(ctx context.Context, ref string) (string, error) {
 				return image.Resolve(ctx, ref, image.ResolveOptions{Insecure: insecure})
@@ -47,6 +52,6 @@ looked up in its registry and the lock is rewritten.`,
 	f.StringVar(&req.LockPath, "lock", "channels/images.lock", "image digest lock")
 	f.BoolVar(&req.Resolve, "resolve", false, "look the digests up in the registries and rewrite the lock")
 	f.BoolVar(&insecure, "insecure", false, "with --resolve, allow plain HTTP registries")
-	f.BoolVar(&req.AllowTags, "allow-tags", false, "allow images without a digest (warns)")
+	f.BoolVar(&req.AllowTags, "allow-tags", false, "allow images the lock does not list, by tag (warns)")
 	return cmd
 }

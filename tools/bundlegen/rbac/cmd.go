@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/repopath"
 	"github.com/inferencestack/inferencestack/tools/internal/rbacdrift"
 )
 
@@ -52,6 +53,9 @@ check cannot run.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.output != "text" && o.output != "json" {
 				return fmt.Errorf("--output %q: use text or json", o.output)
+			}
+			if err := repopath.Resolve(cmd, "rbac", "source", "applied-kinds", "releases", "bundles"); err != nil {
+				return err
 			}
 			r, err := o.check.Run(cmd.Context())
 			if err != nil {

@@ -28,7 +28,7 @@ func run(t *testing.T, args ...string) (string, string, error) {
 
 func bundleArgs(out string) []string {
 	return []string{"bundle",
-		"--releases", in + "/releases", "--lock", in + "/images.lock",
+		"--releases", in + "/releases", "--lock", in + "/images.lock", "--published", filepath.Join(filepath.Dir(out), "published.sum"),
 		"--crds", in + "/crd", "--rbac", in + "/rbac", "--samples", in + "/samples",
 		"--manager", repo + "/operator/config/manager/manager.yaml",
 		"--bases", repo + "/operator/config/manifests/bases",
@@ -37,9 +37,11 @@ func bundleArgs(out string) []string {
 
 func TestBundleAndValidate(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "bundle")
-	stdout, _, err := run(t, bundleArgs(out)...)
+	stdout, stderr, err := run(t, bundleArgs(out)...)
 	require.NoError(t, err)
 	require.Equal(t, out+"/inferencestack-crds/1.0.0: written, valid\n"+out+"/inferencestack-operator/1.0.0: written, valid\n", stdout)
+	require.Contains(t, stderr, "inferencestack-operator/1.0.0: warning [bundlegen] manifests/inferencestack-operator.clusterserviceversion.yaml "+
+		"metadata.annotations.containerImage: image quay.io/inferencestack/inferencestack-operator:v1.0.0 is named by tag")
 
 	stdout, _, err = run(t, append(bundleArgs(out), "--check")...)
 	require.NoError(t, err)
@@ -60,7 +62,14 @@ func TestBundleAndValidate(t *testing.T) {
 
 	stdout, _, err = run(t, "validate", "bundle", "-o", "json", out+"/inferencestack-operator/1.0.0")
 	require.NoError(t, err)
-	require.Contains(t, stdout, `"findings": null`)
+	require.Contains(t, stdout, `"severity": "warning"`)
+	require.NotContains(t, stdout, `"severity": "error"`)
+
+	// The publish gate: the unresolved images become errors.
+	stdout, _, err = run(t, "validate", "bundle", "--require-digests", out+"/inferencestack-operator/1.0.0")
+	require.ErrorContains(t, err, "1 of 1 bundles have errors")
+	require.Contains(t, stdout, "error [bundlegen] manifests/inferencestack-operator.clusterserviceversion.yaml spec.install.spec.deployments[0].spec.template.spec.containers[0].env[2].value (RELATED_IMAGE_STARTER): "+
+		"image docker.io/llamastack/distribution-starter:0.2.23 is named by tag, not digest (--require-digests)")
 }
 
 func TestBundleErrorExits(t *testing.T) {
@@ -70,18 +79,20 @@ func TestBundleErrorExits(t *testing.T) {
 }
 
 func TestPin(t *testing.T) {
-	stdout, _, err := run(t, "pin", "--releases", in+"/releases", "--lock", in+"/images.lock")
+	stdout, stderr, err := run(t, "pin", "--releases", in+"/releases", "--lock", in+"/images.lock")
 	require.NoError(t, err)
-	require.Contains(t, stdout, "starter: quay.io/inferencestack/distribution-starter@sha256:")
+	require.Contains(t, stdout, "starter: docker.io/llamastack/distribution-starter:0.2.23")
+	require.Contains(t, stdout, "llamaStackVersion: 0.2.23\n")
 	require.Contains(t, stdout, "operatorVersion: 1.0.0\n")
+	require.Contains(t, stderr, "warning: image docker.io/llamastack/distribution-starter:0.2.23 is unresolved in the image lock")
 
 	empty := filepath.Join(t.TempDir(), "empty.lock")
 	require.NoError(t, os.WriteFile(empty, []byte("images: {}\n"), 0o644))
 	_, _, err = run(t, "pin", "--releases", in+"/releases", "--lock", empty)
-	require.ErrorContains(t, err, "has no digest in the image lock")
+	require.ErrorContains(t, err, "is not in the image lock")
 
-	stdout, stderr, err := run(t, "pin", "--releases", in+"/releases", "--lock", empty, "--allow-tags")
+	stdout, stderr, err = run(t, "pin", "--releases", in+"/releases", "--lock", empty, "--allow-tags")
 	require.NoError(t, err)
-	require.Contains(t, stdout, "starter: quay.io/inferencestack/distribution-starter:0.2.23")
-	require.Contains(t, stderr, "warning: image quay.io/inferencestack/distribution-starter:0.2.23 is pinned by tag")
+	require.Contains(t, stdout, "starter: docker.io/llamastack/distribution-starter:0.2.23")
+	require.Contains(t, stderr, "warning: image docker.io/llamastack/distribution-starter:0.2.23 is not in the image lock and ships by tag (--allow-tags)")
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/repopath"
 	"github.com/inferencestack/inferencestack/tools/internal/fbc"
 	"github.com/inferencestack/inferencestack/tools/internal/upgrades"
 )
@@ -47,6 +48,9 @@ catalog nor held by a skipRange, or on bad input.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.output != "text" && o.output != "json" {
 				return fmt.Errorf("--output %q: use text or json", o.output)
+			}
+			if err := repopath.Resolve(cmd, "catalog"); err != nil {
+				return err
 			}
 			pkgs, err := fbc.Load(cmd.Context(), o.catalog)
 			if err != nil {

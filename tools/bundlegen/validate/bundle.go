@@ -19,9 +19,10 @@ func newBundleCmd() *cobra.Command {
 		Short: "Validate registry+v1 bundle directories",
 		Long: `Run operator-framework/api's default bundle validators, the operatorhub and good-practices
 suites, operator-registry's bundle format and content checks, and bundlegen's own rules (every
-image in relatedImages, the pin matches the Deployment, permissions match --rbac) on each bundle
-directory. Prints one line per finding (severity, source, file, field, and what the finding is
-about in brackets); every directory is validated even when an earlier one cannot be read.
+image in relatedImages, the pin matches the Deployment, permissions match --rbac, each image
+named by tag is a warning, an error with --require-digests) on each bundle directory. Prints
+one line per finding (severity, source, file, field, and what the finding is about in
+brackets); every directory is validated even when an earlier one cannot be read.
 Exit status: 0 when no bundle has an error, 1 when any has one or cannot be read.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -65,6 +66,7 @@ Exit status: 0 when no bundle has an error, 1 when any has one or cannot be read
 	}
 	cmd.Flags().StringVar(&v.RBACDir, "rbac", "", "also check the CSV's permissions against the RBAC manifests in this directory")
 	cmd.Flags().StringVar(&v.KubeVersion, "kube-version", "", "Kubernetes version for the removed-API checks")
+	cmd.Flags().BoolVar(&v.RequireDigests, "require-digests", false, "the publish gate: an image named by tag is an error, not a warning")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
 }

@@ -6,13 +6,11 @@ package bundle
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -39,166 +37,6 @@ const (
 	// TakeUnlabeledFlag is the operator flag a release's takesUnlabeledStacks sets.
 	TakeUnlabeledFlag = "--take-unlabeled-stacks"
 )
-
-// Generate makes the bundles of one release.
-type Generate struct {
-	// ReleasesDir holds channels/releases/<version>.yaml.
-	ReleasesDir string
-	// LockPath is the image digest lock.
-	LockPath string
-	// Version selects the release; empty means the highest in ReleasesDir.
-	Version string
-	// CRDDir holds the generated CRDs.
-	CRDDir string
-	// RBACDir holds role.yaml and the bindings.
-	RBACDir string
-	// ManagerPath is the manager Deployment manifest.
-	ManagerPath string
-	// SamplesDir holds the samples for alm-examples.
-	SamplesDir string
-	// BasesDir holds the base CSVs, <package>.clusterserviceversion.yaml.
-	BasesDir string
-	// OutputDir is the bundle/ root.
-	OutputDir string
-	// AllowTags lets images without a digest through, with a warning.
-	AllowTags bool
-	// Check compares instead of writing: it fails when bundle/ is missing a
-	// bundle of the release or differs from what would be generated.
-	Check bool
-	// Warnings receives warnings (tags, validator warnings); nil discards.
-	Warnings io.Writer
-}
-
-// Result says what happened to each package's bundle.
-type Result struct {
-	// Version is the release.
-	Version string
-	// Bundles are the bundle directories, by package.
-	Bundles map[string]string
-	// Written lists the packages whose bundle was written now; the others
-	// already existed with identical content.
-	Written []string
-	// Reports are the validation reports.
-	Reports []validate.Report
-}
-
-// Files is a bundle's content: path relative to the bundle directory -> bytes.
-type Files map[string][]byte
-
-// Run generates, validates and writes the bundles.
-func (g Generate) Run(ctx context.Context) (Result, error) {
-	warn := g.warnings()
-	in, images, err := g.release()
-	if err != nil {
-		return Result{}, err
-	}
-	for _, w := range images.Warnings {
-		fmt.Fprintln(warn, w)
-	}
-	bundles, err := g.Build(in, images)
-	if err != nil {
-		return Result{}, err
-	}
-	res := Result{Version: in.Version, Bundles: map[string]string{}}
-	var toWrite []string
-	for _, pkg := range slices.Sorted(maps.Keys(bundles)) {
-		dir := filepath.Join(g.OutputDir, pkg, in.Version)
-		res.Bundles[pkg] = dir
-		same, exists, diff, err := compare(dir, bundles[pkg])
-		if err != nil {
-			return Result{}, err
-		}
-		switch {
-		case same:
-			continue
-		case exists:
-			return Result{}, fmt.Errorf("%s already exists with different content (%s): released bundles are never rewritten; "+
-				"add channels/releases/<next version>.yaml for the change (see docs/release.md), or, if %s was never published, delete %s",
-				dir, diff, in.Version, dir)
-		case g.Check:
-			return Result{}, fmt.Errorf("%s does not exist: run `make bundle` to generate release %s", dir, in.Version)
-		}
-		toWrite = append(toWrite, pkg)
-	}
-
-	tmp, err := os.MkdirTemp(mkdirAll(g.OutputDir), ".bundlegen-")
-	if err != nil {
-		return Result{}, fmt.Errorf("creating a temporary directory in %s: %w", g.OutputDir, err)
-	}
-	defer os.RemoveAll(tmp)
-	for _, pkg := range slices.Sorted(maps.Keys(bundles)) {
-		dir := filepath.Join(tmp, pkg)
-		if err := write(dir, bundles[pkg]); err != nil {
-			return Result{}, err
-		}
-		rbac := ""
-		if pkg == PackageOperator {
-			rbac = g.RBACDir
-		}
-		rep, err := validate.Bundle{Dir: dir, RBACDir: rbac, KubeVersion: in.MinKubeVersion}.Run(ctx)
-		if err != nil {
-			return Result{}, err
-		}
-		rep.Dir = filepath.Join(g.OutputDir, pkg, in.Version)
-		res.Reports = append(res.Reports, rep)
-		if rep.HasErrors() {
-			var b strings.Builder
-			rep.Print(&b)
-			return res, fmt.Errorf("the generated %s bundle does not validate; bundle/ is unchanged:\n%s", pkg, b.String())
-		}
-	}
-	if g.Check {
-		return res, nil
-	}
-	for _, pkg := range toWrite {
-		dst := res.Bundles[pkg]
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return Result{}, err
-		}
-		if err := os.Rename(filepath.Join(tmp, pkg), dst); err != nil {
-			return Result{}, fmt.Errorf("moving the %s bundle into place: %w", pkg, err)
-		}
-		res.Written = append(res.Written, pkg)
-	}
-	return res, nil
-}
-
-func (g Generate) warnings() io.Writer {
-	if g.Warnings == nil {
-		return io.Discard
-	}
-	return g.Warnings
-}
-
-func mkdirAll(dir string) string {
-	_ = os.MkdirAll(dir, 0o755)
-	return dir
-}
-
-func (g Generate) release() (release.Input, release.Images, error) {
-	path := filepath.Join(g.ReleasesDir, g.Version+".yaml")
-	if g.Version == "" {
-		var err error
-		if path, err = release.Latest(g.ReleasesDir); err != nil {
-			return release.Input{}, release.Images{}, err
-		}
-	} else if _, err := os.Stat(path); err != nil {
-		return release.Input{}, release.Images{}, fmt.Errorf("release %s: %s does not exist: create it (see docs/release.md)", g.Version, path)
-	}
-	in, err := release.LoadInput(path)
-	if err != nil {
-		return release.Input{}, release.Images{}, err
-	}
-	if err := release.CheckUnlabeledOwner(g.ReleasesDir); err != nil {
-		return release.Input{}, release.Images{}, err
-	}
-	lock, err := release.LoadLock(g.LockPath)
-	if err != nil {
-		return release.Input{}, release.Images{}, err
-	}
-	images, err := release.PinImages(in, lock, g.AllowTags)
-	return in, images, err
-}
 
 // Build returns the files of both bundles of a release.
 func (g Generate) Build(in release.Input, images release.Images) (map[string]Files, error) {
@@ -368,7 +206,7 @@ func (g Generate) operatorBundle(in release.Input, images release.Images) (Files
 	if err := addCSV(files, PackageOperator, out); err != nil {
 		return nil, err
 	}
-	pinData, err := images.Pin(in.Version).Marshal()
+	pinData, err := images.Pin(in).Marshal()
 	if err != nil {
 		return nil, err
 	}
@@ -387,8 +225,8 @@ func (g Generate) operatorBundle(in release.Input, images release.Images) (Files
 }
 
 // deployment reads the manager Deployment and sets the operator image, the
-// RELATED_IMAGE_ variables of the operand images, and whether the release
-// takes unlabelled InferenceStacks.
+// RELATED_IMAGE_ variables of the operand images, LLAMA_STACK_VERSION, and
+// whether the release takes unlabelled InferenceStacks.
 func (g Generate) deployment(in release.Input, images release.Images) (appsv1.Deployment, error) {
 	docs, err := csv.ReadFileDocuments(g.ManagerPath)
 	if err != nil {
@@ -417,14 +255,16 @@ func (g Generate) deployment(in release.Input, images release.Images) (appsv1.De
 	}
 	c := &containers[i]
 	c.Image = images.Operator
-	env := slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return strings.HasPrefix(e.Name, "RELATED_IMAGE_") })
+	env := slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool {
+		return strings.HasPrefix(e.Name, pin.EnvPrefix) || e.Name == pin.LlamaStackVersionEnv
+	})
 	for _, d := range slices.Sorted(maps.Keys(images.Operands)) {
 		env = append(env, corev1.EnvVar{Name: release.EnvName(d), Value: images.Operands[d]})
 	}
 	if images.Cache != "" {
 		env = append(env, corev1.EnvVar{Name: pin.CacheImageEnv, Value: images.Cache})
 	}
-	c.Env = env
+	c.Env = append(env, corev1.EnvVar{Name: pin.LlamaStackVersionEnv, Value: in.LlamaStackVersion})
 	if !in.TakesUnlabeled() {
 		c.Args = append(slices.DeleteFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, TakeUnlabeledFlag) }), TakeUnlabeledFlag+"=false")
 	}
@@ -464,52 +304,4 @@ func addMetadata(files Files, pkg string, in release.Input) {
 	}
 	b.WriteString("\nCOPY manifests /manifests/\nCOPY metadata /metadata/\n")
 	files["bundle.Dockerfile"] = b.Bytes()
-}
-
-func write(dir string, files Files) error {
-	for _, name := range slices.Sorted(maps.Keys(files)) {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, files[name], 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// compare reports whether dir holds exactly files; when it exists and does
-// not, diff names the first differences.
-func compare(dir string, files Files) (same, exists bool, diff string, err error) {
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return false, false, "", nil
-	}
-	have := Files{}
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		data, err := os.ReadFile(p)
-		have[filepath.ToSlash(rel)] = data
-		return err
-	})
-	if err != nil {
-		return false, true, "", err
-	}
-	var diffs []string
-	for _, name := range slices.Sorted(maps.Keys(files)) {
-		if h, ok := have[name]; !ok {
-			diffs = append(diffs, name+" missing")
-		} else if !bytes.Equal(h, files[name]) {
-			diffs = append(diffs, name+" changed")
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(have)) {
-		if _, ok := files[name]; !ok {
-			diffs = append(diffs, name+" extra")
-		}
-	}
-	return len(diffs) == 0, true, strings.Join(diffs, ", "), nil
 }

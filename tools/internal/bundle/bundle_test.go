@@ -30,9 +30,15 @@ func fixture(t *testing.T, edit func(root string)) Generate {
 	if edit != nil {
 		edit(root)
 	}
+	return generate(root)
+}
+
+// generate is the Generate over a fixture root.
+func generate(root string) Generate {
 	return Generate{
 		ReleasesDir: filepath.Join(root, "releases"),
 		LockPath:    filepath.Join(root, "images.lock"),
+		SumPath:     filepath.Join(root, "published.sum"),
 		CRDDir:      filepath.Join(root, "crd"),
 		RBACDir:     filepath.Join(root, "rbac"),
 		ManagerPath: filepath.Join(root, "manager.yaml"),
@@ -76,7 +82,7 @@ func TestGolden(t *testing.T) {
 	g := fixture(t, nil)
 	res, err := g.Run(context.Background())
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{PackageCRDs, PackageOperator}, res.Written)
+	require.Equal(t, []string{StateWritten, StateWritten}, states(res))
 
 	got := readTree(t, g.OutputDir)
 	golden := "testdata/golden/bundle"
@@ -98,7 +104,7 @@ func TestRegenerateIsIdentical(t *testing.T) {
 
 	res, err := g.Run(context.Background())
 	require.NoError(t, err)
-	require.Empty(t, res.Written, "a second run must find the bundles identical")
+	require.Equal(t, []string{StateUnchanged, StateUnchanged}, states(res), "a second run must find the bundles identical")
 	require.Equal(t, first, readTree(t, g.OutputDir))
 
 	g.Check = true
@@ -115,6 +121,14 @@ func TestCheckFailsWhenMissing(t *testing.T) {
 	require.ErrorIs(t, statErr, fs.ErrNotExist)
 }
 
+func states(res Result) []string {
+	var out []string
+	for _, b := range res.Bundles {
+		out = append(out, b.State)
+	}
+	return out
+}
+
 func rewrite(t *testing.T, path, old, new string) {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -123,12 +137,15 @@ func rewrite(t *testing.T, path, old, new string) {
 	require.NoError(t, os.WriteFile(path, bytes.Replace(data, []byte(old), []byte(new), 1), 0o644))
 }
 
+// TestErrors: the bad inputs tried; each is refused, naming the file, and
+// bundle/ is untouched.
 func TestErrors(t *testing.T) {
+	const input = "releases/1.0.0.yaml"
 	tests := []struct {
-		name string
-		edit func(t *testing.T, root string)
-		tags bool
-		want []string
+		name  string
+		edit  func(t *testing.T, root string)
+		setup func(g *Generate)
+		want  []string
 	}{
 		{
 			name: "missing base CSV",
@@ -140,19 +157,42 @@ func TestErrors(t *testing.T) {
 		{
 			name: "invalid semver",
 			edit: func(t *testing.T, root string) {
-				rewrite(t, filepath.Join(root, "releases", "1.0.0.yaml"), "version: 1.0.0", "version: v1.0")
+				rewrite(t, filepath.Join(root, input), "version: 1.0.0", "version: v1.0")
 			},
 			want: []string{"1.0.0.yaml: field version", `"v1.0" is not a semantic version`, "without a leading v"},
 		},
 		{
-			name: "released version with different content",
+			name: "llamaStackVersion missing",
+			edit: func(t *testing.T, root string) {
+				rewrite(t, filepath.Join(root, input), "llamaStackVersion: 0.2.23\n", "")
+			},
+			want: []string{"1.0.0.yaml: field llamaStackVersion: missing"},
+		},
+		{
+			name: "operand tag is not llamaStackVersion",
+			edit: func(t *testing.T, root string) {
+				rewrite(t, filepath.Join(root, input), "distribution-starter:0.2.23", "distribution-starter:0.3.0")
+			},
+			want: []string{"1.0.0.yaml: field operands.starter", `is "0.3.0", but llamaStackVersion is "0.2.23"`},
+		},
+		{
+			name: "released version with a file bundlegen does not make",
 			edit: func(t *testing.T, root string) {
 				dir := filepath.Join(root, "bundle", PackageOperator, "1.0.0", "manifests")
 				require.NoError(t, os.MkdirAll(dir, 0o755))
 				require.NoError(t, os.WriteFile(filepath.Join(dir, "old.yaml"), []byte("kind: ConfigMap\n"), 0o644))
 			},
-			want: []string{"inferencestack-operator/1.0.0 already exists with different content", "old.yaml extra",
-				"released bundles are never rewritten", "channels/releases/<next version>.yaml"},
+			want: []string{"inferencestack-operator/1.0.0 differs from what its inputs", "old.yaml extra", "--regenerate"},
+		},
+		{
+			name: "regenerate never deletes a file it did not write",
+			edit: func(t *testing.T, root string) {
+				dir := filepath.Join(root, "bundle", PackageOperator, "1.0.0", "manifests")
+				require.NoError(t, os.MkdirAll(dir, 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine\n"), 0o644))
+			},
+			setup: func(g *Generate) { g.Regenerate = true },
+			want:  []string{"inferencestack-operator/1.0.0 holds files bundlegen does not generate (manifests/notes.txt)"},
 		},
 		{
 			name: "deployment without the operator container",
@@ -164,24 +204,59 @@ func TestErrors(t *testing.T) {
 		{
 			name: "image reference that does not parse",
 			edit: func(t *testing.T, root string) {
-				rewrite(t, filepath.Join(root, "releases", "1.0.0.yaml"),
-					"quay.io/inferencestack/distribution-starter:0.2.23", "quay.io/Inference Stack/starter:0.2.23")
+				rewrite(t, filepath.Join(root, input),
+					"docker.io/llamastack/distribution-starter:0.2.23", "docker.io/Llama Stack/starter:0.2.23")
 			},
 			want: []string{"1.0.0.yaml: field operands.starter", "does not parse"},
 		},
 		{
 			name: "unknown distribution",
 			edit: func(t *testing.T, root string) {
-				rewrite(t, filepath.Join(root, "releases", "1.0.0.yaml"), "  starter:", "  startr:")
+				rewrite(t, filepath.Join(root, input), "  starter:", "  startr:")
 			},
 			want: []string{"field operands.startr", `unknown distribution "startr"`, "starter"},
 		},
 		{
-			name: "tag without digest",
+			name: "image the lock does not list",
 			edit: func(t *testing.T, root string) {
-				rewrite(t, filepath.Join(root, "releases", "1.0.0.yaml"), "distribution-starter:0.2.23", "distribution-starter:0.3.0")
+				rewrite(t, filepath.Join(root, input), "docker.io/llamastack/distribution-starter:0.2.23", "mirror.example.com/starter:0.2.23")
 			},
-			want: []string{"field operands.starter", "distribution-starter:0.3.0 has no digest", "--resolve", "--allow-tags"},
+			want: []string{"1.0.0.yaml: field operands.starter", "mirror.example.com/starter:0.2.23 is not in the image lock", "--resolve", "unresolved"},
+		},
+		{
+			name: "made-up digest in the lock",
+			edit: func(t *testing.T, root string) {
+				rewrite(t, filepath.Join(root, "images.lock"), "distribution-starter:0.2.23: unresolved", "distribution-starter:0.2.23: sha256:abc")
+			},
+			want: []string{"images.lock: images[docker.io/llamastack/distribution-starter:0.2.23]", `digest "sha256:abc"`},
+		},
+		{
+			name: "published with unresolved images",
+			edit: func(t *testing.T, root string) {
+				rewrite(t, filepath.Join(root, input), "version: 1.0.0\n", "version: 1.0.0\npublished: true\n")
+			},
+			want: []string{"1.0.0.yaml: field operatorImage: the release is published", "ships digests only"},
+		},
+		{
+			name: "--version of another release while this one is missing",
+			edit: func(t *testing.T, root string) {
+				data, err := os.ReadFile(filepath.Join(root, input))
+				require.NoError(t, err)
+				data = bytes.ReplaceAll(data, []byte("version: 1.0.0"), []byte("version: 1.0.1"))
+				require.NoError(t, os.WriteFile(filepath.Join(root, "releases", "1.0.1.yaml"), data, 0o644))
+			},
+			setup: func(g *Generate) { g.Version, g.AllowTags = "1.0.1", true },
+			want:  []string{"inferencestack-crds/1.0.0 does not exist", "without --version"},
+		},
+		{
+			name:  "output is an input folder",
+			setup: func(g *Generate) { g.OutputDir = g.ReleasesDir },
+			want:  []string{"--output ", "refusing to write to the input", "releases"},
+		},
+		{
+			name:  "output above the inputs",
+			setup: func(g *Generate) { g.OutputDir = filepath.Dir(g.ReleasesDir) },
+			want:  []string{"refusing to write to the input"},
 		},
 		{
 			name: "role binding to a role that does not exist",
@@ -193,8 +268,14 @@ func TestErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			g := fixture(t, func(root string) { tc.edit(t, root) })
-			g.AllowTags = tc.tags
+			g := fixture(t, func(root string) {
+				if tc.edit != nil {
+					tc.edit(t, root)
+				}
+			})
+			if tc.setup != nil {
+				tc.setup(&g)
+			}
 			before := readTreeIfExists(t, g.OutputDir)
 			_, err := g.Run(context.Background())
 			require.Error(t, err)
@@ -206,18 +287,37 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// TestAllowTagsWarns: an image the lock does not list passes with
+// --allow-tags, by tag, with a warning.
 func TestAllowTagsWarns(t *testing.T) {
 	g := fixture(t, func(root string) {
-		rewrite(t, filepath.Join(root, "releases", "1.0.0.yaml"), "distribution-starter:0.2.23", "distribution-starter:0.3.0")
+		rewrite(t, filepath.Join(root, "releases", "1.0.0.yaml"), "docker.io/llamastack/distribution-starter:0.2.23", "mirror.example.com/starter:0.2.23")
 	})
 	var warnings strings.Builder
 	g.AllowTags, g.Warnings = true, &warnings
 	_, err := g.Run(context.Background())
 	require.NoError(t, err)
-	require.Contains(t, warnings.String(), "warning: image quay.io/inferencestack/distribution-starter:0.3.0 is pinned by tag")
+	require.Contains(t, warnings.String(), "warning: image mirror.example.com/starter:0.2.23 is not in the image lock and ships by tag (--allow-tags)")
 	pin, err := os.ReadFile(filepath.Join(g.OutputDir, PackageOperator, "1.0.0", "manifests", "inferencestack-operator-pin_v1_configmap.yaml"))
 	require.NoError(t, err)
-	require.Contains(t, string(pin), "starter: quay.io/inferencestack/distribution-starter:0.3.0")
+	require.Contains(t, string(pin), "starter: mirror.example.com/starter:0.2.23")
+}
+
+// TestUnresolvedWarns: bundles built from unresolved lock entries carry the
+// tags, and their validation warns about each, naming image and field.
+func TestUnresolvedWarns(t *testing.T) {
+	g := fixture(t, nil)
+	res, err := g.Run(context.Background())
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, r := range res.Reports {
+		r.Print(&b)
+		require.False(t, r.HasErrors())
+	}
+	require.Contains(t, b.String(), "inferencestack-operator/1.0.0: warning [bundlegen] manifests/inferencestack-operator.clusterserviceversion.yaml "+
+		"spec.install.spec.deployments[0].spec.template.spec.containers[0].env[2].value (RELATED_IMAGE_STARTER): "+
+		"image docker.io/llamastack/distribution-starter:0.2.23 is named by tag, not digest (also in spec.relatedImages[3].image)")
+	require.Contains(t, b.String(), "image quay.io/inferencestack/inferencestack-operator:v1.0.0 is named by tag")
 }
 
 func TestBaseFieldsSurvive(t *testing.T) {
@@ -268,10 +368,9 @@ func TestTakesUnlabeledStacks(t *testing.T) {
 	const no = "takesUnlabeledStacks: false\n"
 	g := fixture(t, second("", no))
 	g.AllowTags = true
+	_, err := g.Run(context.Background())
+	require.NoError(t, err)
 	for _, v := range []string{"1.0.0", "2.0.0"} {
-		g.Version = v
-		_, err := g.Run(context.Background())
-		require.NoError(t, err)
 		csv, err := os.ReadFile(filepath.Join(g.OutputDir, PackageOperator, v, "manifests", PackageOperator+".clusterserviceversion.yaml"))
 		require.NoError(t, err)
 		require.Equal(t, v == "2.0.0", strings.Contains(string(csv), "- "+TakeUnlabeledFlag+"=false"), "release %s", v)
@@ -290,18 +389,19 @@ func TestTakesUnlabeledStacks(t *testing.T) {
 }
 
 // TestCacheImage: a release's cacheImage reaches the operator as
-// RELATED_IMAGE_CACHE and is listed in relatedImages (by digest when locked).
+// RELATED_IMAGE_CACHE and is listed in relatedImages (by tag while the lock
+// records it as unresolved); LLAMA_STACK_VERSION follows the RELATED_IMAGE_
+// variables.
 func TestCacheImage(t *testing.T) {
 	g := fixture(t, func(root string) {
 		rewrite(t, filepath.Join(root, "releases", "1.0.0.yaml"), "operands:\n", "cacheImage: docker.io/library/postgres:16.4\noperands:\n")
+		rewrite(t, filepath.Join(root, "images.lock"), "images:\n", "images:\n  docker.io/library/postgres:16.4: unresolved\n")
 	})
-	var warnings strings.Builder
-	g.AllowTags, g.Warnings = true, &warnings
 	_, err := g.Run(context.Background())
 	require.NoError(t, err)
-	require.Contains(t, warnings.String(), "docker.io/library/postgres:16.4 is pinned by tag")
 	csv, err := os.ReadFile(filepath.Join(g.OutputDir, PackageOperator, "1.0.0", "manifests", PackageOperator+".clusterserviceversion.yaml"))
 	require.NoError(t, err)
-	require.Contains(t, string(csv), "- name: RELATED_IMAGE_CACHE\n                  value: docker.io/library/postgres:16.4\n")
+	require.Contains(t, string(csv), "- name: RELATED_IMAGE_CACHE\n                  value: docker.io/library/postgres:16.4\n"+
+		"                - name: LLAMA_STACK_VERSION\n                  value: 0.2.23\n")
 	require.Contains(t, string(csv), "- image: docker.io/library/postgres:16.4\n    name: cache\n")
 }

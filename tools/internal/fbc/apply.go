@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+
+	"github.com/blang/semver/v4"
 
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	"github.com/operator-framework/operator-registry/pkg/image"
@@ -57,6 +60,9 @@ func (r Release) Apply(cfg *declcfg.DeclarativeConfig) error {
 		if err != nil {
 			return err
 		}
+		if err := checkUpward(field, br, byVersion); err != nil {
+			return err
+		}
 		for _, c := range br.Channels {
 			if !slices.Contains(channelNames, c) {
 				return fmt.Errorf("%s.channels: package %q has no channel %q; channels: %v", field, pkg.Name, c, channelNames)
@@ -106,6 +112,41 @@ func (r Release) Apply(cfg *declcfg.DeclarativeConfig) error {
 	entries = append(entries, bundleEntries...)
 	if len(entries) > 0 {
 		cfg.Deprecations = []declcfg.Deprecation{{Schema: declcfg.SchemaDeprecation, Package: pkg.Name, Entries: entries}}
+	}
+	return nil
+}
+
+// checkUpward refuses a bridge whose skipRange admits a version at or above
+// its bundle's: OLM would offer the bundle as an "upgrade" from a newer
+// version (a downgrade edge). It tries the package's versions from the
+// bundle's up and the next patch, minor and major versions and a huge one.
+func checkUpward(field string, br Bridge, byVersion map[string]string) error {
+	bv, err := semver.Parse(br.Bundle)
+	if err != nil {
+		return err
+	}
+	admits, err := semver.ParseRange(br.SkipRange)
+	if err != nil {
+		return err
+	}
+	probes := []semver.Version{
+		bv,
+		{Major: bv.Major, Minor: bv.Minor, Patch: bv.Patch + 1},
+		{Major: bv.Major, Minor: bv.Minor + 1},
+		{Major: bv.Major + 1},
+		{Major: math.MaxInt32},
+	}
+	for v := range byVersion {
+		if pv, err := semver.Parse(v); err == nil && pv.GTE(bv) {
+			probes = append(probes, pv)
+		}
+	}
+	slices.SortFunc(probes, func(a, b semver.Version) int { return a.Compare(b) })
+	for _, p := range probes {
+		if admits(p) {
+			return fmt.Errorf("%s (bundle %s, skipRange %q): the range admits %s, which is not below the bundle: OLM would offer %s as an upgrade from %s, a downgrade; "+
+				"make the range end below %s, e.g. \"<%s\"", field, br.Bundle, br.SkipRange, p, br.Bundle, p, br.Bundle, br.Bundle)
+		}
 	}
 	return nil
 }

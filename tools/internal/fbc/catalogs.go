@@ -2,11 +2,18 @@ package fbc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/operator-framework/operator-registry/alpha/declcfg"
+
+	"github.com/inferencestack/inferencestack/tools/internal/atomicfs"
+	"github.com/inferencestack/inferencestack/tools/internal/validate"
 )
 
 // TemplateSuffix names a package's semver template in channels/.
@@ -22,10 +29,19 @@ type Catalogs struct {
 	OutDir string
 	// Packages limits the run to these packages; empty means all.
 	Packages []string
+	// CheckBundle, when set, is called with every bundle directory a
+	// template references, before anything is rendered; an error stops the
+	// run (the release tools check that the bundle is exactly what its
+	// release input makes).
+	CheckBundle func(dir string) error
 }
 
-// Run renders and writes each package's catalog, returning the written paths.
-// Nothing is written unless every package renders.
+// Run renders each package's catalog and writes them all in one step:
+// OutDir holds all the new catalogs or none. Nothing is written unless every
+// package renders and the new catalog folder passes validate.Catalog. Existing files of OutDir other
+// than the rendered catalog.yaml files are kept; a catalog.yaml that is not
+// the catalog of its package is never overwritten. It returns the written
+// paths.
 func (c Catalogs) Run(ctx context.Context) ([]string, error) {
 	templates, err := filepath.Glob(filepath.Join(c.ChannelsDir, "*"+TemplateSuffix))
 	if err != nil {
@@ -43,7 +59,7 @@ func (c Catalogs) Run(ctx context.Context) ([]string, error) {
 	if len(names) == 0 {
 		names = sortedKeys(found)
 	}
-	var rendered [][]byte
+	inputs := []string{c.ChannelsDir}
 	for _, name := range names {
 		t, ok := found[name]
 		if !ok {
@@ -52,6 +68,25 @@ func (c Catalogs) Run(ctx context.Context) ([]string, error) {
 		if err := checkListed(t, c.Root); err != nil {
 			return nil, err
 		}
+		dirs, err := c.bundleDirs(t)
+		if err != nil {
+			return nil, err
+		}
+		inputs = append(inputs, dirs...)
+	}
+	if err := atomicfs.CheckOutput("--output", c.OutDir, inputs...); err != nil {
+		return nil, err
+	}
+	if c.CheckBundle != nil {
+		for _, dir := range inputs[1:] {
+			if err := c.CheckBundle(dir); err != nil {
+				return nil, err
+			}
+		}
+	}
+	rendered := map[string][]byte{}
+	for _, name := range names {
+		t := found[name]
 		cfg, err := Catalog{Template: t, Root: c.Root}.Run(ctx)
 		if err != nil {
 			return nil, err
@@ -59,19 +94,44 @@ func (c Catalogs) Run(ctx context.Context) ([]string, error) {
 		if got := cfg.Packages[0].Name; got != name {
 			return nil, fmt.Errorf("%s renders package %q: rename the file to %s%s or fix its bundles", t, got, got, TemplateSuffix)
 		}
-		data, err := Marshal(*cfg)
-		if err != nil {
+		if err := c.checkOwn(name); err != nil {
 			return nil, err
 		}
-		rendered = append(rendered, data)
+		if rendered[name], err = Marshal(*cfg); err != nil {
+			return nil, err
+		}
+	}
+	err = atomicfs.ReplaceDir(ctx, c.OutDir, true, func(staging string) error {
+		for _, name := range names {
+			dir := filepath.Join(staging, name)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, CatalogFile), rendered[name], 0o644); err != nil {
+				return err
+			}
+		}
+		// The whole new catalog folder, as validate catalog will read it
+		// (messages name OutDir rather than the staging folder).
+		findings, err := validate.Catalog{Dir: staging}.Run(ctx)
+		if err != nil {
+			return fmt.Errorf("the new catalog does not load; %s is unchanged: %s", c.OutDir, strings.ReplaceAll(err.Error(), staging, c.OutDir))
+		}
+		if len(findings) > 0 {
+			lines := make([]string, 0, len(findings))
+			for _, f := range findings {
+				lines = append(lines, "  "+f.String())
+			}
+			return fmt.Errorf("the rendered catalog does not validate; %s is unchanged:\n%s", c.OutDir, strings.Join(lines, "\n"))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	var written []string
-	for i, name := range names {
-		path := filepath.Join(c.OutDir, name, CatalogFile)
-		if err := WriteFileAtomic(path, rendered[i]); err != nil {
-			return written, err
-		}
-		written = append(written, path)
+	for _, name := range names {
+		written = append(written, filepath.Join(c.OutDir, name, CatalogFile))
 	}
 	return written, nil
 }
@@ -123,4 +183,45 @@ func checkListed(templatePath, root string) error {
 			templatePath, strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// bundleDirs returns the bundle directories a template references, joined
+// to Root.
+func (c Catalogs) bundleDirs(templatePath string) ([]string, error) {
+	data, err := os.ReadFile(templatePath)
+	if err != nil {
+		return nil, fmt.Errorf("read semver template: %w", err)
+	}
+	t, err := ParseTemplate(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", templatePath, err)
+	}
+	var dirs []string
+	for _, ref := range t.Refs() {
+		dir := ref
+		if !filepath.IsAbs(dir) && c.Root != "" {
+			dir = filepath.Join(c.Root, dir)
+		}
+		dirs = append(dirs, dir)
+	}
+	return dirs, nil
+}
+
+// checkOwn refuses to replace OutDir/<pkg>/catalog.yaml unless it is absent
+// or the catalog of package pkg: bundlegen overwrites only its own files.
+func (c Catalogs) checkOwn(pkg string) error {
+	path := filepath.Join(c.OutDir, pkg, CatalogFile)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cfg, err := declcfg.LoadReader(f)
+	if err == nil && len(cfg.Packages) == 1 && cfg.Packages[0].Name == pkg {
+		return nil
+	}
+	return fmt.Errorf("%s exists and is not the catalog of package %q that bundlegen writes there: it never overwrites other files; move it away or choose another --output", path, pkg)
 }

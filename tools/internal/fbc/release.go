@@ -12,6 +12,8 @@ import (
 
 	"github.com/blang/semver/v4"
 	"sigs.k8s.io/yaml"
+
+	"github.com/inferencestack/inferencestack/tools/internal/image"
 )
 
 // DefaultImageRefTemplate is the bundle image reference used when a release
@@ -97,8 +99,8 @@ func ParseRelease(name string, data []byte) (Release, error) {
 		if _, err := semver.Parse(v); err != nil {
 			return Release{}, fmt.Errorf("%s: images: key %q is not a semver version: %w", name, v, err)
 		}
-		if ref == "" {
-			return Release{}, fmt.Errorf("%s: images[%q]: give an image reference", name, v)
+		if err := image.CheckReference(ref); err != nil {
+			return Release{}, fmt.Errorf("%s: images[%q]: %w: give the bundle's published image, e.g. quay.io/inferencestack/<package>-bundle@sha256:<digest>", name, v, err)
 		}
 	}
 	for v, msg := range r.Deprecations.Bundles {
@@ -139,10 +141,17 @@ func (r Release) imageRefTemplate() (*template.Template, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Fail early on fields operator-registry does not provide.
+	// Fail early on fields operator-registry does not provide, and on
+	// templates that do not make an image reference.
 	var buf bytes.Buffer
-	if err := t.Execute(&buf, struct{ Package, Name, Version string }{"p", "p.v1.0.0", "1.0.0"}); err != nil {
+	sample := struct{ Package, Name, Version string }{"inferencestack-operator", "inferencestack-operator.v1.0.0", "1.0.0"}
+	if err := t.Execute(&buf, sample); err != nil {
 		return nil, fmt.Errorf("use only {{.Package}}, {{.Name}} and {{.Version}}: %w", err)
+	}
+	if r.Images[sample.Version] == "" {
+		if err := image.CheckReference(buf.String()); err != nil {
+			return nil, fmt.Errorf("for package %s version %s it makes %w: write a template such as %s", sample.Package, sample.Version, err, DefaultImageRefTemplate)
+		}
 	}
 	return t, nil
 }

@@ -35,7 +35,7 @@ func TestCatalogRunGolden(t *testing.T) {
 
 	golden := "testdata/golden/demo-operator/catalog.yaml"
 	if *update {
-		require.NoError(t, fbc.WriteFileAtomic(golden, got))
+		require.NoError(t, os.WriteFile(golden, got, 0o644))
 	}
 	want, err := os.ReadFile(golden)
 	require.NoError(t, err)
@@ -73,7 +73,20 @@ func TestCatalogRunErrors(t *testing.T) {
 	}{
 		{name: "unknown default channel", release: "defaultChannel: nope\n", want: `no channel "nope"`},
 		{name: "bridge to missing version", release: "bridges:\n- bundle: 3.0.0\n  skipRange: \">=2.0.0 <3.0.0\"\n", want: `no bundle with version "3.0.0"`},
-		{name: "image pin for missing version", release: "images:\n  9.0.0: quay.io/x@sha256:00\n", want: `images: package "demo-operator" has no bundle with version "9.0.0"`},
+		{name: "image pin for missing version", release: "images:\n  9.0.0: quay.io/x@sha256:" + strings.Repeat("1", 64) + "\n", want: `images: package "demo-operator" has no bundle with version "9.0.0"`},
+		{name: "image pin that is not an image", release: "images:\n  1.1.0: quay.io/x@sha256:00\n", want: `images["1.1.0"]: image reference "quay.io/x@sha256:00" does not parse`},
+		{name: "empty image pin", release: "images:\n  1.1.0: \"\"\n", want: `images["1.1.0"]: image reference is empty`},
+		{name: "image template that makes no image", release: "imageRefTemplate: \"quay.io/x/{{.Package}}:v {{.Version}}\"\n", want: `imageRefTemplate: for package inferencestack-operator version 1.0.0 it makes image reference "quay.io/x/inferencestack-operator:v 1.0.0"`},
+		{name: "downgrade bridge", release: "bridges:\n- bundle: 1.0.0\n  skipRange: \">=2.0.0 <3.0.0\"\n",
+			want: `bridges[0] (bundle 1.0.0, skipRange ">=2.0.0 <3.0.0"): the range admits 2.0.0, which is not below the bundle`},
+		{name: "bridge that admits its own bundle", release: "bridges:\n- bundle: 2.0.0\n  skipRange: \">=1.0.0 <=2.0.0\"\n",
+			want: `bridges[0] (bundle 2.0.0, skipRange ">=1.0.0 <=2.0.0"): the range admits 2.0.0`},
+		{name: "bridge open above", release: "bridges:\n- bundle: 2.0.0\n  skipRange: \">=1.0.0\"\n",
+			want: `bridges[0] (bundle 2.0.0, skipRange ">=1.0.0"): the range admits 2.0.0`},
+		{name: "bridge to a future version", release: "bridges:\n- bundle: 2.0.0\n  skipRange: \">=1.0.0 <2.0.0 || >=9.0.0\"\n",
+			want: `bridges[0] (bundle 2.0.0, skipRange ">=1.0.0 <2.0.0 || >=9.0.0"): the range admits 2147483647.0.0, which is not below the bundle`},
+		{name: "second bridge downgrades", release: "bridges:\n- bundle: 2.0.0\n  skipRange: \">=1.0.0 <2.0.0\"\n- bundle: 1.1.0\n  skipRange: \">=2.1.0 <2.2.0\"\n",
+			want: `bridges[1] (bundle 1.1.0, skipRange ">=2.1.0 <2.2.0"): the range admits 2.1.0`},
 		{name: "bad skipRange", release: "bridges:\n- bundle: 2.0.0\n  skipRange: \"banana\"\n", want: "not a valid range"},
 		{name: "deprecate missing channel", release: "deprecations:\n  channels:\n    fast-v9: gone\n", want: `no channel "fast-v9"`},
 		{name: "unknown field", release: "defaultChanel: stable-v1\n", want: "unknown field"},
@@ -85,6 +98,7 @@ func TestCatalogRunErrors(t *testing.T) {
 			require.NoError(t, os.WriteFile(rel, []byte(tc.release), 0o644))
 			_, err := fbc.Catalog{Template: "testdata/channels/demo-operator.semver.yaml", Release: rel, Root: "testdata"}.Run(context.Background())
 			require.ErrorContains(t, err, tc.want)
+			require.ErrorContains(t, err, rel)
 		})
 	}
 }

@@ -2,11 +2,13 @@ package fbc
 
 import (
 	"bytes"
+	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
+
+	"github.com/inferencestack/inferencestack/tools/internal/atomicfs"
 )
 
 // CatalogFile is the file name of a package's catalog under catalog/<package>/.
@@ -32,36 +34,5 @@ func WriteCatalog(cfg declcfg.DeclarativeConfig, outDir string) (string, error) 
 		return "", err
 	}
 	path := filepath.Join(outDir, cfg.Packages[0].Name, CatalogFile)
-	return path, WriteFileAtomic(path, data)
-}
-
-// WriteFileAtomic writes data to path through a temporary file in the same
-// directory and a rename, so readers see the old or the new file, never a
-// partial one. It creates the parent directories.
-func WriteFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after a successful rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return path, atomicfs.WriteFile(context.Background(), path, data)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/blang/semver/v4"
 
+	"github.com/inferencestack/inferencestack/tools/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/tools/internal/fbc"
 )
 
@@ -63,7 +64,7 @@ func (g Graph) Run(ctx context.Context) ([]string, error) {
 		}
 		for name, data := range map[string]string{MarkdownFile: Markdown(p), SVGFile: SVG(p)} {
 			path := filepath.Join(out, p.Name, name)
-			if err := fbc.WriteFileAtomic(path, []byte(data)); err != nil {
+			if err := atomicfs.WriteFile(ctx, path, []byte(data)); err != nil {
 				return nil, err
 			}
 			written = append(written, path)
@@ -71,7 +72,7 @@ func (g Graph) Run(ctx context.Context) ([]string, error) {
 	}
 	if len(written) > 0 {
 		path := filepath.Join(out, IndexIgnoreFile)
-		if err := fbc.WriteFileAtomic(path, []byte(indexIgnore)); err != nil {
+		if err := atomicfs.WriteFile(ctx, path, []byte(indexIgnore)); err != nil {
 			return nil, err
 		}
 		written = append(written, path)

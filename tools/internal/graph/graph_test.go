@@ -47,7 +47,7 @@ func demo() fbc.Package {
 func golden(t *testing.T, path, got string) {
 	t.Helper()
 	if *update {
-		require.NoError(t, fbc.WriteFileAtomic(path, []byte(got)))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
 	}
 	want, err := os.ReadFile(path)
 	require.NoError(t, err)

@@ -2,10 +2,14 @@ package image
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -13,43 +17,71 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/inferencestack/inferencestack/tools/internal/atomicfs"
 )
 
 // refNameAnnotation names an image inside an OCI layout (OCI image spec).
 const refNameAnnotation = "org.opencontainers.image.ref.name"
 
-// WriteLayout writes img as the only image of an OCI layout folder dir,
-// replacing what dir held. refName (optional, for example "1.2.0") is recorded
-// as org.opencontainers.image.ref.name, so tools such as skopeo can address it
-// as oci:dir:refName. The folder is written beside dir and renamed into place.
-func WriteLayout(img v1.Image, dir, refName string) error {
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+// LayoutMarker is the file bundlegen puts in every OCI layout folder it
+// writes: only a folder that holds it (or an empty or missing one) is ever
+// replaced by WriteLayout.
+const LayoutMarker = ".written-by-bundlegen"
+
+const layoutMarkerText = "This OCI image layout was written by bundlegen image; the next `bundlegen image ... --output` to this folder replaces it.\n"
+
+// CheckLayoutDir refuses a folder WriteLayout must not replace: one that
+// holds something and is not an OCI layout bundlegen wrote (LayoutMarker).
+func CheckLayoutDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		var pe *fs.PathError
+		if errors.As(err, &pe) && errors.Is(pe.Err, syscall.ENOTDIR) {
+			return fmt.Errorf("--output %s is a file: name a folder for the OCI layout", dir)
+		}
+		return err
+	case len(entries) == 0:
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, LayoutMarker)); err == nil {
+		return nil
+	}
+	names := make([]string, 0, 3)
+	for _, e := range entries[:min(3, len(entries))] {
+		names = append(names, e.Name())
+	}
+	return fmt.Errorf("--output %s holds files (%s...) and is not an OCI layout bundlegen wrote (no %s): it replaces only its own layouts; "+
+		"name an empty or new folder", dir, strings.Join(names, ", "), LayoutMarker)
+}
+
+// WriteLayout writes img as the only image of an OCI layout folder dir, in
+// one step (atomicfs.ReplaceDir), marked with LayoutMarker. dir must be
+// missing, empty or a layout WriteLayout wrote (CheckLayoutDir); the caller
+// checks that it is not an input (atomicfs.CheckOutput). refName (optional,
+// for example "1.2.0") is recorded as org.opencontainers.image.ref.name, so
+// tools such as skopeo can address it as oci:dir:refName.
+func WriteLayout(ctx context.Context, img v1.Image, dir, refName string) error {
+	if err := CheckLayoutDir(dir); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+"-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	p, err := layout.Write(tmp, empty.Index)
-	if err != nil {
-		return fmt.Errorf("writing OCI layout %s: %w", dir, err)
-	}
-	var opts []layout.Option
-	if refName != "" {
-		opts = append(opts, layout.WithAnnotations(map[string]string{refNameAnnotation: refName}))
-	}
-	if err := p.AppendImage(img, opts...); err != nil {
-		return fmt.Errorf("writing OCI layout %s: %w", dir, err)
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("replacing %s: %w", dir, err)
-	}
-	return os.Rename(tmp, dir)
+	return atomicfs.ReplaceDir(ctx, dir, false, func(tmp string) error {
+		p, err := layout.Write(tmp, empty.Index)
+		if err != nil {
+			return fmt.Errorf("writing OCI layout %s: %w", dir, err)
+		}
+		var opts []layout.Option
+		if refName != "" {
+			opts = append(opts, layout.WithAnnotations(map[string]string{refNameAnnotation: refName}))
+		}
+		if err := p.AppendImage(img, opts...); err != nil {
+			return fmt.Errorf("writing OCI layout %s: %w", dir, err)
+		}
+		return os.WriteFile(filepath.Join(tmp, LayoutMarker), []byte(layoutMarkerText), 0o644)
+	})
 }
 
 // ParseReference parses an image reference. Registries on a loopback address

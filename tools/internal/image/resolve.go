@@ -91,3 +91,15 @@ func HasDigest(ref string) bool {
 	_, err := name.NewDigest(ref)
 	return err == nil
 }
+
+// Tag returns the tag ref names explicitly ("0.3.0" in
+// "docker.io/llamastack/distribution-starter:0.3.0", also when a digest
+// follows it), and false when it names none (a registry port is not a tag).
+func Tag(ref string) (string, bool) {
+	rest, _, _ := strings.Cut(ref, "@")
+	slash, colon := strings.LastIndex(rest, "/"), strings.LastIndex(rest, ":")
+	if colon <= slash {
+		return "", false
+	}
+	return rest[colon+1:], true
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/inferencestack/inferencestack/tools/internal/atomicfs"
 )
 
 // Kind is what an image holds.
@@ -50,6 +52,14 @@ func (b Build) Run(ctx context.Context) (Result, error) {
 	if b.Layout == "" && b.Push == "" {
 		return Result{}, errors.New("nowhere to put the image: give an OCI layout folder (--output) or a reference to push to (--push)")
 	}
+	if b.Layout != "" {
+		if err := atomicfs.CheckOutput("--output", b.Layout, b.Dir); err != nil {
+			return Result{}, err
+		}
+		if err := CheckLayoutDir(b.Layout); err != nil {
+			return Result{}, err
+		}
+	}
 	var (
 		img v1.Image
 		err error
@@ -71,7 +81,7 @@ func (b Build) Run(ctx context.Context) (Result, error) {
 	}
 	res := Result{Digest: d.String()}
 	if b.Layout != "" {
-		if err := WriteLayout(img, b.Layout, b.Tag); err != nil {
+		if err := WriteLayout(ctx, img, b.Layout, b.Tag); err != nil {
 			return Result{}, err
 		}
 		res.Layout = b.Layout

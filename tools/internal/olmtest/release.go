@@ -69,10 +69,12 @@ func (r Release) Run(ctx context.Context) (string, error) {
 		if err := os.WriteFile(filepath.Join(releases, v+".yaml"), releaseFile(base, v, takes), 0o644); err != nil {
 			return "", err
 		}
+	}
+	{
+		// One run writes the bundles of every version, in one step.
 		_, err := bundle.Generate{
 			ReleasesDir: releases,
 			LockPath:    filepath.Join(r.Root, "channels", "images.lock"),
-			Version:     v,
 			CRDDir:      filepath.Join(r.Root, "operator", "config", "crd", "bases"),
 			RBACDir:     rbacDir,
 			ManagerPath: filepath.Join(r.Root, "operator", "config", "manager", "manager.yaml"),
@@ -84,7 +86,7 @@ func (r Release) Run(ctx context.Context) (string, error) {
 			Warnings:  log,
 		}.Run(ctx)
 		if err != nil {
-			return "", fmt.Errorf("generating the test bundles of %s: %w", v, err)
+			return "", fmt.Errorf("generating the test bundles of %v: %w", all, err)
 		}
 	}
 	// A version makes bundles of both packages; drop those the package does
@@ -203,13 +205,16 @@ var (
 	versionLine  = regexp.MustCompile(`(?m)^version: .*$`)
 	operatorLine = regexp.MustCompile(`(?m)^(operatorImage: [^:\s]+):.*$`)
 	takesLine    = regexp.MustCompile(`(?m)^takesUnlabeledStacks: .*\n`)
+	// A test release is never published (frozen), whatever the base says.
+	publishedLine = regexp.MustCompile(`(?m)^published: .*\n`)
 )
 
-// releaseFile is base with its version and operator image tag set to v, and
-// takesUnlabeledStacks set to takes.
+// releaseFile is base with its version and operator image tag set to v,
+// takesUnlabeledStacks set to takes, and not published.
 func releaseFile(base []byte, v string, takes bool) []byte {
 	out := versionLine.ReplaceAll(base, []byte("version: "+v))
 	out = takesLine.ReplaceAll(out, nil)
+	out = publishedLine.ReplaceAll(out, nil)
 	if !takes {
 		out = append(out, "takesUnlabeledStacks: false\n"...)
 	}

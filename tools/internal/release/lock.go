@@ -1,26 +1,37 @@
 package release
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/inferencestack/inferencestack/tools/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/tools/internal/image"
 )
 
-const lockHeader = `# Image digest lock: the digest of every image named by tag in channels/releases/*.yaml.
-# bundlegen reads it offline to pin images by digest. Refresh it from the registries with
+const lockHeader = `# Image digest lock: for every image that channels/releases/*.yaml names by tag,
+# the manifest digest its registry serves (sha256:<64 hex>), or ` + "`" + Unresolved + "`" + ` while
+# nobody has looked it up. Never write a digest that was not read from the registry.
+# bundlegen reads this file offline. A digest pins the image in the bundles; an
+# unresolved image ships by its tag: bundlegen validate warns about it, and the
+# publish gates (validate --require-digests, image bundle|catalog --push, a release
+# input with published: true) refuse it. Fill it from the registries with
 #   go run -tags containers_image_openpgp ./tools/bundlegen pin --resolve --version <version>
 `
 
+// Unresolved is the lock value of an image whose digest is not known: the
+// bundles then carry its tag.
+const Unresolved = "unresolved"
+
 // Lock maps an image reference, as written in a release input, to its digest.
 type Lock struct {
-	// Images maps "registry/repository:tag" to "sha256:<hex>".
+	// Images maps "registry/repository:tag" to "sha256:<hex>", or to
+	// Unresolved when the digest is not known.
 	Images map[string]string `json:"images"`
 }
 
@@ -47,8 +58,13 @@ func LoadLock(path string) (Lock, error) {
 		if err := image.CheckReference(ref); err != nil {
 			return Lock{}, fmt.Errorf("image lock %s: images key: %w", path, err)
 		}
-		if err := image.CheckDigest(l.Images[ref]); err != nil {
-			return Lock{}, fmt.Errorf("image lock %s: images[%s]: %w; run bundlegen pin --resolve to refresh it", path, ref, err)
+		if image.HasDigest(ref) {
+			return Lock{}, fmt.Errorf("image lock %s: images key %s already names a digest: the lock holds tags only; remove the entry", path, ref)
+		}
+		if v := l.Images[ref]; v != Unresolved {
+			if err := image.CheckDigest(v); err != nil {
+				return Lock{}, fmt.Errorf("image lock %s: images[%s]: %w, or %q; run bundlegen pin --resolve to fill it from the registry", path, ref, err, Unresolved)
+			}
 		}
 	}
 	return l, nil
@@ -64,62 +80,45 @@ func (l Lock) Marshal() ([]byte, error) {
 }
 
 // Write stores the lock at path atomically.
-func (l Lock) Write(path string) error {
+func (l Lock) Write(ctx context.Context, path string) error {
 	data, err := l.Marshal()
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, data)
+	return atomicfs.WriteFile(ctx, path, data)
 }
 
 // Pinned is the result of pinning a reference through the lock.
 type Pinned struct {
 	// Ref is the digest reference, or the original tag reference when the
-	// lock has no digest for it and tags are allowed.
+	// lock records the image as unresolved (or has no entry and tags are
+	// allowed).
 	Ref string
 	// Warning is set when Ref is a tag.
 	Warning string
+	// Unlisted says the lock does not list the image (allowTags let it by).
+	Unlisted bool
 }
 
 // Pin returns ref by digest: as-is when it already names one, else with the
-// digest the lock holds. Without a digest it fails, unless allowTags is set,
-// which returns the tag with a warning.
+// digest the lock holds. An image the lock records as unresolved keeps its
+// tag, with a warning. An image the lock does not list fails, unless
+// allowTags is set, which returns the tag with a warning.
 func (l Lock) Pin(ref string, allowTags bool) (Pinned, error) {
 	if image.HasDigest(ref) {
 		return Pinned{Ref: ref}, nil
 	}
-	if d, ok := l.Images[ref]; ok {
+	d, ok := l.Images[ref]
+	switch {
+	case ok && d == Unresolved:
+		return Pinned{Ref: ref, Warning: fmt.Sprintf("warning: image %s is unresolved in the image lock: it ships by tag, which may come to name another image; "+
+			"run bundlegen pin --resolve before publishing", ref)}, nil
+	case ok:
 		r, err := image.WithDigest(ref, d)
 		return Pinned{Ref: r}, err
+	case allowTags:
+		return Pinned{Ref: ref, Unlisted: true, Warning: fmt.Sprintf("warning: image %s is not in the image lock and ships by tag (--allow-tags): the image it names may change", ref)}, nil
 	}
-	if !allowTags {
-		return Pinned{}, fmt.Errorf("image %s has no digest in the image lock: run "+
-			"`bundlegen pin --resolve` to record it, or pass --allow-tags to ship the tag (not reproducible)", ref)
-	}
-	return Pinned{Ref: ref, Warning: fmt.Sprintf("warning: image %s is pinned by tag, not digest: the image it names may change", ref)}, nil
-}
-
-// WriteFileAtomic writes data to a temporary file beside path and renames it over path.
-func WriteFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return Pinned{}, fmt.Errorf("image %s is not in the image lock: run `bundlegen pin --resolve` to record its digest, "+
+		"or add the line `  %s: %s` to the lock while its digest is not known", ref, ref, Unresolved)
 }

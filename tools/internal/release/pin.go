@@ -31,14 +31,17 @@ type Images struct {
 	Cache string
 	// Warnings name the images left as tags.
 	Warnings []string
+	// Unlisted are the warnings about images the lock does not list.
+	Unlisted []string
 }
 
-// Pin returns the operand pin of this release.
-func (i Images) Pin(version string) Pin {
-	return Pin{OperatorVersion: version, Operands: maps.Clone(i.Operands)}
+// Pin returns the operand pin of release in.
+func (i Images) Pin(in Input) Pin {
+	return Pin{OperatorVersion: in.Version, LlamaStackVersion: in.LlamaStackVersion, Operands: maps.Clone(i.Operands)}
 }
 
-// PinImages pins every image of in through lock.
+// PinImages pins every image of in through lock. A published release must
+// pin every image by digest.
 func PinImages(in Input, lock Lock, allowTags bool) (Images, error) {
 	out := Images{Operands: map[string]string{}}
 	pinField := func(field, ref string) (string, error) {
@@ -46,8 +49,15 @@ func PinImages(in Input, lock Lock, allowTags bool) (Images, error) {
 		if err != nil {
 			return "", fmt.Errorf("release input %s: field %s: %w", in.Path, field, err)
 		}
+		if p.Warning != "" && in.Published {
+			return "", fmt.Errorf("release input %s: field %s: the release is published (published: true), but image %s has no digest in the image lock: "+
+				"a published release ships digests only; run bundlegen pin --resolve --version %s", in.Path, field, ref, in.Version)
+		}
 		if p.Warning != "" {
 			out.Warnings = append(out.Warnings, p.Warning)
+		}
+		if p.Unlisted {
+			out.Unlisted = append(out.Unlisted, p.Warning)
 		}
 		return p.Ref, nil
 	}
@@ -129,7 +139,7 @@ func (r PinRequest) Run(ctx context.Context) (Pin, error) {
 			_, digest, _ := cutDigest(resolved)
 			lock.Images[ref] = digest
 		}
-		if err := lock.Write(r.LockPath); err != nil {
+		if err := lock.Write(ctx, r.LockPath); err != nil {
 			return Pin{}, fmt.Errorf("writing image lock: %w", err)
 		}
 	}
@@ -142,7 +152,7 @@ func (r PinRequest) Run(ctx context.Context) (Pin, error) {
 			fmt.Fprintln(r.Warnings, w)
 		}
 	}
-	return images.Pin(in.Version), nil
+	return images.Pin(in), nil
 }
 
 func cutDigest(ref string) (string, string, bool) {

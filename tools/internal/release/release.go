@@ -41,9 +41,20 @@ type Input struct {
 	ReleaseDate string `json:"releaseDate"`
 	// MinKubeVersion is the lowest Kubernetes version the release supports.
 	MinKubeVersion string `json:"minKubeVersion"`
+	// LlamaStackVersion is the Llama Stack release of every operand image
+	// (strict semver, e.g. 0.3.0). It reaches the operator through the pin
+	// (llamaStackVersion) and LLAMA_STACK_VERSION, and selects the run-config
+	// layout; every operand tag must equal it.
+	LlamaStackVersion string `json:"llamaStackVersion"`
+	// Published says the release's images are pushed: its input and bundles
+	// are then frozen (their hashes go to the published sum and may never
+	// change) and every image must be pinned by digest.
+	Published bool `json:"published,omitempty"`
 	// OperatorImage is the controller image, by tag or digest.
 	OperatorImage string `json:"operatorImage"`
-	// Operands maps a distribution name to its Llama Stack server image.
+	// Operands maps a distribution name to its Llama Stack server image:
+	// upstream's docker.io/llamastack/distribution-<name>:<llamaStackVersion>
+	// or a mirror of it, by tag (equal to LlamaStackVersion) or digest.
 	Operands map[string]string `json:"operands"`
 	// CacheImage is the PostgreSQL image of spec.cache (optional; without
 	// it the operator uses its built-in default, which is then missing from
@@ -84,7 +95,7 @@ func LoadInput(path string) (Input, error) {
 	}
 	var in Input
 	if err := yaml.UnmarshalStrict(data, &in); err != nil {
-		return Input{}, fmt.Errorf("release input %s: %w (fields: version, releaseDate, minKubeVersion, operatorImage, operands, cacheImage, takesUnlabeledStacks)", path, err)
+		return Input{}, fmt.Errorf("release input %s: %w (fields: version, releaseDate, minKubeVersion, llamaStackVersion, published, operatorImage, operands, cacheImage, takesUnlabeledStacks)", path, err)
 	}
 	in.Path = path
 	return in, in.check()
@@ -106,6 +117,13 @@ func (in Input) check() error {
 	if _, err := semver.ParseTolerant(in.MinKubeVersion); err != nil {
 		fail("minKubeVersion", "%q is not a version such as 1.30.0", in.MinKubeVersion)
 	}
+	_, lsvErr := semver.Parse(in.LlamaStackVersion)
+	switch {
+	case in.LlamaStackVersion == "":
+		fail("llamaStackVersion", "missing: name the Llama Stack release of the operand images, such as 0.3.0")
+	case lsvErr != nil:
+		fail("llamaStackVersion", "%q is not a semantic version (%v): write it as MAJOR.MINOR.PATCH, without a leading v, such as 0.3.0", in.LlamaStackVersion, lsvErr)
+	}
 	if err := image.CheckReference(in.OperatorImage); err != nil {
 		fail("operatorImage", "%v: write registry/repository:tag or registry/repository@sha256:<digest>", err)
 	}
@@ -122,8 +140,16 @@ func (in Input) check() error {
 			fail("operands."+d, "unknown distribution %q: the operator knows %s", d, strings.Join(Distributions, ", "))
 			continue
 		}
-		if err := image.CheckReference(in.Operands[d]); err != nil {
+		ref := in.Operands[d]
+		if err := image.CheckReference(ref); err != nil {
 			fail("operands."+d, "%v: write registry/repository:tag or registry/repository@sha256:<digest>", err)
+			continue
+		}
+		// CheckReference refuses a reference with neither tag nor digest.
+		if tag, hasTag := image.Tag(ref); hasTag && lsvErr == nil && tag != in.LlamaStackVersion {
+			fail("operands."+d, "the tag of %s is %q, but llamaStackVersion is %q: every operand must be the Llama Stack release the operator generates run configs for; "+
+				"use the image tagged %s (upstream: docker.io/llamastack/distribution-%s:%s, or a mirror), or change llamaStackVersion",
+				ref, tag, in.LlamaStackVersion, in.LlamaStackVersion, d, in.LlamaStackVersion)
 		}
 	}
 	return errors.Join(errs...)

@@ -33,7 +33,7 @@ func TestPinResolve(t *testing.T) {
 	t.Cleanup(srv.Close)
 	host := strings.TrimPrefix(srv.URL, "http://")
 	opDigest := pushRandom(t, host+"/inferencestack/operator:v2.0.0")
-	starterDigest := pushRandom(t, host+"/inferencestack/distribution-starter:1.0")
+	starterDigest := pushRandom(t, host+"/llamastack/distribution-starter:0.3.0")
 
 	dir := t.TempDir()
 	releases := filepath.Join(dir, "releases")
@@ -41,9 +41,10 @@ func TestPinResolve(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(releases, "2.0.0.yaml"), []byte(`version: 2.0.0
 releaseDate: "2027-01-01T00:00:00Z"
 minKubeVersion: 1.30.0
+llamaStackVersion: 0.3.0
 operatorImage: `+host+`/inferencestack/operator:v2.0.0
 operands:
-  starter: `+host+`/inferencestack/distribution-starter:1.0
+  starter: `+host+`/llamastack/distribution-starter:0.3.0
 `), 0o644))
 	lock := filepath.Join(dir, "images.lock")
 	req := PinRequest{ReleasesDir: releases, LockPath: lock}
@@ -51,18 +52,29 @@ operands:
 	_, err := req.Run(context.Background())
 	require.ErrorContains(t, err, "images.lock does not exist", "offline, without a lock file")
 
-	req.Resolve = true
+	// Recorded as unresolved: the pin carries the tag, with a warning.
+	require.NoError(t, os.WriteFile(lock, []byte("images:\n  "+host+"/inferencestack/operator:v2.0.0: unresolved\n  "+
+		host+"/llamastack/distribution-starter:0.3.0: unresolved\n"), 0o644))
+	var warnings strings.Builder
+	req.Warnings = &warnings
 	p, err := req.Run(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, Pin{OperatorVersion: "2.0.0", Operands: map[string]string{
-		"starter": host + "/inferencestack/distribution-starter@" + starterDigest,
+	require.Equal(t, host+"/llamastack/distribution-starter:0.3.0", p.Operands["starter"])
+	require.Contains(t, warnings.String(), "image "+host+"/llamastack/distribution-starter:0.3.0 is unresolved in the image lock")
+
+	// --resolve replaces the unresolved entries with the registry's digests.
+	req.Resolve = true
+	p, err = req.Run(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, Pin{OperatorVersion: "2.0.0", LlamaStackVersion: "0.3.0", Operands: map[string]string{
+		"starter": host + "/llamastack/distribution-starter@" + starterDigest,
 	}}, p)
 
 	l, err := LoadLock(lock)
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{
-		host + "/inferencestack/operator:v2.0.0":          opDigest,
-		host + "/inferencestack/distribution-starter:1.0": starterDigest,
+		host + "/inferencestack/operator:v2.0.0":        opDigest,
+		host + "/llamastack/distribution-starter:0.3.0": starterDigest,
 	}, l.Images)
 
 	// Offline again: the lock now answers, and the registry is not needed.

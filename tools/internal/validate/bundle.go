@@ -107,6 +107,9 @@ type Bundle struct {
 	RBACDir string
 	// KubeVersion is passed to the validators that check removed APIs.
 	KubeVersion string
+	// RequireDigests makes an image named by tag an error (the publish
+	// gate) rather than a warning.
+	RequireDigests bool
 }
 
 // Run validates the bundle. The error is for failures to run the checks; the
@@ -157,6 +160,7 @@ func (b Bundle) Run(_ context.Context) (Report, error) {
 		csvFile := files[fileKey{"ClusterServiceVersion", bundle.CSV.Name}]
 		r.add(checkRelatedImages(bundle.CSV, csvFile)...)
 		r.add(checkPin(bundle, files, csvFile)...)
+		r.add(checkDigests(bundle.CSV, csvFile, b.RequireDigests)...)
 		if b.RBACDir != "" {
 			r.add(checkPermissions(bundle.CSV, csvFile, b.RBACDir)...)
 		}

@@ -58,6 +58,9 @@ func checkPin(b *manifests.Bundle, files map[fileKey]string, csvFile string) []F
 	if want := b.CSV.Spec.Version.String(); p.OperatorVersion != want {
 		fail(cmFile, "data."+PinKey+".operatorVersion", "is %q, but the CSV's version is %q", p.OperatorVersion, want)
 	}
+	if p.LlamaStackVersion == "" {
+		fail(cmFile, "data."+PinKey+".llamaStackVersion", "is empty: the operator would not know which run-config layout its operands read; set llamaStackVersion in the release input and regenerate the bundle")
+	}
 	for i, d := range deps {
 		pod := d.Spec.Template.Spec
 		base := fmt.Sprintf("spec.install.spec.deployments[%d].spec.template.spec", i)
@@ -77,6 +80,13 @@ func checkPin(b *manifests.Bundle, files map[fileKey]string, csvFile string) []F
 				return m.Name == pod.Volumes[vol].Name && path.Clean(m.MountPath) == PinMountDir
 			}) {
 				fail(csvFile, cbase+".volumeMounts", "the pin volume %s is not mounted at %s", pod.Volumes[vol].Name, PinMountDir)
+			}
+			lsv := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == pin.LlamaStackVersionEnv })
+			switch {
+			case lsv < 0 && p.LlamaStackVersion != "":
+				fail(csvFile, cbase+".env", "has no %s: set it to the pin's llamaStackVersion %s (bundlegen bundle does)", pin.LlamaStackVersionEnv, p.LlamaStackVersion)
+			case lsv >= 0 && c.Env[lsv].Value != p.LlamaStackVersion:
+				fail(csvFile, cbase+".env."+pin.LlamaStackVersionEnv, "is %q, but the pin says llamaStackVersion %q: the pin and the Deployment must agree", c.Env[lsv].Value, p.LlamaStackVersion)
 			}
 			env := map[string]string{}
 			for _, e := range c.Env {

@@ -51,29 +51,64 @@ func TestBundle(t *testing.T) {
 	const csvFile = "manifests/inferencestack-operator.clusterserviceversion.yaml"
 	const pinFile = "manifests/inferencestack-operator-pin_v1_configmap.yaml"
 	tests := []struct {
-		name string
-		pkg  string
-		rbac string
-		edit func(t *testing.T, dir string)
-		want []Finding // matched on severity, source, file, field and a message substring
+		name           string
+		pkg            string
+		rbac           string
+		requireDigests bool
+		edit           func(t *testing.T, dir string)
+		want           []Finding // matched on severity, source, file, field and a message substring
 	}{
 		{name: "crds bundle is valid", pkg: "inferencestack-crds"},
 		{name: "operator bundle is valid", pkg: "inferencestack-operator", rbac: "../bundle/testdata/in/rbac"},
 		{
 			name: "image missing from relatedImages", pkg: "inferencestack-operator",
 			edit: func(t *testing.T, dir string) {
-				edit(t, filepath.Join(dir, csvFile), "  - image: quay.io/inferencestack/distribution-starter@", "  - image: quay.io/inferencestack/other@")
+				edit(t, filepath.Join(dir, csvFile), "  - image: docker.io/llamastack/distribution-starter:", "  - image: docker.io/llamastack/other:")
 			},
 			want: []Finding{{Severity: SeverityError, Source: "bundlegen", File: csvFile,
-				Field: "spec.install.spec.deployments[0].spec.template.spec.containers[0].env[3].value", Message: "is not listed in spec.relatedImages"}},
+				Field: "spec.install.spec.deployments[0].spec.template.spec.containers[0].env[2].value", Message: "is not listed in spec.relatedImages"}},
 		},
 		{
 			name: "pin differs from the Deployment", pkg: "inferencestack-operator",
 			edit: func(t *testing.T, dir string) {
-				edit(t, filepath.Join(dir, pinFile), "starter: quay.io/inferencestack/distribution-starter@", "starter: quay.io/inferencestack/distribution-remote-vllm@")
+				edit(t, filepath.Join(dir, pinFile), "starter: docker.io/llamastack/distribution-starter:", "starter: docker.io/llamastack/distribution-postgres-demo:")
 			},
 			want: []Finding{{Severity: SeverityError, Source: "bundlegen", File: csvFile,
 				Field: "spec.install.spec.deployments[0].spec.template.spec.containers[0].env.RELATED_IMAGE_STARTER", Message: "the pin and the Deployment must agree"}},
+		},
+		{
+			name: "image by tag: a warning naming image and fields", pkg: "inferencestack-operator",
+			want: []Finding{{Severity: SeverityWarning, Source: "bundlegen", File: csvFile,
+				Field:   "spec.install.spec.deployments[0].spec.template.spec.containers[0].env[2].value (RELATED_IMAGE_STARTER)",
+				Message: "image docker.io/llamastack/distribution-starter:0.2.23 is named by tag, not digest (also in spec.relatedImages[3].image)"}},
+		},
+		{
+			name: "image by tag under --require-digests: an error", pkg: "inferencestack-operator", requireDigests: true,
+			want: []Finding{{Severity: SeverityError, Source: "bundlegen", File: csvFile, Field: "metadata.annotations.containerImage",
+				Message: "image quay.io/inferencestack/inferencestack-operator:v1.0.0 is named by tag, not digest (--require-digests)"}},
+		},
+		{
+			name: "LLAMA_STACK_VERSION differs from the pin", pkg: "inferencestack-operator",
+			edit: func(t *testing.T, dir string) {
+				edit(t, filepath.Join(dir, csvFile), "- name: LLAMA_STACK_VERSION\n                  value: 0.2.23", "- name: LLAMA_STACK_VERSION\n                  value: 0.3.0")
+			},
+			want: []Finding{{Severity: SeverityError, Source: "bundlegen", File: csvFile,
+				Field: "spec.install.spec.deployments[0].spec.template.spec.containers[0].env.LLAMA_STACK_VERSION", Message: `is "0.3.0", but the pin says llamaStackVersion "0.2.23"`}},
+		},
+		{
+			name: "LLAMA_STACK_VERSION missing", pkg: "inferencestack-operator",
+			edit: func(t *testing.T, dir string) {
+				edit(t, filepath.Join(dir, csvFile), "                - name: LLAMA_STACK_VERSION\n                  value: 0.2.23\n", "")
+			},
+			want: []Finding{{Severity: SeverityError, Source: "bundlegen", File: csvFile,
+				Field: "spec.install.spec.deployments[0].spec.template.spec.containers[0].env", Message: "has no LLAMA_STACK_VERSION"}},
+		},
+		{
+			name: "pin without llamaStackVersion", pkg: "inferencestack-operator",
+			edit: func(t *testing.T, dir string) {
+				edit(t, filepath.Join(dir, pinFile), "    llamaStackVersion: 0.2.23\n", "")
+			},
+			want: []Finding{{Severity: SeverityError, Source: "bundlegen", File: pinFile, Field: "data.versions.yaml.llamaStackVersion", Message: "is empty"}},
 		},
 		{
 			name: "pin ConfigMap missing", pkg: "inferencestack-operator",
@@ -108,7 +143,7 @@ func TestBundle(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(t, dir)
 			}
-			r, err := Bundle{Dir: dir, RBACDir: tc.rbac}.Run(context.Background())
+			r, err := Bundle{Dir: dir, RBACDir: tc.rbac, RequireDigests: tc.requireDigests}.Run(context.Background())
 			require.NoError(t, err)
 			var b strings.Builder
 			r.Print(&b)

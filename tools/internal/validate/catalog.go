@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"slices"
@@ -71,13 +72,20 @@ func (f CatalogFinding) String() string {
 type Catalog struct {
 	// Dir is the catalog root; every package below it is checked.
 	Dir string
-	// RequireDigests reports bundle images that are not pinned by digest.
+	// RequireDigests reports bundle and related images that are not pinned
+	// by digest (the publish gate).
 	RequireDigests bool
+	// Warnings, when set and RequireDigests is not, receives one line per
+	// image named by tag.
+	Warnings io.Writer
 }
 
 // Run loads the catalog and returns its findings, sorted. The error is only
 // for a catalog that cannot be read or parsed at all.
 func (c Catalog) Run(ctx context.Context) ([]CatalogFinding, error) {
+	if err := leftovers(c.Dir); err != nil {
+		return nil, err
+	}
 	cfg, err := declcfg.LoadFS(ctx, os.DirFS(c.Dir))
 	if err != nil {
 		return nil, fmt.Errorf("load catalog %s: %w", c.Dir, err)
@@ -85,6 +93,13 @@ func (c Catalog) Run(ctx context.Context) ([]CatalogFinding, error) {
 	if len(cfg.Packages)+len(cfg.Channels)+len(cfg.Bundles)+len(cfg.Deprecations)+len(cfg.Others) == 0 {
 		return nil, fmt.Errorf("catalog %s holds no file-based catalog objects (olm.package, olm.channel, olm.bundle): "+
 			"give the catalog's root directory (catalog/, written by `bundlegen catalog`)", c.Dir)
+	}
+	if c.Warnings != nil && !c.RequireDigests {
+		for _, f := range CatalogConfig(*cfg, true) {
+			if f.Rule == RuleImageNotDigest {
+				fmt.Fprintf(c.Warnings, "warning: %s\n", f)
+			}
+		}
 	}
 	return CatalogConfig(*cfg, c.RequireDigests), nil
 }
@@ -167,12 +182,10 @@ func modelFindings(cfg declcfg.DeclarativeConfig) []CatalogFinding {
 func packageFindings(cfg declcfg.DeclarativeConfig, p declcfg.Package, requireDigests bool) []CatalogFinding {
 	var out []CatalogFinding
 	versions := map[string]semver.Version{}
-	images := map[string]string{}
 	for _, b := range cfg.Bundles {
 		if b.Package != p.Name {
 			continue
 		}
-		images[b.Name] = b.Image
 		if v, err := bundleVersion(b); err == nil {
 			versions[b.Name] = v
 		}
@@ -200,20 +213,16 @@ func packageFindings(cfg declcfg.DeclarativeConfig, p declcfg.Package, requireDi
 	out = append(out, crdUpgradeFindings(cfg, p, versions)...)
 
 	if requireDigests {
-		for _, name := range sortedKeys(images) {
-			if strings.Contains(images[name], "@sha256:") {
-				continue
-			}
+		out = append(out, catalogDigests(cfg, p, func(bundle string) string {
 			var in []string
 			for _, ch := range channels {
-				if slices.ContainsFunc(ch.Entries, func(e declcfg.ChannelEntry) bool { return e.Name == name }) {
+				if slices.ContainsFunc(ch.Entries, func(e declcfg.ChannelEntry) bool { return e.Name == bundle }) {
 					in = append(in, ch.Name)
 				}
 			}
 			slices.Sort(in)
-			out = append(out, CatalogFinding{Package: p.Name, Channel: strings.Join(in, ","), Bundle: name, Rule: RuleImageNotDigest,
-				Message: fmt.Sprintf("bundle image %q is not pinned by digest; publish the bundle image and reference it as <repo>@sha256:<digest>, or drop --require-digests", images[name])})
-		}
+			return strings.Join(in, ",")
+		})...)
 	}
 	return out
 }
@@ -348,13 +357,4 @@ func bundleVersion(b declcfg.Bundle) (semver.Version, error) {
 		return semver.Version{}, fmt.Errorf("bundle %q: want one olm.package property", b.Name)
 	}
 	return semver.Parse(props.Packages[0].Version)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

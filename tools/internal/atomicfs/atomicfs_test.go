@@ -1,0 +1,202 @@
+//go:build linux
+
+package atomicfs
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		out[filepath.ToSlash(rel)] = string(data)
+		return err
+	}))
+	return out
+}
+
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func TestWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sub", "a.yaml")
+	var steps []string
+	ctx := WithHook(context.Background(), func(p, step string) {
+		require.Equal(t, path, p)
+		steps = append(steps, step)
+	})
+	require.NoError(t, WriteFile(ctx, path, []byte("one")))
+	require.Equal(t, []string{StepStage, StepRename, StepDone}, steps)
+	// Leftovers of a stopped run beside it, of this and of earlier bundlegen
+	// versions, go with the next write; other files stay.
+	for _, name := range []string{".a.yaml.bundlegen-tmp-1", ".a.yaml.tmp-123", "keep.yaml", ".b.yaml.bundlegen-tmp-2"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", name), nil, 0o644))
+	}
+	require.NoError(t, WriteFile(context.Background(), path, []byte("two")))
+	require.Equal(t, map[string]string{"a.yaml": "two", "keep.yaml": "", ".b.yaml.bundlegen-tmp-2": ""}, tree(t, filepath.Join(dir, "sub")))
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, fs.FileMode(0o644), fi.Mode().Perm())
+}
+
+func TestReplaceDir(t *testing.T) {
+	for _, exchangeWorks := range []bool{true, false} {
+		t.Run(map[bool]string{true: "exchange", false: "two renames"}[exchangeWorks], func(t *testing.T) {
+			if !exchangeWorks {
+				orig := exchangeFunc
+				exchangeFunc = func(string, string) error { return unix.EINVAL } // what renameat2 says where it cannot exchange
+				t.Cleanup(func() { exchangeFunc = orig })
+			}
+			parent := t.TempDir()
+			target := filepath.Join(parent, "bundle")
+
+			// A new folder: one rename.
+			var steps []string
+			ctx := WithHook(context.Background(), func(_, step string) { steps = append(steps, step) })
+			require.NoError(t, ReplaceDir(ctx, target, true, func(s string) error {
+				return os.WriteFile(filepath.Join(s, "a"), []byte("1"), 0o644)
+			}))
+			require.Equal(t, []string{StepStage, StepRename, StepDone}, steps)
+
+			// keep: the old content is copied (without leftovers), fill adds.
+			require.NoError(t, os.WriteFile(filepath.Join(target, ".x.bundlegen-tmp-9"), nil, 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(target, ".bundlegen-123"), nil, 0o644))
+			steps = nil
+			require.NoError(t, ReplaceDir(ctx, target, true, func(s string) error {
+				return os.WriteFile(filepath.Join(s, "b"), []byte("2"), 0o644)
+			}))
+			require.Equal(t, []string{StepStage, StepRename, StepRemoveOld, StepDone}, steps)
+			require.Equal(t, map[string]string{"a": "1", "b": "2"}, tree(t, target))
+			require.Equal(t, []string{"bundle"}, names(t, parent), "no staging folder is left")
+
+			// Without keep: only what fill writes.
+			require.NoError(t, ReplaceDir(context.Background(), target, false, func(s string) error {
+				return os.WriteFile(filepath.Join(s, "c"), []byte("3"), 0o644)
+			}))
+			require.Equal(t, map[string]string{"c": "3"}, tree(t, target))
+
+			// A failing fill leaves target as it was, and nothing beside it.
+			err := ReplaceDir(context.Background(), target, true, func(s string) error {
+				require.NoError(t, os.WriteFile(filepath.Join(s, "c"), []byte("changed"), 0o644))
+				return errors.New("boom")
+			})
+			require.ErrorContains(t, err, "boom")
+			require.Equal(t, map[string]string{"c": "3"}, tree(t, target))
+			require.Equal(t, []string{"bundle"}, names(t, parent))
+		})
+	}
+}
+
+// TestCleanRestoresOld: a run stopped between the two renames of the
+// fallback leaves no target; the next write puts the old tree back first.
+func TestCleanRestoresOld(t *testing.T) {
+	parent := t.TempDir()
+	old := filepath.Join(parent, ".bundle.bundlegen-old-1")
+	require.NoError(t, os.MkdirAll(old, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(old, "a"), []byte("old"), 0o644))
+	newer := filepath.Join(parent, ".bundle.bundlegen-new-2")
+	require.NoError(t, os.MkdirAll(newer, 0o755))
+	require.NoError(t, ReplaceDir(context.Background(), filepath.Join(parent, "bundle"), true, func(s string) error {
+		return os.WriteFile(filepath.Join(s, "b"), []byte("new"), 0o644)
+	}))
+	require.Equal(t, map[string]string{"a": "old", "b": "new"}, tree(t, filepath.Join(parent, "bundle")))
+	require.Equal(t, []string{"bundle"}, names(t, parent))
+}
+
+func TestIsLeftover(t *testing.T) {
+	for name, want := range map[string]bool{
+		".bundle.bundlegen-new-123":  true,
+		".catalog.yaml.tmp-42":       true,
+		".bundlegen-77":              true,
+		".images.lock.bundlegen-tmp": true,
+		"catalog.yaml":               false,
+		".indexignore":               false,
+		".written-by-bundlegen":      false,
+		"bundlegen-1":                false,
+	} {
+		require.Equal(t, want, IsLeftover(name), name)
+	}
+}
+
+// TestCheckOutput: the output paths tried, each refused naming the flag,
+// the path and why.
+func TestCheckOutput(t *testing.T) {
+	repoRoot := t.TempDir()
+	for _, d := range []string{"channels/releases", "bundle/p/1.0.0", "catalog", "sub/deeper"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(repoRoot, d), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(repoRoot, "go.mod"), []byte("module x\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(repoRoot, "channels", "images.lock"), nil, 0o644))
+	require.NoError(t, os.Symlink(filepath.Join(repoRoot, "channels"), filepath.Join(repoRoot, "link")))
+	t.Chdir(filepath.Join(repoRoot, "sub"))
+	inputs := []string{"../channels", "../bundle/p/1.0.0", "../channels/images.lock"}
+	tests := []struct {
+		name      string
+		out       string
+		want      string
+		assertion require.ErrorAssertionFunc
+	}{
+		{name: "a folder of its own", out: "../catalog", assertion: require.NoError},
+		{name: "a new folder", out: "../out/images", assertion: require.NoError},
+		{name: "outside the repository", out: t.TempDir(), assertion: require.NoError},
+		{name: "empty", out: "", want: "is empty", assertion: require.Error},
+		{name: "dot", out: ".", want: "the working folder", assertion: require.Error},
+		{name: "dot dot", out: "..", want: "the working folder", assertion: require.Error},
+		{name: "ends in dot dot", out: "deeper/../..", want: "the working folder", assertion: require.Error},
+		{name: "the working folder by path", out: filepath.Join(repoRoot, "sub"), want: "the working folder", assertion: require.Error},
+		{name: "above the working folder", out: "/", want: "or a folder above it", assertion: require.Error},
+		{name: "the repository root", out: repoRoot, want: "or a folder above it", assertion: require.Error},
+		{name: "an input", out: "../channels", want: "the input ../channels", assertion: require.Error},
+		{name: "inside an input", out: "../channels/releases", want: "the input ../channels", assertion: require.Error},
+		{name: "an input through a symbolic link", out: "../link", want: "the input ../channels", assertion: require.Error},
+		{name: "a folder holding an input", out: "../bundle", want: "the input ../bundle/p/1.0.0", assertion: require.Error},
+		{name: "an input file", out: "../channels/images.lock", want: "the input ../channels", assertion: require.Error},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckOutput("--output", tc.out, inputs...)
+			tc.assertion(t, err)
+			if err != nil {
+				require.ErrorContains(t, err, "--output "+tc.out)
+				require.ErrorContains(t, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestLockIsExclusive: while a write holds a folder's lock, no other
+// process (another open file description) can take it.
+func TestLockIsExclusive(t *testing.T) {
+	dir := t.TempDir()
+	unlock, err := lock(dir)
+	require.NoError(t, err)
+	f, err := os.Open(dir)
+	require.NoError(t, err)
+	defer f.Close()
+	require.ErrorIs(t, unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB), unix.EWOULDBLOCK)
+	unlock()
+	require.NoError(t, unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB))
+}
