@@ -32,8 +32,9 @@ func checkArgs(rbacDir string, extra ...string) []string {
 		"--releases", repo + "/channels/releases", "--bundles", "testdata-none"}, extra...)
 }
 
-// drifted copies the repository's RBAC manifests with create on tokenreviews
-// turned into get.
+// drifted copies the repository's RBAC manifests with patch on events
+// removed: the release's bundles, made from the real role.yaml, are then
+// stale against it.
 func drifted(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -44,7 +45,7 @@ func drifted(t *testing.T) string {
 		require.NoError(t, err)
 		if e.Name() == "role.yaml" {
 			before := string(data)
-			data = []byte(strings.Replace(before, "  - tokenreviews\n  verbs:\n  - create\n", "  - tokenreviews\n  verbs:\n  - get\n", 1))
+			data = []byte(strings.Replace(before, "  - events\n  verbs:\n  - create\n  - patch\n", "  - events\n  verbs:\n  - create\n", 1))
 			require.NotEqual(t, before, string(data), "role.yaml changed shape: fix the test's drift")
 		}
 		require.NoError(t, os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644))
@@ -64,20 +65,17 @@ func TestCheck(t *testing.T) {
 			args:      checkArgs(repo + "/operator/config/rbac"),
 			assertion: require.NoError,
 			want: []string{
-				"ok (rules): ClusterRole inferencestack-auth-rbac-check-rbac-check (auth.ClusterRole)\n",
 				"note: no bundle for release ",
 				"rbac check: the operator's RBAC covers its components; release ",
 			},
 		},
 		{
-			name:      "create on tokenreviews removed",
+			name:      "patch on events removed: the release's bundles are stale",
 			args:      nil, // set below: needs t
 			assertion: require.Error,
 			want: []string{
-				"/role.yaml: missing apiGroups=authentication.k8s.io resources=tokenreviews verbs=create: needed to grant the rules of ClusterRole",
-				"add to the controller's RBAC markers, then run `make manifests`:\n  // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create\n",
-				"refused: ClusterRoleBinding inferencestack-auth-rbac-check-rbac-check (auth.ClusterRoleBinding)\n",
-				"rbac check: 2 missing rule(s), 0 stale bundle field(s)",
+				"inferencestack-operator.clusterserviceversion.yaml spec.install.spec.clusterPermissions: stale: differ from the ClusterRoles bound to inferencestack-operator-v2",
+				"rbac check: 0 missing rule(s), 1 stale bundle field(s)",
 			},
 		},
 		{
@@ -90,7 +88,7 @@ func TestCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
 			if args == nil {
-				args = checkArgs(drifted(t))
+				args = checkArgs(drifted(t), "--bundles", repo+"/bundle")
 			}
 			out, err := run(t, args...)
 			tc.assertion(t, err)
@@ -105,11 +103,12 @@ func TestCheck(t *testing.T) {
 }
 
 func TestCheckJSON(t *testing.T) {
-	out, err := run(t, checkArgs(drifted(t), "-o", "json")...)
-	require.ErrorContains(t, err, "2 missing rule(s)")
+	out, err := run(t, checkArgs(drifted(t), "--bundles", repo+"/bundle", "-o", "json")...)
+	require.ErrorContains(t, err, "1 stale bundle field(s)")
 	var r rbacdrift.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
-	require.Len(t, r.Missing, 2)
-	require.Equal(t, []string{"tokenreviews"}, r.Missing[0].Rule.Resources)
-	require.Equal(t, []string{"// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create"}, r.Markers)
+	require.Empty(t, r.Missing, "no component creates RBAC, so none of its rules can be missing")
+	require.NotNil(t, r.Objects, "objects is a list, empty when no component creates RBAC")
+	require.Len(t, r.Stale, 1)
+	require.Equal(t, "spec.install.spec.clusterPermissions", r.Stale[0].Field)
 }

@@ -205,10 +205,10 @@ func TestBadInputRBACCheck(t *testing.T) {
 			return rbacArgs(rbacDir, dir, "--version", "1.0.0")
 		}, want: []string{"1 stale bundle field(s)", "out:no bundle for release 1.0.0", "out:run `make bundle`"}},
 		{name: "rule with verbs: []", args: func(t *testing.T, dir string) []string {
-			return rbacArgs(rbacWith(t, dir, "  - tokenreviews\n  verbs:\n  - create\n", "  - tokenreviews\n  verbs: []\n"), repo+"/bundle")
+			return rbacArgs(rbacWith(t, dir, "  - poddisruptionbudgets\n  verbs:\n  - create\n  - delete\n  - get\n  - list\n  - patch\n  - update\n  - watch\n", "  - poddisruptionbudgets\n  verbs: []\n"), repo+"/bundle")
 		}, want: []string{"role.yaml: ClusterRole inferencestack-operator: rules[", "].verbs: empty: name at least one verb", "make manifests"}},
 		{name: "rule without resources", args: func(t *testing.T, dir string) []string {
-			return rbacArgs(rbacWith(t, dir, "  resources:\n  - tokenreviews\n", "  resources: []\n"), repo+"/bundle")
+			return rbacArgs(rbacWith(t, dir, "  resources:\n  - poddisruptionbudgets\n", "  resources: []\n"), repo+"/bundle")
 		}, want: []string{"].resources: empty"}},
 		{name: "missing RBAC folder", args: func(_ *testing.T, dir string) []string { return rbacArgs(filepath.Join(dir, "nope"), repo+"/bundle") },
 			want: []string{"RBAC manifests", "nope"}},

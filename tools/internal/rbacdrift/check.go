@@ -100,7 +100,7 @@ func (c Check) Run(_ context.Context) (Report, error) {
 	if err != nil {
 		return r, err
 	}
-	r.Objects, r.Missing = results, append(r.Missing, missing...)
+	r.Objects, r.Missing = append(r.Objects, results...), append(r.Missing, missing...)
 	var lacking []rbacv1.PolicyRule
 	for _, m := range missing {
 		lacking = append(lacking, m.Rule)
