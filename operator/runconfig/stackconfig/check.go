@@ -71,7 +71,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 		return Result{}, err
 	}
 	if err := unknownTopLevel(line, expanded.(map[string]any)); err != nil {
-		return Result{}, fmt.Errorf("Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
+		return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
 	}
 	var p problems
 	w := &writes{}
@@ -80,14 +80,14 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 	case Line02:
 		var c V02
 		if err := strictJSON(expanded, &c); err != nil {
-			return Result{}, fmt.Errorf("Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
+			return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
 		}
 		c.check(&p, w)
 		res.Providers, res.Server = enabled(c.Providers), c.Server
 	case Line03:
 		var c V03
 		if err := strictJSON(expanded, &c); err != nil {
-			return Result{}, fmt.Errorf("Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
+			return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
 		}
 		c.check(&p, w)
 		res.Providers, res.Server = enabled(c.Providers), c.Server
@@ -95,7 +95,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 		return Result{}, &UnknownVersionError{Version: string(line)}
 	}
 	if err := p.err(); err != nil {
-		return Result{}, fmt.Errorf("Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
+		return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
 	}
 	res.WritableDirs = w.sorted()
 	return res, nil

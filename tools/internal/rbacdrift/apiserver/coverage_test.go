@@ -80,21 +80,6 @@ func roleAndBinding(name string, rules ...rbacv1.PolicyRule) func(*testing.T) []
 	}
 }
 
-func without(rules []rbacv1.PolicyRule, group, resource, verb string) []rbacv1.PolicyRule {
-	var out []rbacv1.PolicyRule
-	for _, r := range rules {
-		r = *r.DeepCopy()
-		if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) {
-			r.Verbs = slices.DeleteFunc(r.Verbs, func(v string) bool { return v == verb })
-			if len(r.Verbs) == 0 {
-				continue
-			}
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
 func rule(group, resource string, verbs []string, names ...string) rbacv1.PolicyRule {
 	return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{resource}, Verbs: verbs, ResourceNames: names}
 }
