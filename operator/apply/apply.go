@@ -11,6 +11,7 @@ import (
 	"reflect"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -108,7 +109,7 @@ func normalize(v any) (any, error) {
 // read into it) when it exists and is controlled by the owner labels the
 // operator set: keep decides from the live object whether it is ours. It
 // reports whether it deleted.
-func Delete(ctx context.Context, c client.Client, obj client.Object, ours func(client.Object) bool) (bool, error) {
+func Delete(ctx context.Context, c client.Client, obj client.Object, ours func(metav1.Object) bool) (bool, error) {
 	key := client.ObjectKeyFromObject(obj)
 	if err := c.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -1,26 +1,23 @@
 // Package components holds what the component packages below it share: the
-// state one reconcile of an InferenceStack builds up step by step, the
-// labels and owner reference of every object the operator makes, and the
-// error type a step returns to set a condition.
+// labels, annotations and owner reference of every object the operator
+// makes, and the predicates that tell the operator's objects apart.
 //
-// Each component (config, server, cache, network, auth, scaling) is a
-// package with pure builder functions, tested without a cluster, and one
-// Step that applies what they build.
+// Each component (config, server, cache, network, scaling) is a package of
+// pure builder functions: they take the InferenceStack (and what the run
+// config made) and return apply configurations, import no Kubernetes client
+// and are tested without a cluster. The steps that read the cluster and
+// apply what they build live with the controller
+// (operator/internal/controller).
 package components
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
-	"k8s.io/client-go/tools/events"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/pin"
-	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
 
 // Labels every object the operator makes carries. The manager's cache holds
@@ -57,61 +54,6 @@ const (
 	ComponentCache  = "cache"
 )
 
-// State is what one reconcile of an InferenceStack knows. The controller
-// fills the first fields; steps read them and add their results.
-type State struct {
-	// Client reads from the manager's cache and writes to the API server.
-	Client client.Client
-	// APIReader reads from the API server directly, for user objects the
-	// cache does not hold yet.
-	APIReader client.Reader
-	// Recorder emits events on the InferenceStack.
-	Recorder events.EventRecorder
-	// Stack is the working copy; steps set conditions on its status.
-	Stack *v1alpha1.InferenceStack
-	// Pin is the operand pin of this operator release.
-	Pin pin.Pin
-
-	// Image is the server image (set by the config step).
-	Image string
-	// Config is the run config and its environment (set by the config step).
-	Config runconfig.Result
-	// ConfigMapName holds the run config under runconfig.ConfigKey (set by
-	// the config step).
-	ConfigMapName string
-	// ReferencesHash is the hash of the data of every user object the
-	// server uses (set by the config step).
-	ReferencesHash string
-	// Waiting, when set by a step, says what the stack waits for (a
-	// referenced object that does not exist yet); later steps still run.
-	Waiting string
-}
-
-// Step is one component's reconcile step.
-type Step struct {
-	// Name for logs and errors.
-	Name string
-	// Run applies the component's desired objects and removes the ones no
-	// longer desired.
-	Run func(ctx context.Context, s *State) error
-}
-
-// ConditionError is an error that a user can act on: the controller sets
-// condition Type to False (or Degraded to True) with Reason and the error's
-// message instead of retrying blindly.
-type ConditionError struct {
-	Type    string
-	Reason  string
-	Message string
-}
-
-func (e *ConditionError) Error() string { return e.Message }
-
-// Errorf builds a ConditionError.
-func Errorf(conditionType, reason, format string, args ...any) *ConditionError {
-	return &ConditionError{Type: conditionType, Reason: reason, Message: fmt.Sprintf(format, args...)}
-}
-
 // Labels are the labels of an object of the stack's component.
 func Labels(stack *v1alpha1.InferenceStack, component string) map[string]string {
 	name := "llama-stack"
@@ -147,8 +89,8 @@ func OwnerReference(stack *v1alpha1.InferenceStack) *metav1ac.OwnerReferenceAppl
 // Owned reports whether a live object was made by the operator for the
 // stack: it carries the stack's instance label and, when namespaced, the
 // stack as controller.
-func Owned(stack *v1alpha1.InferenceStack) func(client.Object) bool {
-	return func(obj client.Object) bool {
+func Owned(stack *v1alpha1.InferenceStack) func(metav1.Object) bool {
+	return func(obj metav1.Object) bool {
 		l := obj.GetLabels()
 		if l[LabelManagedBy] != ManagedBy || l[LabelInstance] != stack.Name {
 			return false
@@ -164,8 +106,8 @@ func Owned(stack *v1alpha1.InferenceStack) func(client.Object) bool {
 // Unowned reports whether a live object carries the stack's labels, for
 // objects the operator deliberately makes without an owner reference (the
 // cache volume and its password, which outlive the stack).
-func Unowned(stack *v1alpha1.InferenceStack) func(client.Object) bool {
-	return func(obj client.Object) bool {
+func Unowned(stack *v1alpha1.InferenceStack) func(metav1.Object) bool {
+	return func(obj metav1.Object) bool {
 		l := obj.GetLabels()
 		return l[LabelManagedBy] == ManagedBy && l[LabelInstance] == stack.Name
 	}

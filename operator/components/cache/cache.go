@@ -12,7 +12,6 @@
 package cache
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
@@ -20,7 +19,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -28,10 +26,8 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/apply"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
@@ -233,69 +229,4 @@ func Service(stack *v1alpha1.InferenceStack) *corev1ac.ServiceApplyConfiguration
 			WithSelector(components.SelectorLabels(stack, components.ComponentCache)).
 			WithPorts(corev1ac.ServicePort().WithName("postgres").WithProtocol(corev1.ProtocolTCP).
 				WithPort(runconfig.CachePort).WithTargetPort(intstr.FromString("postgres"))))
-}
-
-// Step runs the cache component with PostgreSQL's pod p.
-func Step(p Pod) components.Step {
-	return components.Step{Name: "cache", Run: func(ctx context.Context, s *components.State) error {
-		return run(ctx, s, p)
-	}}
-}
-
-func run(ctx context.Context, s *components.State, p Pod) error {
-	stack := s.Stack
-	if !Enabled(stack) {
-		// Switched off (or never on): stop PostgreSQL, keep its data and password.
-		for _, obj := range []client.Object{
-			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: Name(stack), Namespace: stack.Namespace}},
-			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: Name(stack), Namespace: stack.Namespace}},
-		} {
-			if _, err := apply.Delete(ctx, s.Client, obj, components.Owned(stack)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := ensurePassword(ctx, s); err != nil {
-		return err
-	}
-	if _, err := apply.Apply(ctx, s.Client, apply.PersistentVolumeClaim, PVC(stack)); err != nil {
-		return err
-	}
-	if _, err := apply.Apply(ctx, s.Client, apply.Deployment, Deployment(stack, p)); err != nil {
-		return err
-	}
-	_, err := apply.Apply(ctx, s.Client, apply.Service, Service(stack))
-	return err
-}
-
-// ensurePassword creates the password Secret when it does not exist; an
-// existing one is never changed, so the data on the volume stays readable.
-func ensurePassword(ctx context.Context, s *components.State) error {
-	key := client.ObjectKey{Namespace: s.Stack.Namespace, Name: SecretName(s.Stack)}
-	err := s.Client.Get(ctx, key, &corev1.Secret{})
-	if err == nil {
-		return nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("reading the cache password Secret %s: %w", key, err)
-	}
-	// The cache holds only labelled Secrets: ask the API server before
-	// creating, so a Secret someone else made under this name is not hidden.
-	if err := s.APIReader.Get(ctx, key, &corev1.Secret{}); err == nil {
-		return components.Errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonCacheNotReady,
-			"Secret %s exists but was not made by the operator (label %s=%s missing): "+
-				"delete or rename it, or label it if it holds the cache password under key %s",
-			key, components.LabelManagedBy, components.ManagedBy, runconfig.CachePasswordKey)
-	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("reading the cache password Secret %s: %w", key, err)
-	}
-	secret, err := PasswordSecret(s.Stack)
-	if err != nil {
-		return err
-	}
-	if err := s.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the cache password Secret %s: %w", key, err)
-	}
-	return nil
 }

@@ -4,19 +4,14 @@
 package network
 
 import (
-	"context"
-
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/apply"
 	"github.com/inferencestack/inferencestack/operator/components"
-	"github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
 
@@ -56,22 +51,4 @@ func CachePolicy(stack *v1alpha1.InferenceStack) *networkingv1ac.NetworkPolicyAp
 				WithPorts(networkingv1ac.NetworkPolicyPort().
 					WithProtocol(corev1.ProtocolTCP).
 					WithPort(intstr.FromInt32(runconfig.CachePort)))))
-}
-
-// Step runs the network component.
-var Step = components.Step{Name: "network", Run: run}
-
-func run(ctx context.Context, s *components.State) error {
-	stack := s.Stack
-	if _, err := apply.Apply(ctx, s.Client, apply.NetworkPolicy, ServerPolicy(stack)); err != nil {
-		return err
-	}
-	if cache.Enabled(stack) {
-		_, err := apply.Apply(ctx, s.Client, apply.NetworkPolicy, CachePolicy(stack))
-		return err
-	}
-	_, err := apply.Delete(ctx, s.Client, &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: CachePolicyName(stack), Namespace: stack.Namespace},
-	}, components.Owned(stack))
-	return err
 }

@@ -4,18 +4,13 @@
 package scaling
 
 import (
-	"context"
-
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	autoscalingv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/apply"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/components/server"
 )
@@ -70,25 +65,4 @@ func PodDisruptionBudget(stack *v1alpha1.InferenceStack) *policyv1ac.PodDisrupti
 		WithLabels(components.Labels(stack, components.ComponentServer)).
 		WithOwnerReferences(components.OwnerReference(stack)).
 		WithSpec(spec)
-}
-
-// Step runs the scaling component.
-var Step = components.Step{Name: "scaling", Run: run}
-
-func run(ctx context.Context, s *components.State) error {
-	stack := s.Stack
-	meta := metav1.ObjectMeta{Name: server.Name(stack), Namespace: stack.Namespace}
-	if hpa := HorizontalPodAutoscaler(stack); hpa != nil {
-		if _, err := apply.Apply(ctx, s.Client, apply.HorizontalPodAutoscaler, hpa); err != nil {
-			return err
-		}
-	} else if _, err := apply.Delete(ctx, s.Client, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: meta}, components.Owned(stack)); err != nil {
-		return err
-	}
-	if pdb := PodDisruptionBudget(stack); pdb != nil {
-		_, err := apply.Apply(ctx, s.Client, apply.PodDisruptionBudget, pdb)
-		return err
-	}
-	_, err := apply.Delete(ctx, s.Client, &policyv1.PodDisruptionBudget{ObjectMeta: meta}, components.Owned(stack))
-	return err
 }

@@ -6,7 +6,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"path"
 	"slices"
@@ -21,7 +20,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/apply"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
@@ -385,31 +383,4 @@ func volumes(stack *v1alpha1.InferenceStack, in Inputs) []*corev1ac.VolumeApplyC
 		}
 	}
 	return v
-}
-
-// Step runs the server component.
-var Step = components.Step{Name: "server", Run: run}
-
-func run(ctx context.Context, s *components.State) error {
-	stack := s.Stack
-	if sa := ServiceAccount(stack); sa != nil {
-		if _, err := apply.Apply(ctx, s.Client, apply.ServiceAccount, sa); err != nil {
-			return err
-		}
-	}
-	if pvc := StatePVC(stack); pvc != nil {
-		if _, err := apply.Apply(ctx, s.Client, apply.PersistentVolumeClaim, pvc); err != nil {
-			return err
-		}
-	}
-	major, err := s.Pin.Major()
-	if err != nil {
-		return err
-	}
-	in := Inputs{Image: s.Image, Config: s.Config, ConfigMapName: s.ConfigMapName, ReferencesHash: s.ReferencesHash, OperatorMajor: major}
-	if _, err := apply.Apply(ctx, s.Client, apply.Deployment, Deployment(stack, in)); err != nil {
-		return err
-	}
-	_, err = apply.Apply(ctx, s.Client, apply.Service, Service(stack))
-	return err
 }

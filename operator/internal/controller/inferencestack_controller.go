@@ -37,8 +37,6 @@ import (
 	"github.com/inferencestack/inferencestack/operator/components"
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/components/config"
-	"github.com/inferencestack/inferencestack/operator/components/network"
-	"github.com/inferencestack/inferencestack/operator/components/scaling"
 	"github.com/inferencestack/inferencestack/operator/components/server"
 	"github.com/inferencestack/inferencestack/operator/pin"
 )
@@ -109,7 +107,7 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		original = stack.DeepCopy()
 	}
 
-	s := &components.State{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, Stack: stack, Pin: r.Pin}
+	s := &state{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, Stack: stack, Pin: r.Pin}
 	stepErr := r.runSteps(ctx, s)
 	r.setStatus(ctx, s, stepErr)
 	if !equality.Semantic.DeepEqual(original.Status, stack.Status) {
@@ -117,36 +115,12 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			return ctrl.Result{}, errors.Join(stepErr, fmt.Errorf("writing status: %w", err))
 		}
 	}
-	var ce *components.ConditionError
+	var ce *conditionError
 	if errors.As(stepErr, &ce) {
 		// The user has to act; look again now and then, without error backoff.
 		return ctrl.Result{RequeueAfter: r.retryInterval()}, nil
 	}
 	return ctrl.Result{}, stepErr
-}
-
-// Steps are the component steps, in the order they run.
-func (r *InferenceStackReconciler) Steps() []components.Step {
-	return []components.Step{
-		config.Step,
-		cachecomp.Step(cachecomp.Pod{Image: r.CacheImage, RunAsUser: r.CacheRunAsUser}),
-		server.Step,
-		network.Step,
-		scaling.Step,
-	}
-}
-
-func (r *InferenceStackReconciler) runSteps(ctx context.Context, s *components.State) error {
-	for _, step := range r.Steps() {
-		if err := step.Run(ctx, s); err != nil {
-			var ce *components.ConditionError
-			if errors.As(err, &ce) {
-				return err
-			}
-			return fmt.Errorf("step %s: %w", step.Name, err)
-		}
-	}
-	return nil
 }
 
 // finalize cleans up a deleted stack and removes the finalizer.
@@ -155,7 +129,7 @@ func (r *InferenceStackReconciler) finalize(ctx context.Context, original, stack
 		return ctrl.Result{}, nil
 	}
 	cleanupErr := errors.Join(r.cleanupCache(ctx, stack), r.cleanupState(ctx, stack),
-		config.Unwatch(ctx, r.Client, r.APIReader, stack, true))
+		unwatch(ctx, r.Client, r.APIReader, stack, true))
 	if cleanupErr != nil {
 		if time.Since(stack.DeletionTimestamp.Time) < r.finalizerTimeout() {
 			stack.Status.Phase = v1alpha1.PhaseDeleting

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/components"
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/components/server"
 )
@@ -20,7 +19,7 @@ import (
 // setStatus writes the outcome of the steps into the stack's status: the
 // conditions, the phase they sum up, the config, and what the server's live
 // objects (in the cache) say: its URL, replicas and image.
-func (r *InferenceStackReconciler) setStatus(ctx context.Context, s *components.State, stepErr error) {
+func (r *InferenceStackReconciler) setStatus(ctx context.Context, s *state, stepErr error) {
 	stack := s.Stack
 	st := &stack.Status
 	set := func(typ string, status metav1.ConditionStatus, reason, message string) {
@@ -30,13 +29,13 @@ func (r *InferenceStackReconciler) setStatus(ctx context.Context, s *components.
 	}
 	st.ObservedGeneration = stack.Generation
 
-	var ce *components.ConditionError
+	var ce *conditionError
 	isCondition := errors.As(stepErr, &ce)
 	switch {
-	case s.ConfigMapName != "":
+	case s.rendered.ConfigMapName != "":
 		set(v1alpha1.TypeConfigGenerated, metav1.ConditionTrue, v1alpha1.ReasonSucceeded,
-			fmt.Sprintf("run config %.12s is in ConfigMap %s", s.Config.Hash, s.ConfigMapName))
-		st.Config = &v1alpha1.ConfigStatus{Hash: s.Config.Hash, ConfigMapName: s.ConfigMapName}
+			fmt.Sprintf("run config %.12s is in ConfigMap %s", s.rendered.Config.Hash, s.rendered.ConfigMapName))
+		st.Config = &v1alpha1.ConfigStatus{Hash: s.rendered.Config.Hash, ConfigMapName: s.rendered.ConfigMapName}
 	case isCondition && ce.Type == v1alpha1.TypeConfigGenerated:
 		set(v1alpha1.TypeConfigGenerated, metav1.ConditionFalse, ce.Reason, ce.Message)
 	case isCondition:
@@ -67,7 +66,7 @@ func (r *InferenceStackReconciler) setStatus(ctx context.Context, s *components.
 // setRollout sets Available and Progressing, the replica counts and the
 // deployed image from the server's Deployment (and the cache's, when
 // enabled).
-func (r *InferenceStackReconciler) setRollout(ctx context.Context, s *components.State,
+func (r *InferenceStackReconciler) setRollout(ctx context.Context, s *state,
 	set func(string, metav1.ConditionStatus, string, string)) {
 	stack := s.Stack
 	st := &stack.Status
@@ -113,7 +112,7 @@ func (r *InferenceStackReconciler) setRollout(ctx context.Context, s *components
 // operand version is the pin's when it is the image this operator chose,
 // unknown otherwise (a custom image, or a Deployment the operator has not
 // updated yet).
-func resolvedDistribution(s *components.State, dep *appsv1.Deployment) *v1alpha1.ResolvedDistribution {
+func resolvedDistribution(s *state, dep *appsv1.Deployment) *v1alpha1.ResolvedDistribution {
 	var image string
 	for _, c := range dep.Spec.Template.Spec.Containers {
 		if c.Name == server.ContainerName {
@@ -125,7 +124,7 @@ func resolvedDistribution(s *components.State, dep *appsv1.Deployment) *v1alpha1
 	switch {
 	case name == "":
 		name = v1alpha1.CustomDistributionName
-	case image != "" && image == s.Image && s.Pin.LlamaStackVersion != "":
+	case image != "" && image == s.rendered.Image && s.Pin.LlamaStackVersion != "":
 		version = s.Pin.LlamaStackVersion
 	}
 	return &v1alpha1.ResolvedDistribution{

@@ -1,4 +1,4 @@
-package config
+package controller
 
 import (
 	"context"
@@ -14,9 +14,10 @@ import (
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/components/config"
 )
 
-// Unwatch removes the watched label from the user Secrets and ConfigMaps of
+// unwatch removes the watched label from the user Secrets and ConfigMaps of
 // stack's namespace that no InferenceStack there references any more, so the
 // operator's cache lets go of them. stack counts with the spec given (it may
 // be newer than the cache's), and not at all when it is being deleted. A
@@ -25,7 +26,7 @@ import (
 // none of them references is checked against every stack of the namespace,
 // read from the API server. The operator's own objects (managed-by label)
 // are left alone, and the only write is the label's removal.
-func Unwatch(ctx context.Context, c client.Client, reader client.Reader, stack *v1alpha1.InferenceStack, deleting bool) error {
+func unwatch(ctx context.Context, c client.Client, reader client.Reader, stack *v1alpha1.InferenceStack, deleting bool) error {
 	namespace := stack.Namespace
 	candidates, err := watchedUserObjects(ctx, c, namespace)
 	if err != nil || len(candidates) == 0 {
@@ -66,7 +67,7 @@ func Unwatch(ctx context.Context, c client.Client, reader client.Reader, stack *
 
 // watchedUserObjects are the Secrets and ConfigMaps of namespace in the
 // cache that carry the watched label and are not the operator's own, by
-// IndexKey.
+// config.IndexKey.
 func watchedUserObjects(ctx context.Context, c client.Client, namespace string) (map[string]client.Object, error) {
 	watched, _ := labels.NewRequirement(components.LabelWatched, selection.Equals, []string{"true"})
 	notOwn, _ := labels.NewRequirement(components.LabelManagedBy, selection.DoesNotExist, nil)
@@ -77,14 +78,14 @@ func watchedUserObjects(ctx context.Context, c client.Client, namespace string) 
 		return nil, err
 	}
 	for i := range secrets.Items {
-		out[IndexKey(KindSecret, secrets.Items[i].Name)] = &secrets.Items[i]
+		out[config.IndexKey(config.KindSecret, secrets.Items[i].Name)] = &secrets.Items[i]
 	}
 	configMaps := &corev1.ConfigMapList{}
 	if err := c.List(ctx, configMaps, opts...); err != nil {
 		return nil, err
 	}
 	for i := range configMaps.Items {
-		out[IndexKey(KindConfigMap, configMaps.Items[i].Name)] = &configMaps.Items[i]
+		out[config.IndexKey(config.KindConfigMap, configMaps.Items[i].Name)] = &configMaps.Items[i]
 	}
 	return out, nil
 }
@@ -96,8 +97,8 @@ func dropReferenced(candidates map[string]client.Object, stacks []v1alpha1.Infer
 		if skip != "" && s.UID == skip {
 			continue
 		}
-		for _, ref := range References(s.Spec) {
-			delete(candidates, IndexKey(ref.Kind, ref.Name))
+		for _, ref := range config.References(s.Spec) {
+			delete(candidates, config.IndexKey(ref.Kind, ref.Name))
 		}
 	}
 }

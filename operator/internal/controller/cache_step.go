@@ -1,0 +1,77 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/apply"
+	"github.com/inferencestack/inferencestack/operator/components"
+	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
+)
+
+// cacheStep runs the operator-managed PostgreSQL of spec.cache with the pod p.
+func cacheStep(ctx context.Context, s *state, p cachecomp.Pod) error {
+	stack := s.Stack
+	if !cachecomp.Enabled(stack) {
+		// Switched off (or never on): stop PostgreSQL, keep its data and password.
+		for _, obj := range []client.Object{
+			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: cachecomp.Name(stack), Namespace: stack.Namespace}},
+			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: cachecomp.Name(stack), Namespace: stack.Namespace}},
+		} {
+			if _, err := apply.Delete(ctx, s.Client, obj, components.Owned(stack)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := ensureCachePassword(ctx, s); err != nil {
+		return err
+	}
+	if _, err := apply.Apply(ctx, s.Client, apply.PersistentVolumeClaim, cachecomp.PVC(stack)); err != nil {
+		return err
+	}
+	if _, err := apply.Apply(ctx, s.Client, apply.Deployment, cachecomp.Deployment(stack, p)); err != nil {
+		return err
+	}
+	_, err := apply.Apply(ctx, s.Client, apply.Service, cachecomp.Service(stack))
+	return err
+}
+
+// ensureCachePassword creates the password Secret when it does not exist; an
+// existing one is never changed, so the data on the volume stays readable.
+func ensureCachePassword(ctx context.Context, s *state) error {
+	key := client.ObjectKey{Namespace: s.Stack.Namespace, Name: cachecomp.SecretName(s.Stack)}
+	err := s.Client.Get(ctx, key, &corev1.Secret{})
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading the cache password Secret %s: %w", key, err)
+	}
+	// The cache holds only labelled Secrets: ask the API server before
+	// creating, so a Secret someone else made under this name is not hidden.
+	if err := s.APIReader.Get(ctx, key, &corev1.Secret{}); err == nil {
+		return errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonCacheNotReady,
+			"Secret %s exists but was not made by the operator (label %s=%s missing): "+
+				"delete or rename it, or label it if it holds the cache password under key %s",
+			key, components.LabelManagedBy, components.ManagedBy, runconfig.CachePasswordKey)
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading the cache password Secret %s: %w", key, err)
+	}
+	secret, err := cachecomp.PasswordSecret(s.Stack)
+	if err != nil {
+		return err
+	}
+	if err := s.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the cache password Secret %s: %w", key, err)
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package controller
+
+import (
+	"context"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/inferencestack/inferencestack/operator/apply"
+	"github.com/inferencestack/inferencestack/operator/components"
+	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
+	"github.com/inferencestack/inferencestack/operator/components/network"
+	"github.com/inferencestack/inferencestack/operator/components/scaling"
+	"github.com/inferencestack/inferencestack/operator/components/server"
+)
+
+// serverStep applies the server's objects, built from the config step's
+// output.
+func serverStep(ctx context.Context, s *state, out rendered) error {
+	stack := s.Stack
+	if sa := server.ServiceAccount(stack); sa != nil {
+		if _, err := apply.Apply(ctx, s.Client, apply.ServiceAccount, sa); err != nil {
+			return err
+		}
+	}
+	if pvc := server.StatePVC(stack); pvc != nil {
+		if _, err := apply.Apply(ctx, s.Client, apply.PersistentVolumeClaim, pvc); err != nil {
+			return err
+		}
+	}
+	major, err := s.Pin.Major()
+	if err != nil {
+		return err
+	}
+	in := server.Inputs{Image: out.Image, Config: out.Config, ConfigMapName: out.ConfigMapName, ReferencesHash: out.ReferencesHash, OperatorMajor: major}
+	if _, err := apply.Apply(ctx, s.Client, apply.Deployment, server.Deployment(stack, in)); err != nil {
+		return err
+	}
+	_, err = apply.Apply(ctx, s.Client, apply.Service, server.Service(stack))
+	return err
+}
+
+// networkStep applies the NetworkPolicies.
+func networkStep(ctx context.Context, s *state) error {
+	stack := s.Stack
+	if _, err := apply.Apply(ctx, s.Client, apply.NetworkPolicy, network.ServerPolicy(stack)); err != nil {
+		return err
+	}
+	if cachecomp.Enabled(stack) {
+		_, err := apply.Apply(ctx, s.Client, apply.NetworkPolicy, network.CachePolicy(stack))
+		return err
+	}
+	_, err := apply.Delete(ctx, s.Client, &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: network.CachePolicyName(stack), Namespace: stack.Namespace},
+	}, components.Owned(stack))
+	return err
+}
+
+// scalingStep applies the autoscaler and the disruption budget when asked,
+// and deletes them when not.
+func scalingStep(ctx context.Context, s *state) error {
+	stack := s.Stack
+	meta := metav1.ObjectMeta{Name: server.Name(stack), Namespace: stack.Namespace}
+	if hpa := scaling.HorizontalPodAutoscaler(stack); hpa != nil {
+		if _, err := apply.Apply(ctx, s.Client, apply.HorizontalPodAutoscaler, hpa); err != nil {
+			return err
+		}
+	} else if _, err := apply.Delete(ctx, s.Client, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: meta}, components.Owned(stack)); err != nil {
+		return err
+	}
+	if pdb := scaling.PodDisruptionBudget(stack); pdb != nil {
+		_, err := apply.Apply(ctx, s.Client, apply.PodDisruptionBudget, pdb)
+		return err
+	}
+	_, err := apply.Delete(ctx, s.Client, &policyv1.PodDisruptionBudget{ObjectMeta: meta}, components.Owned(stack))
+	return err
+}

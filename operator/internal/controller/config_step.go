@@ -1,0 +1,202 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/apply"
+	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/components/config"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
+)
+
+// serverImage is the server image of a stack: its custom image, or the pinned
+// image of its distribution.
+func serverImage(s *state) (string, error) {
+	d := s.Stack.Spec.Distribution
+	if d.Image != "" {
+		return d.Image, nil
+	}
+	image, err := s.Pin.Image(runconfig.ImageDistribution(d.Name))
+	if err != nil {
+		return "", errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonDistributionNotPinned,
+			"%v: choose another spec.distribution.name or upgrade the operator", err)
+	}
+	return image, nil
+}
+
+// operand is what the pin says of the server the operator deploys.
+func operand(s *state) runconfig.Operand {
+	return runconfig.Operand{LlamaStackVersion: s.Pin.LlamaStackVersion}
+}
+
+// configStep resolves the server image, reads (and watches) the user objects
+// the stack references, generates the run config (or takes the override)
+// and applies its ConfigMap (and, for an external PostgreSQL, the Secret
+// split from its connection string). What it made is the server step's
+// input; on an error it returns what it had got so far (the image), for
+// the status.
+func configStep(ctx context.Context, s *state) (rendered, error) {
+	stack := s.Stack
+	var out rendered
+	image, err := serverImage(s)
+	if err != nil {
+		return out, err
+	}
+	out.Image = image
+
+	data, missing, err := readReferences(ctx, s)
+	if err != nil {
+		return out, err
+	}
+	if err := unwatch(ctx, s.Client, s.APIReader, stack, false); err != nil {
+		return out, err
+	}
+	var result runconfig.Result
+	if o := stack.Spec.OverrideConfig; o != nil {
+		text, ok := data[config.IndexKey(config.KindConfigMap, o.ConfigMapName)][o.KeyOrDefault()]
+		if !ok {
+			return out, errorf(v1alpha1.TypeConfigGenerated, v1alpha1.ReasonOverrideConfigNotFound,
+				"spec.overrideConfig: ConfigMap %s/%s with key %s not found: create it, or remove overrideConfig",
+				stack.Namespace, o.ConfigMapName, o.KeyOrDefault())
+		}
+		result, err = runconfig.FromOverride(stack.Name, stack.Spec, operand(s), []byte(text))
+	} else {
+		result, err = runconfig.Generate(stack.Name, stack.Spec, operand(s))
+	}
+	var unknown *stackconfig.UnknownVersionError
+	if errors.As(err, &unknown) {
+		return out, errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonUnsupportedOperandVersion,
+			"operator %s: %v; no run config is written rather than a guessed one: install an operator release that pins a known version",
+			s.Pin.OperatorVersion, err)
+	}
+	if err != nil {
+		return out, errorf(v1alpha1.TypeConfigGenerated, v1alpha1.ReasonInvalidConfig, "%v", err)
+	}
+	if len(missing) > 0 {
+		return out, errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonSecretNotFound,
+			"waiting for %s in namespace %s: create it (the server is not rolled out until it exists)",
+			strings.Join(missing, ", "), stack.Namespace)
+	}
+	if sql := config.PostgresConnection(stack.Spec); sql != nil {
+		uri := data[config.IndexKey(config.KindSecret, sql.Name)][sql.Key]
+		parts, err := runconfig.PostgresSecretData(uri)
+		if err != nil {
+			return out, errorf(v1alpha1.TypeConfigGenerated, v1alpha1.ReasonInvalidConfig,
+				"spec.storage.sql.connectionString: Secret %s key %s: %v", sql.Name, sql.Key, err)
+		}
+		if _, err := apply.Apply(ctx, s.Client, apply.Secret, config.SQLSecret(stack, parts)); err != nil {
+			return out, err
+		}
+	}
+	if _, err := apply.Apply(ctx, s.Client, apply.ConfigMap, config.ConfigMap(stack, result)); err != nil {
+		return out, err
+	}
+	out.Config = result
+	out.ConfigMapName = config.ConfigMapName(stack.Name)
+	out.ReferencesHash = config.HashReferences(config.References(stack.Spec), data)
+	return out, nil
+}
+
+// readReferences reads every user object the stack references: from the
+// cache when it carries the watched label, else from the API server, and
+// then labels it so the cache sees its next change. It returns the data by
+// config.IndexKey, and the references that do not exist (or lack a key).
+func readReferences(ctx context.Context, s *state) (map[string]map[string]string, []string, error) {
+	data := map[string]map[string]string{}
+	var missing []string
+	for _, ref := range config.References(s.Stack.Spec) {
+		values, found, err := readReference(ctx, s, ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		what := fmt.Sprintf("%s %s (%s)", ref.Kind, ref.Name, ref.Path)
+		if !found {
+			missing = append(missing, what)
+			continue
+		}
+		for _, k := range ref.Keys {
+			if _, ok := values[k]; !ok {
+				missing = append(missing, fmt.Sprintf("key %s of %s", k, what))
+			}
+		}
+		data[config.IndexKey(ref.Kind, ref.Name)] = values
+	}
+	return data, missing, nil
+}
+
+func readReference(ctx context.Context, s *state, ref config.Reference) (map[string]string, bool, error) {
+	var (
+		obj  client.Object
+		read func() map[string]string
+	)
+	switch ref.Kind {
+	case config.KindSecret:
+		sec := &corev1.Secret{}
+		obj, read = sec, func() map[string]string {
+			out := map[string]string{}
+			for k, v := range sec.Data {
+				out[k] = string(v)
+			}
+			for k, v := range sec.StringData {
+				out[k] = v
+			}
+			return out
+		}
+	default:
+		cm := &corev1.ConfigMap{}
+		obj, read = cm, func() map[string]string {
+			out := maps.Clone(cm.Data)
+			if out == nil {
+				out = map[string]string{}
+			}
+			for k, v := range cm.BinaryData {
+				out[k] = string(v)
+			}
+			return out
+		}
+	}
+	key := client.ObjectKey{Namespace: s.Stack.Namespace, Name: ref.Name}
+	err := s.Client.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		// Not labelled yet, so not in the cache: ask the API server.
+		err = s.APIReader.Get(ctx, key, obj)
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		if err == nil && obj.GetLabels()[components.LabelWatched] != "true" {
+			err = watch(ctx, s.Client, obj)
+		}
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading %s %s: %w", ref.Kind, key, err)
+	}
+	return read(), true, nil
+}
+
+// watch adds the watched label to a user object with a merge patch of that
+// label alone, so the operator's cache (which selects on it) sees the
+// object's changes. Nothing else of the object is touched.
+func watch(ctx context.Context, c client.Client, obj client.Object) error {
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	labels := maps.Clone(obj.GetLabels())
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[components.LabelWatched] = "true"
+	obj.SetLabels(labels)
+	if err := c.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("labelling %s %s/%s %s=true to watch it: %w",
+			obj.GetObjectKind().GroupVersionKind().Kind, obj.GetNamespace(), obj.GetName(), components.LabelWatched, err)
+	}
+	return nil
+}

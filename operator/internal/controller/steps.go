@@ -1,0 +1,108 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
+	"github.com/inferencestack/inferencestack/operator/pin"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
+)
+
+// state is what one reconcile of an InferenceStack works on: the clients,
+// the working copy of the stack (steps set conditions on its status) and
+// the operand pin, and what the config step made, for the status.
+type state struct {
+	// Client reads from the manager's cache and writes to the API server.
+	Client client.Client
+	// APIReader reads from the API server directly, for user objects the
+	// cache does not hold yet.
+	APIReader client.Reader
+	// Recorder emits events on the InferenceStack.
+	Recorder events.EventRecorder
+	// Stack is the working copy.
+	Stack *v1alpha1.InferenceStack
+	// Pin is the operand pin of this operator release.
+	Pin pin.Pin
+	// rendered is the config step's output (as far as it got).
+	rendered rendered
+}
+
+// rendered is what the config step makes, and the server step's input.
+type rendered struct {
+	// Image is the server image.
+	Image string
+	// Config is the run config and its environment.
+	Config runconfig.Result
+	// ConfigMapName holds the run config under runconfig.ConfigKey.
+	ConfigMapName string
+	// ReferencesHash is the hash of the data of every user object the
+	// server uses.
+	ReferencesHash string
+}
+
+// step is one component's reconcile step: it applies the component's
+// desired objects (built by its pure builders) and removes the ones no
+// longer desired.
+type step struct {
+	name string
+	run  func(ctx context.Context, s *state) error
+}
+
+// conditionError is an error that a user can act on: the controller sets
+// condition Type to False (or Degraded to True) with Reason and the error's
+// message instead of retrying blindly.
+type conditionError struct {
+	Type    string
+	Reason  string
+	Message string
+}
+
+func (e *conditionError) Error() string { return e.Message }
+
+// errorf builds a conditionError.
+func errorf(conditionType, reason, format string, args ...any) *conditionError {
+	return &conditionError{Type: conditionType, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// steps are the steps after the config step, which takes the config
+// step's output explicitly.
+func (r *InferenceStackReconciler) steps(out rendered) []step {
+	pod := cachecomp.Pod{Image: r.CacheImage, RunAsUser: r.CacheRunAsUser}
+	return []step{
+		{"cache", func(ctx context.Context, s *state) error { return cacheStep(ctx, s, pod) }},
+		{"server", func(ctx context.Context, s *state) error { return serverStep(ctx, s, out) }},
+		{"network", networkStep},
+		{"scaling", scalingStep},
+	}
+}
+
+// runSteps runs the config step, then the others with its output; it
+// stops at the first error. A conditionError is returned as it is, so the
+// status can name it.
+func (r *InferenceStackReconciler) runSteps(ctx context.Context, s *state) error {
+	out, err := configStep(ctx, s)
+	s.rendered = out
+	if err != nil {
+		return stepError("config", err)
+	}
+	for _, st := range r.steps(out) {
+		if err := st.run(ctx, s); err != nil {
+			return stepError(st.name, err)
+		}
+	}
+	return nil
+}
+
+func stepError(name string, err error) error {
+	var ce *conditionError
+	if errors.As(err, &ce) {
+		return err
+	}
+	return fmt.Errorf("step %s: %w", name, err)
+}
