@@ -74,10 +74,16 @@ export OLM_BIN ?= $(BIN)/olm
 olm: ## Build OLM v1 (catalogd, operator-controller) and its CRDs for the e2e tests into bin/olm (skipped when current).
 	@hack/olm.sh
 
+export NODE_BIN ?= $(BIN)/node
+
+.PHONY: node
+node: ## Build kubelet, kube-scheduler and kube-proxy for the node tests into bin/node (skipped when current); install containerd, runc, CNI plugins, iptables, conntrack when missing (as root).
+	@hack/node.sh
+
 ##@ Test
 
 .PHONY: test
-test: controlplane test-e2e ## Run all tests (unit, integration on a real control plane, OLM v1 end-to-end).
+test: controlplane test-e2e test-node ## Run all tests (unit, integration on a real control plane, OLM v1 end-to-end, end-to-end on a real node).
 	go test -tags $(GO_TAGS) $(TEST_FLAGS) ./...
 
 E2E_FLAGS ?=
@@ -85,6 +91,12 @@ E2E_FLAGS ?=
 .PHONY: test-e2e
 test-e2e: controlplane olm ## Run the OLM v1 end-to-end tests: install and upgrade the release's catalog with real catalogd and operator-controller (needs root or user namespaces for unshare).
 	go test -tags $(GO_TAGS),e2e -count=1 -timeout 15m $(E2E_FLAGS) ./tools/internal/e2e/
+
+NODE_FLAGS ?=
+
+.PHONY: test-node
+test-node: controlplane olm node ## Run the end-to-end tests on a real node: kubelet, kube-proxy, kube-scheduler, containerd; pods of images from an in-process registry (needs root).
+	go test -tags $(GO_TAGS),e2e -count=1 -timeout 20m $(NODE_FLAGS) ./tools/internal/nodee2e/
 
 .PHONY: verify
 verify: ## Regenerate every generated file and fail, naming them, if any differs from what is committed.
