@@ -160,6 +160,16 @@ graph: bundlegen ## Draw catalog/<package>/graph.md (Mermaid) and graph.svg from
 images: bundlegen ## Build the catalog image into bin/images/catalog (OCI layout, no Docker); PUSH=<ref> also pushes it.
 	$(BUNDLEGEN) image catalog catalog --output $(BIN)/images/catalog $(if $(PUSH),--push $(PUSH))
 
+# The commit the operator image is built from (with -dirty when the work tree differs from it).
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+
+.PHONY: image-operator
+image-operator: bundlegen ## Build the operator image from the current commit into bin/images/operator (OCI layout, no Docker; static manager on an offline base) and print its digest; PUSH=<ref> also pushes.
+	GOOS=linux go build -tags $(GO_TAGS) -trimpath -buildvcs=false -ldflags "-s -w" -o $(BIN)/images/manager ./operator/cmd
+	$(BUNDLEGEN) image operator $(BIN)/images/manager --output $(BIN)/images/operator --tag $(if $(VERSION),v$(VERSION),dev) \
+		--label org.opencontainers.image.revision=$(REVISION) $(if $(VERSION),--label org.opencontainers.image.version=$(VERSION)) \
+		$(if $(PUSH),--push $(PUSH))
+
 ##@ Benchmarks
 
 STACK_BENCH_FLAGS ?=
