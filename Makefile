@@ -96,7 +96,7 @@ NODE_FLAGS ?=
 
 .PHONY: test-node
 test-node: controlplane olm node ## Run the end-to-end tests on a real node: kubelet, kube-proxy, kube-scheduler, containerd; pods of images from an in-process registry (needs root).
-	go test -tags $(GO_TAGS),e2e -count=1 -timeout 20m $(NODE_FLAGS) ./tools/internal/nodee2e/
+	go test -tags $(GO_TAGS),e2e -count=1 -timeout 20m $(NODE_FLAGS) ./tools/internal/nodetest/... ./tools/internal/nodee2e/
 
 .PHONY: verify
 verify: ## Regenerate every generated file and fail, naming them, if any differs from what is committed.

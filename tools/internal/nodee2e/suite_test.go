@@ -4,40 +4,97 @@ package nodee2e_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/internal/testenv"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/tools/internal/image/imagetest"
 	"github.com/inferencestack/inferencestack/tools/internal/nodetest"
+	"github.com/inferencestack/inferencestack/tools/internal/olmtest"
 )
 
-// node is the running node with its control plane.
-var node *nodetest.Node
+var (
+	// node is the running node; node.Env is the control plane.
+	node *nodetest.Node
+	// cluster is OLM v1 on the same control plane.
+	cluster *olmtest.Cluster
+	// root is the repository root.
+	root string
+	// kube is a cluster-admin client that knows InferenceStacks.
+	kube client.Client
+)
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, func() (func() error, error) {
+	testenv.Main(m, func() (_ func() error, err error) {
+		if root, err = filepath.Abs(filepath.Join("..", "..", "..")); err != nil {
+			return nil, err
+		}
+		ctx := context.Background()
 		registry := imagetest.Start()
 		start := time.Now()
-		n, err := nodetest.Start(context.Background(), nodetest.Options{Registry: registry})
+		n, err := nodetest.New(ctx, nodetest.Options{Registry: registry})
 		if err != nil {
 			registry.Close()
 			return nil, err
 		}
-		fmt.Fprintf(os.Stderr, "nodee2e: control plane and node %s ready in %s\n", nodetest.Name, time.Since(start).Round(100*time.Millisecond))
-		node = n
-		return func() error {
+		c, err := olmtest.Start(ctx, olmtest.Options{Registry: registry.Host(), ControlPlane: n.ControlPlane(testenv.Options{})})
+		if err == nil {
+			err = n.Join(ctx, c.Env)
+		}
+		// The node leaves, the control plane stops, then the node.
+		stop := func() error {
 			defer registry.Close()
-			return n.Stop()
-		}, nil
+			n.Leave()
+			var errs []error
+			if c != nil {
+				errs = append(errs, c.Stop())
+			}
+			return errors.Join(append(errs, n.Stop())...)
+		}
+		if err != nil {
+			return nil, errors.Join(err, stop())
+		}
+		fmt.Fprintf(os.Stderr, "nodee2e: control plane, OLM v1 and node %s ready in %s\n", nodetest.Name, time.Since(start).Round(100*time.Millisecond))
+		node, cluster = n, c
+		scheme := runtime.NewScheme()
+		if err := clientgoscheme.AddToScheme(scheme); err != nil {
+			return nil, errors.Join(err, stop())
+		}
+		if err := v1alpha1.AddToScheme(scheme); err != nil {
+			return nil, errors.Join(err, stop())
+		}
+		if kube, err = client.New(c.Config, client.Options{Scheme: scheme}); err != nil {
+			return nil, errors.Join(err, stop())
+		}
+		return stop, nil
+	})
+}
+
+// dumpLogsOnFailure prints the node's and OLM's logs when the test fails.
+func dumpLogsOnFailure(t *testing.T) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, name := range []string{"kubelet", "containerd", "kube-proxy", "kube-scheduler"} {
+			t.Logf("---- %s log ----\n%s", name, testenv.LastLines(node.Logs(name), 40))
+		}
+		for _, name := range []string{"catalogd", "operator-controller"} {
+			t.Logf("---- %s log ----\n%s", name, testenv.LastLines(cluster.Logs(name), 40))
+		}
 	})
 }
 
@@ -61,7 +118,8 @@ func waitPod(t *testing.T, namespace, name string, timeout time.Duration, done f
 	return pod
 }
 
-// events lists the events about the object namespace/name, one a line.
+// events lists the events about the object namespace/name (every object of
+// the namespace when name is empty), one a line.
 func events(t *testing.T, namespace, name string) string {
 	t.Helper()
 	list := &corev1.EventList{}
@@ -70,8 +128,9 @@ func events(t *testing.T, namespace, name string) string {
 	}
 	var b strings.Builder
 	for _, e := range list.Items {
-		if e.InvolvedObject.Name == name {
-			fmt.Fprintf(&b, "  %s %s %s: %s\n", e.LastTimestamp.Format(time.TimeOnly), e.Type, e.Reason, e.Message)
+		if name == "" || e.InvolvedObject.Name == name {
+			fmt.Fprintf(&b, "  %s %s %s/%s %s: %s\n", e.LastTimestamp.Format(time.TimeOnly), e.Type,
+				e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 		}
 	}
 	return b.String()
@@ -87,14 +146,16 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
+// enforceRestricted is the label by which a namespace enforces the
+// restricted Pod Security Standard.
+var enforceRestricted = map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}
+
 // restrictedNamespace creates a namespace enforcing the restricted Pod
 // Security Standard, deleted when the test ends.
 func restrictedNamespace(t *testing.T, name string) {
 	t.Helper()
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-		"pod-security.kubernetes.io/enforce": "restricted",
-	}}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: enforceRestricted}}
 	if err := node.Env.Client.Create(ctx, ns); err != nil {
 		t.Fatalf("creating namespace %s: %v", name, err)
 	}

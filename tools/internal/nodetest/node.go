@@ -83,6 +83,7 @@ type Node struct {
 	initPID   int
 	procs     []*component // started in order, stopped in reverse
 	ownEnv    bool
+	traces    []string // hostTraces before the node started
 }
 
 type component struct {
@@ -158,6 +159,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := cleanLeftovers(); err != nil {
 		return nil, err
 	}
+	n.traces = hostTraces()
 	n.dir = stateDir()
 	for _, d := range []string{n.dir, n.path("logs"), n.path("var-lib"), n.path("var-log"), n.path("bin")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -326,27 +328,44 @@ func (n *Node) PodLogs(namespace, name string) map[string]string {
 	return out
 }
 
-// Stop stops kube-scheduler, kube-proxy, kubelet and containerd, the
-// control plane if Start started it, then the node's namespaces with every
-// container; it removes the pod cgroups and the state folder. A control
-// plane the node joined but did not start must be stopped before Stop: its
-// API server listens on HostIP, which goes with the node's namespaces.
+// Leave stops kube-scheduler, kube-proxy and the kubelet: the node leaves
+// the control plane it joined (containerd and the containers keep running
+// until Stop). Stop a control plane the node joined but did not start
+// between Leave and Stop: its API server waits for their connections to
+// end, and listens on HostIP, which goes with the node's namespaces.
+func (n *Node) Leave() {
+	for i := len(n.procs) - 1; i >= 0; i-- {
+		if n.procs[i].name != "containerd" {
+			n.procs[i].Stop(10 * time.Second)
+		}
+	}
+}
+
+// Stop stops kube-scheduler, kube-proxy, the kubelet (Leave) and the
+// control plane if Start started it, then containerd and the node's
+// namespaces with every container; it removes the pod cgroups and the state
+// folder.
 func (n *Node) Stop() error {
 	var errs []error
-	for i := len(n.procs) - 1; i >= 0; i-- {
-		n.procs[i].Stop(10 * time.Second)
-	}
-	n.procs = nil
+	n.Leave()
 	if n.ownEnv && n.Env != nil {
 		errs = append(errs, n.Env.Stop())
 		n.Env = nil
 	}
+	for i := len(n.procs) - 1; i >= 0; i-- {
+		n.procs[i].Stop(10 * time.Second)
+	}
+	n.procs = nil
 	if n.sandbox != nil {
 		n.sandbox.Stop(10 * time.Second)
 		n.sandbox = nil
 	}
 	if n.lock != nil {
-		errs = append(errs, cleanLeftovers())
+		if err := cleanLeftovers(); err != nil {
+			errs = append(errs, err)
+		} else if left := hostTraces(); !slices.Equal(left, n.traces) {
+			errs = append(errs, fmt.Errorf("node: left on this machine after Stop (before New: %q): %q", n.traces, left))
+		}
 		_ = n.lock.Close() // releases the lock
 		n.lock = nil
 	}

@@ -114,7 +114,9 @@ func lockMachine(ctx context.Context) (*os.File, error) {
 func cleanLeftovers() error {
 	var errs []error
 	if _, err := net.InterfaceByName(hostLink); err == nil {
-		if out, err := exec.Command("ip", "link", "del", hostLink).CombinedOutput(); err != nil {
+		out, err := exec.Command("ip", "link", "del", hostLink).CombinedOutput()
+		// The kernel may remove it meanwhile, with its network namespace.
+		if _, gone := net.InterfaceByName(hostLink); err != nil && gone == nil {
 			errs = append(errs, fmt.Errorf("node: removing the link %s: %w: %s", hostLink, err, out))
 		}
 	}
@@ -125,6 +127,38 @@ func cleanLeftovers() error {
 		errs = append(errs, fmt.Errorf("node: removing the state folder: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// hostTraces lists what of a node could show on this machine outside the
+// node's namespaces: the host link, the cgroup roots, the state folder,
+// mounts of it, and iptables rules of the chains kube-proxy and the CNI
+// plugins make (KUBE-*, CNI-*). New records it before the node starts; Stop
+// fails if it differs after.
+func hostTraces() []string {
+	var traces []string
+	if _, err := net.InterfaceByName(hostLink); err == nil {
+		traces = append(traces, "link "+hostLink)
+	}
+	for _, root := range append(cgroupRoots(), stateDir()) {
+		if _, err := os.Stat(root); err == nil {
+			traces = append(traces, "folder "+root)
+		}
+	}
+	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, stateDir()) {
+				traces = append(traces, "mount "+line)
+			}
+		}
+	}
+	if out, err := exec.Command("iptables-save").Output(); err == nil {
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, "KUBE-") || strings.Contains(line, "CNI-") {
+				traces = append(traces, "iptables "+line)
+			}
+		}
+	}
+	return traces
 }
 
 // cgroupRoots are the kubelet's cgroup root in every hierarchy: one folder
