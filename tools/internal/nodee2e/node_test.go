@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/inferencestack/inferencestack/tools/internal/image"
 )
 
 // restrictedPod is a pod of image running args that the restricted Pod
@@ -53,7 +55,7 @@ func TestRestrictedPodServesThroughAService(t *testing.T) {
 	restrictedNamespace(t, ns)
 
 	start := time.Now()
-	ref, err := node.PushGoImage(ctx, "./tools/internal/nodetest/httpserver", "registry.test/inferencestack/httpserver:e2e")
+	ref, err := node.PushGoImage(ctx, "./tools/internal/nodetest/httpserver", image.BinaryOptions{}, "registry.test/inferencestack/httpserver:e2e")
 	require.NoError(t, err)
 	t.Logf("image %s built and pushed in %s", ref, time.Since(start).Round(100*time.Millisecond))
 

@@ -209,6 +209,45 @@ func stacks(t *testing.T, operatorNS string) {
 			deleteStack(t, s)
 		})
 	}
+	custom := slices.IndexFunc(samples, func(s *v1alpha1.InferenceStack) bool { return s.Spec.Distribution.Image != "" })
+	require.GreaterOrEqual(t, custom, 0, "no sample with spec.distribution.image")
+	t.Run("stand-in image", func(t *testing.T) { standIn(t, samples[custom]) })
+}
+
+// standIn runs a stack like sample (whose spec.distribution.image names a
+// custom image) with an image the test built and pushed
+// (nodetest.PushGoImage): its server container is pulled and started. The
+// program, the test's HTTP server at /usr/local/bin/llama, is no Llama
+// Stack server: it only shows the way for a stand-in.
+func standIn(t *testing.T, sample *v1alpha1.InferenceStack) {
+	ctx := context.Background()
+	ns := sample.Namespace
+	ref, err := node.PushGoImage(ctx, "./tools/internal/nodetest/httpserver", image.BinaryOptions{Path: "/usr/local/bin/llama"},
+		"registry.test/inferencestack/standin-server:e2e")
+	require.NoError(t, err)
+	s := &v1alpha1.InferenceStack{ObjectMeta: metav1.ObjectMeta{Name: "stand-in", Namespace: ns}, Spec: *sample.Spec.DeepCopy()}
+	s.Spec.Distribution.Image = ref
+	require.NoError(t, kube.Create(ctx, s))
+	selector := client.MatchingLabels{components.LabelInstance: s.Name, components.LabelComponent: components.ComponentServer}
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, podTimeout, true, func(ctx context.Context) (bool, error) {
+		list := &corev1.PodList{}
+		if err := node.Env.Client.List(ctx, list, client.InNamespace(ns), selector); err != nil {
+			return false, err
+		}
+		last = fmt.Sprintf("%+v", list.Items)
+		for _, p := range list.Items {
+			for _, c := range p.Status.ContainerStatuses {
+				if c.State.Running != nil && strings.Contains(c.ImageID, ref[strings.LastIndex(ref, "@")+1:]) {
+					t.Logf("pod %s runs %s", p.Name, c.ImageID)
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	require.NoError(t, err, "no server pod of %s runs %s: %s", s.Name, ref, last)
+	deleteStack(t, s)
 }
 
 // prepareNode gives the node what the samples ask of a node: their node

@@ -48,12 +48,17 @@ func (n *Node) PushBinary(ctx context.Context, file string, opts image.BinaryOpt
 }
 
 // PushGoImage builds the main package pkg of this repository (e.g.
-// "./tools/internal/nodetest/httpserver") as a static binary and pushes its image
-// (PushBinary, the binary at /<last element of pkg>, the entrypoint) so that
-// the node pulls it as ref, e.g. "registry.test/inferencestack/standin:dev".
-// It returns ref by digest. A test can then run the program as a pod, or
-// set an InferenceStack's spec.distribution.image to it.
-func (n *Node) PushGoImage(ctx context.Context, pkg, ref string) (string, error) {
+// "./tools/internal/nodetest/httpserver") as a static binary and pushes its
+// image (PushBinary: the offline base, non-root) so that the node pulls it
+// as ref, e.g. "registry.test/inferencestack/standin-server:dev". The binary
+// goes to opts.Path, "/<last element of pkg>" when empty, the entrypoint.
+// It returns ref by digest, for a pod's image or an InferenceStack's
+// spec.distribution.image.
+//
+// The operator runs a stack's server as `llama stack run <run config>`
+// (the container's command, so the entrypoint is not used): a stand-in
+// server goes to /usr/local/bin/llama, on the image's PATH.
+func (n *Node) PushGoImage(ctx context.Context, pkg string, opts image.BinaryOptions, ref string) (string, error) {
 	f, err := os.CreateTemp("", "node-image-")
 	if err != nil {
 		return "", err
@@ -63,7 +68,10 @@ func (n *Node) PushGoImage(ctx context.Context, pkg, ref string) (string, error)
 	if err := testenv.BuildStatic(pkg, f.Name()); err != nil {
 		return "", err
 	}
-	return n.pushBinary(ctx, f.Name(), "/"+path.Base(pkg), ref, image.BinaryOptions{})
+	if opts.Path == "" {
+		opts.Path = "/" + path.Base(pkg)
+	}
+	return n.pushBinary(ctx, f.Name(), opts.Path, ref, opts)
 }
 
 func (n *Node) pushBinary(ctx context.Context, file, inImage, ref string, opts image.BinaryOptions) (string, error) {
