@@ -44,8 +44,9 @@ func (e *Env) configureServing(s *envtest.APIServer, opts Options) error {
 	if err := l.Close(); err != nil {
 		return err
 	}
-	s.SecureServing.Address = address
-	s.SecureServing.Port = strconv.Itoa(port)
+	// SecureServing's listen address.
+	s.Address = address
+	s.Port = strconv.Itoa(port)
 	s.Configure().Set("advertise-address", address)
 	if len(opts.ServingHosts) == 0 {
 		return nil
@@ -64,7 +65,7 @@ func (e *Env) configureServing(s *envtest.APIServer, opts Options) error {
 		return fmt.Errorf("testenv: making the API server's certificates: %w", err)
 	}
 	s.CertDir = dir
-	s.SecureServing.CA = ca
+	s.CA = ca // SecureServing's CA, which Config trusts
 	return nil
 }
 

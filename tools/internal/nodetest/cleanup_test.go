@@ -57,7 +57,8 @@ func TestCleanLeftoversRemovesAKilledRun(t *testing.T) {
 	}
 	require.NoDirExists(t, stateDir())
 	select {
-	case <-done:
+	case err := <-done:
+		require.Error(t, err, "the process in a leftover cgroup was not killed")
 	case <-time.After(10 * time.Second):
 		t.Fatal("the process in a leftover cgroup still runs")
 	}

@@ -385,7 +385,10 @@ func (n *Node) start(name string, cmd *exec.Cmd) error {
 	}
 	n.procs = append(n.procs, &component{name: name, Process: p})
 	if ended, err := p.Wait(300 * time.Millisecond); ended {
-		return fmt.Errorf("node: %s exited at start (%v); its log:\n%s", name, err, testenv.LastLines(p.Log(), 40))
+		if err == nil {
+			err = errors.New("exit status 0")
+		}
+		return fmt.Errorf("node: %s exited at start (%w); its log:\n%s", name, err, testenv.LastLines(p.Log(), 40))
 	}
 	return nil
 }

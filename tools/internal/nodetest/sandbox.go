@@ -259,7 +259,10 @@ func (n *Node) startSandbox(pause string) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if ended, err := p.Wait(0); ended {
-			return fmt.Errorf("node: unshare exited at start (%v): %s", err, p.Log())
+			if err == nil {
+				err = errors.New("exit status 0")
+			}
+			return fmt.Errorf("node: unshare exited at start (%w): %s", err, p.Log())
 		}
 		children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p.Cmd.Process.Pid, p.Cmd.Process.Pid))
 		if f := strings.Fields(string(children)); len(f) == 1 {
