@@ -1,4 +1,6 @@
 # The operator image: a static binary on a distroless base, running as non-root.
+# `make image-operator` (bundlegen image operator) builds an equivalent image without
+# Docker, reproducibly; docs/images.md compares the two.
 # Build from the repository root: docker build -t <image> .
 FROM golang:1.26 AS build
 WORKDIR /src

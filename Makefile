@@ -75,10 +75,16 @@ export OLM_BIN ?= $(BIN)/olm
 olm: ## Build OLM v1 (catalogd, operator-controller) and its CRDs for the e2e tests into bin/olm (skipped when current).
 	@hack/olm.sh
 
+export NODE_BIN ?= $(BIN)/node
+
+.PHONY: node
+node: ## Build kubelet, kube-scheduler and kube-proxy for the node tests into bin/node (skipped when current); install containerd, runc, CNI plugins, iptables, conntrack when missing (as root).
+	@hack/node.sh
+
 ##@ Test
 
 .PHONY: test
-test: controlplane test-e2e ## Run all tests (unit, integration on a real control plane, OLM v1 end-to-end).
+test: controlplane test-e2e test-node ## Run all tests (unit, integration on a real control plane, OLM v1 end-to-end, end-to-end on a real node).
 	go test -tags $(GO_TAGS) $(TEST_FLAGS) ./...
 
 E2E_FLAGS ?=
@@ -86,6 +92,12 @@ E2E_FLAGS ?=
 .PHONY: test-e2e
 test-e2e: controlplane olm ## Run the OLM v1 end-to-end tests: install and upgrade the release's catalog with real catalogd and operator-controller (needs root or user namespaces for unshare).
 	go test -tags $(GO_TAGS),e2e -count=1 -timeout 15m $(E2E_FLAGS) ./tools/internal/e2e/
+
+NODE_FLAGS ?=
+
+.PHONY: test-node
+test-node: controlplane olm node ## Run the end-to-end tests on a real node: kubelet, kube-proxy, kube-scheduler, containerd; pods of images from an in-process registry (needs root).
+	go test -tags $(GO_TAGS),e2e -count=1 -timeout 20m $(NODE_FLAGS) ./tools/internal/nodetest/... ./tools/internal/nodee2e/
 
 .PHONY: verify
 verify: ## Regenerate every generated file and fail, naming them, if any differs from what is committed.
@@ -150,6 +162,16 @@ graph: bundlegen ## Draw catalog/<package>/graph.md (Mermaid) and graph.svg from
 .PHONY: images
 images: bundlegen ## Build the catalog image into bin/images/catalog (OCI layout, no Docker); PUSH=<ref> also pushes it (only with every image by digest).
 	"$(BUNDLEGEN)" image catalog catalog --output "$(BIN)/images/catalog" $(if $(PUSH),--push $(PUSH))
+
+# The commit the operator image is built from (with -dirty when the work tree differs from it).
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+
+.PHONY: image-operator
+image-operator: bundlegen ## Build the operator image from the current commit into bin/images/operator (OCI layout, no Docker; static manager on an offline base) and print its digest; PUSH=<ref> also pushes.
+	GOOS=linux go build -tags $(GO_TAGS) -trimpath -buildvcs=false -ldflags "-s -w" -o $(BIN)/images/manager ./operator/cmd
+	$(BUNDLEGEN) image operator $(BIN)/images/manager --output $(BIN)/images/operator --tag $(if $(VERSION),v$(VERSION),dev) \
+		--label org.opencontainers.image.revision=$(REVISION) $(if $(VERSION),--label org.opencontainers.image.version=$(VERSION)) \
+		$(if $(PUSH),--push $(PUSH))
 
 ##@ Benchmarks
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // Token requests a token of the ServiceAccount namespace/name, valid for
@@ -30,10 +31,27 @@ func (e *Env) Token(ctx context.Context, namespace, name string, ttl time.Durati
 // its CA) with token as bearer token, and returns its path. The file lives
 // until Stop.
 func (e *Env) KubeconfigFor(token string) (string, error) {
+	return e.writeKubeconfig(&clientcmdapi.AuthInfo{Token: token})
+}
+
+// KubeconfigForUser writes a kubeconfig that reaches the API server as the
+// user name in groups, authenticated by a client certificate (as the
+// control plane's components and kubelets are), and returns its path. The
+// file lives until Stop.
+func (e *Env) KubeconfigForUser(name string, groups ...string) (string, error) {
+	user, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return "", fmt.Errorf("testenv: adding user %s: %w", name, err)
+	}
+	cfg := user.Config()
+	return e.writeKubeconfig(&clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData})
+}
+
+func (e *Env) writeKubeconfig(auth *clientcmdapi.AuthInfo) (string, error) {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["testenv"] = &clientcmdapi.Cluster{Server: e.Config.Host, CertificateAuthorityData: e.Config.CAData}
-	cfg.AuthInfos["token"] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: "token"}
+	cfg.AuthInfos["user"] = auth
+	cfg.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: "user"}
 	cfg.CurrentContext = "testenv"
 	f, err := os.CreateTemp(e.dir, "kubeconfig-")
 	if err != nil {

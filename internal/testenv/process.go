@@ -97,16 +97,28 @@ func LastLines(s string, n int) string {
 // BuildOperator builds the operator binary (./operator/cmd of this
 // repository) into dir and returns its path.
 func BuildOperator(dir string) (string, error) {
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
 	bin := filepath.Join(dir, "manager")
-	build := exec.Command("go", "build", "-tags", "containers_image_openpgp", "-o", bin, "./operator/cmd")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the operator: %w\n%s", err, out)
+	if err := BuildStatic("./operator/cmd", bin); err != nil {
+		return "", fmt.Errorf("building the operator: %w", err)
 	}
 	return bin, nil
+}
+
+// BuildStatic builds the main package pkg of this repository (a path
+// relative to its root, e.g. "./operator/cmd") into the file out, as a static
+// binary an image can hold: CGO_ENABLED=0, -trimpath, no VCS stamp, symbols
+// stripped, with the build tags the repository's tools use.
+func BuildStatic(pkg, out string) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	build := exec.Command("go", "build", "-tags", "containers_image_openpgp", "-trimpath", "-buildvcs=false",
+		"-ldflags=-s -w", "-o", out, pkg)
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if output, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, output)
+	}
+	return nil
 }

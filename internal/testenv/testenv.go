@@ -38,8 +38,23 @@ type Options struct {
 	GarbageCollector bool
 	// Scheme is the client's scheme; nil means client-go's scheme plus apiextensions/v1.
 	Scheme *runtime.Scheme
-	// APIServerArgs are extra kube-apiserver flags (name without dashes -> values).
+	// APIServerArgs are extra kube-apiserver flags (name without dashes ->
+	// values). A flag with no values is not passed at all, which removes one
+	// envtest sets (disable-admission-plugins=ServiceAccount, for example).
 	APIServerArgs map[string][]string
+	// ServingAddress is the IP address the API server listens on and
+	// advertises (the endpoint of the `kubernetes` Service); empty means
+	// 127.0.0.1. It must be an address of this machine.
+	ServingAddress string
+	// ServingHosts are extra IP addresses and DNS names the API server's
+	// serving certificate holds, such as the ClusterIP of the `kubernetes`
+	// Service, through which pods reach it. When set, testenv makes the
+	// serving CA and certificate itself instead of envtest.
+	ServingHosts []string
+	// Controllers are more kube-controller-manager controllers to run (names
+	// as its --controllers flag takes them); kube-controller-manager runs when
+	// GarbageCollector is set or Controllers is not empty.
+	Controllers []string
 }
 
 // Env is a running control plane.
@@ -115,7 +130,7 @@ func Start(opts Options) (_ *Env, err error) {
 		return nil, err
 	}
 	names := []string{"etcd", "kube-apiserver"}
-	if opts.GarbageCollector {
+	if opts.GarbageCollector || len(opts.Controllers) > 0 {
 		names = append(names, "kube-controller-manager")
 	}
 	for _, name := range names {
@@ -147,7 +162,14 @@ func Start(opts Options) (_ *Env, err error) {
 	}
 	apiServer := &envtest.APIServer{Path: e.dieWithParent(assets, "kube-apiserver")}
 	for name, values := range opts.APIServerArgs {
+		if len(values) == 0 {
+			apiServer.Configure().Disable(name)
+			continue
+		}
 		apiServer.Configure().Set(name, values...)
+	}
+	if err := e.configureServing(apiServer, opts); err != nil {
+		return nil, err
 	}
 	e.env = &envtest.Environment{
 		ControlPlane: envtest.ControlPlane{
@@ -170,8 +192,13 @@ func Start(opts Options) (_ *Env, err error) {
 	if e.Client, err = client.New(e.Config, client.Options{Scheme: scheme}); err != nil {
 		return nil, err
 	}
+	var controllers []string
 	if opts.GarbageCollector {
-		if err := e.startControllerManager(filepath.Join(assets, "kube-controller-manager")); err != nil {
+		controllers = append(controllers, "garbagecollector", "namespace")
+	}
+	controllers = append(controllers, opts.Controllers...)
+	if len(controllers) > 0 {
+		if err := e.startControllerManager(filepath.Join(assets, "kube-controller-manager"), controllers); err != nil {
 			return nil, err
 		}
 	}
@@ -195,10 +222,17 @@ func (e *Env) dieWithParent(assets, name string) string {
 	return wrapper
 }
 
-func (e *Env) startControllerManager(path string) error {
+func (e *Env) startControllerManager(path string, controllers []string) error {
+	// The root CA publisher puts this CA into every namespace's
+	// kube-root-ca.crt ConfigMap, which pods trust the API server with.
+	rootCA := filepath.Join(e.dir, "serving-ca.crt")
+	if err := os.WriteFile(rootCA, e.Config.CAData, 0o644); err != nil {
+		return err
+	}
 	cmd := exec.Command(path,
 		"--kubeconfig="+e.kubeconfig,
-		"--controllers=garbagecollector,namespace",
+		"--controllers="+strings.Join(controllers, ","),
+		"--root-ca-file="+rootCA,
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--concurrent-gc-syncs=5",

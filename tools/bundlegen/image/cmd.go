@@ -1,5 +1,5 @@
-// Package image is the `bundlegen image` command: it builds bundle and
-// catalog images without a container engine.
+// Package image is the `bundlegen image` command: it builds bundle, catalog
+// and operator images without a container engine.
 package image
 
 import (
@@ -22,15 +22,16 @@ type options struct {
 	format string
 }
 
-// NewCmd returns the `image` command with its `bundle` and `catalog` subcommands.
+// NewCmd returns the `image` command with its `bundle`, `catalog` and
+// `operator` subcommands.
 func NewCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "image",
-		Short: "Build bundle and catalog images without a container engine",
+		Short: "Build bundle, catalog and operator images without a container engine",
 		Long: `Build OLM images with go-containerregistry: no Docker, no daemon.
 
-Each image is one layer on scratch, with every timestamp at the Unix epoch, so
-the same input gives the same digest. Write it to an OCI layout folder
+Each image is assembled from files only (nothing is pulled), with every
+timestamp at the Unix epoch, so the same input gives the same digest. Write it to an OCI layout folder
 (--output), push it (--push), or both. --output writes only a missing or empty
 folder, or one that holds a layout bundlegen wrote, never an input. --push is a
 publish gate: every image the bundle or catalog names must be by digest. Registries on 127.0.0.1, ::1 or
@@ -51,6 +52,16 @@ catalogd reads. Files that are not YAML or JSON (graph.svg, graph.md) must be
 listed in DIR/.indexignore, or catalogd and opm fail to load the image. It
 holds no opm binary: see docs/images.md.`,
 			"  bundlegen image catalog catalog --output out/catalog --tag v1.2.0"),
+		newKindCmd(image.KindOperator, "operator BINARY", "Build the operator image from the static manager binary",
+			`BINARY is the operator's manager built for Linux with CGO_ENABLED=0 (make
+image-operator builds it from the current commit, then calls this). The image
+has two layers: a base assembled here, nothing pulled (/etc/passwd and
+/etc/group with root, nobody and nonroot 65532, /tmp, /home/nonroot), and the
+binary at /manager, the entrypoint. It runs as 65532:65532; its
+architecture is the binary's. The same binary and labels give the same
+digest. See docs/images.md for how it compares with the Dockerfile's image.`,
+			"  bundlegen image operator bin/images/manager --output bin/images/operator --tag v1.2.0 \\\n"+
+				"    --label org.opencontainers.image.revision=$(git rev-parse HEAD)"),
 	)
 	return cmd
 }
@@ -66,8 +77,8 @@ func newKindCmd(kind image.Kind, use, short, long, example string) *cobra.Comman
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b := image.Build{Kind: kind, Dir: args[0], Layout: o.output, Tag: o.tag, Push: o.push}
 			if len(o.labels) > 0 {
-				if kind != image.KindCatalog {
-					return fmt.Errorf("--label applies to catalog images only; bundle labels come from metadata/annotations.yaml")
+				if kind == image.KindBundle {
+					return fmt.Errorf("--label applies to catalog and operator images only; bundle labels come from metadata/annotations.yaml")
 				}
 				b.Labels = map[string]string{}
 				for _, l := range o.labels {
@@ -112,7 +123,7 @@ func newKindCmd(kind image.Kind, use, short, long, example string) *cobra.Comman
 	f.StringVar(&o.tag, "tag", "", "image name recorded in the OCI layout (org.opencontainers.image.ref.name)")
 	f.StringVar(&o.push, "push", "", "image reference to push to, e.g. quay.io/acme/catalog:v1 (every image the bundle or catalog names must be by digest)")
 	f.StringVarP(&o.format, "format", "o", "text", "result format: text or json")
-	if kind == image.KindCatalog {
+	if kind != image.KindBundle {
 		f.StringArrayVar(&o.labels, "label", nil, "extra image label KEY=VALUE (repeatable)")
 	}
 	return cmd

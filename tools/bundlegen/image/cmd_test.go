@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -152,4 +153,38 @@ func mustRef(t *testing.T, ref string) name.Reference {
 	r, err := image.ParseReference(ref)
 	require.NoError(t, err)
 	return r
+}
+
+func TestOperatorCmd(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "manager")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "../../internal/image/testdata/static")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	host := imagetest.Registry(t)
+
+	run := func(args ...string) (string, error) {
+		cmd := imagecmd.NewCmd()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs(args)
+		err := cmd.Execute()
+		return out.String(), err
+	}
+	layout := filepath.Join(t.TempDir(), "oci")
+	first, err := run("operator", bin, "--output", layout, "--push", host+"/inferencestack-operator:v1", "--label", "org.opencontainers.image.revision=abc")
+	require.NoError(t, err)
+	require.Contains(t, first, "pushed: "+host+"/inferencestack-operator@sha256:")
+	require.FileExists(t, filepath.Join(layout, "index.json"))
+	// Same binary and labels, same digest; another label, another digest.
+	again, err := run("operator", bin, "--push", host+"/inferencestack-operator:v1", "--label", "org.opencontainers.image.revision=abc")
+	require.NoError(t, err)
+	require.Equal(t, strings.SplitN(first, "\n", 2)[0], strings.SplitN(again, "\n", 2)[0])
+	other, err := run("operator", bin, "--push", host+"/inferencestack-operator:v1", "--label", "org.opencontainers.image.revision=def")
+	require.NoError(t, err)
+	require.NotEqual(t, strings.SplitN(first, "\n", 2)[0], strings.SplitN(other, "\n", 2)[0])
+
+	_, err = run("operator", filepath.Join("..", "..", "..", "Makefile"), "--push", host+"/x:1")
+	require.ErrorContains(t, err, "is not an ELF executable")
 }

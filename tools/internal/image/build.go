@@ -69,7 +69,7 @@ func BuildBundle(dir string) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: %w", dir, err)
 	}
-	return assemble(layer, v1.Config{Labels: labels}, "bundlegen image bundle")
+	return assemble(v1.Config{Labels: labels}, []v1.Layer{layer}, []string{"bundlegen image bundle"})
 }
 
 // bundleLabels reads metadata/annotations.yaml of a bundle directory and
@@ -138,7 +138,7 @@ func BuildCatalog(dir string, opts CatalogOptions) (v1.Image, error) {
 	found := false
 	var unparsable []string
 	for _, e := range entries {
-		if e.src == "" {
+		if e.isDir() {
 			continue
 		}
 		rel := strings.TrimPrefix(e.name, strings.TrimPrefix(ConfigsDir, "/")+"/")
@@ -171,7 +171,7 @@ func BuildCatalog(dir string, opts CatalogOptions) (v1.Image, error) {
 		labels = map[string]string{}
 	}
 	labels[ConfigsLabel] = ConfigsDir
-	return assemble(layer, v1.Config{Labels: labels}, "bundlegen image catalog")
+	return assemble(v1.Config{Labels: labels}, []v1.Layer{layer}, []string{"bundlegen image catalog"})
 }
 
 // indexIgnore is the gitignore-style file by which opm and catalogd skip
@@ -188,16 +188,25 @@ func IsCatalogFile(rel string) bool {
 	return false
 }
 
-// assemble makes an OCI image of one layer on scratch with config cfg, all
-// timestamps at Epoch and a history entry naming the tool.
-func assemble(layer v1.Layer, cfg v1.Config, createdBy string) (v1.Image, error) {
-	img, err := mutate.Append(
-		mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON),
-		mutate.Addendum{
-			Layer:     layer,
+// assemble makes an OCI image of layers on scratch with config cfg, all
+// timestamps at Epoch and a history entry per layer saying what made it
+// (createdBy, one per layer), for the platform platformOS/platformArch.
+func assemble(cfg v1.Config, layers []v1.Layer, createdBy []string) (v1.Image, error) {
+	return assembleFor(cfg, layers, createdBy, platformArch)
+}
+
+// assembleFor is assemble for the architecture arch (GOARCH spelling).
+func assembleFor(cfg v1.Config, layers []v1.Layer, createdBy []string, arch string) (v1.Image, error) {
+	adds := make([]mutate.Addendum, len(layers))
+	for i, l := range layers {
+		adds[i] = mutate.Addendum{
+			Layer:     l,
 			MediaType: types.OCILayer,
-			History:   v1.History{Created: v1.Time{Time: Epoch}, CreatedBy: createdBy},
-		})
+			History:   v1.History{Created: v1.Time{Time: Epoch}, CreatedBy: createdBy[i]},
+		}
+	}
+	img, err := mutate.Append(
+		mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON), adds...)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +217,7 @@ func assemble(layer v1.Layer, cfg v1.Config, createdBy string) (v1.Image, error)
 	cf = cf.DeepCopy()
 	cf.Created = v1.Time{Time: Epoch}
 	cf.OS = platformOS
-	cf.Architecture = platformArch
+	cf.Architecture = arch
 	cf.Config = cfg
 	return mutate.ConfigFile(img, cf)
 }

@@ -24,10 +24,17 @@ var Epoch = time.Unix(0, 0).UTC()
 
 // entry is one file or directory of a layer: its path inside the image
 // (relative, slash separated, no leading slash) and where it comes from.
+// Directories end in "/"; files come from src, or hold data when src is
+// empty. Owner and mode default to root and 0755/0644.
 type entry struct {
-	name string // e.g. "manifests/" or "manifests/csv.yaml"
-	src  string // file on disk; empty for a directory
+	name     string // e.g. "manifests/" or "manifests/csv.yaml"
+	src      string // file on disk; empty for a directory or inline data
+	data     []byte // content of a file without src
+	mode     int64  // permission bits (and sticky bit); 0 means the default
+	uid, gid int
 }
+
+func (e entry) isDir() bool { return strings.HasSuffix(e.name, "/") }
 
 // tree lists a directory from disk as layer entries under prefix (for example
 // "manifests"), directories first in path order, keeping only files that keep
@@ -79,23 +86,31 @@ func layerFrom(entries []entry) (v1.Layer, error) {
 		hdr := &tar.Header{
 			Name:    e.name,
 			ModTime: Epoch,
-			Uid:     0,
-			Gid:     0,
+			Uid:     e.uid,
+			Gid:     e.gid,
 			Format:  tar.FormatPAX,
 		}
 		var data []byte
-		if e.src == "" {
+		switch {
+		case e.isDir():
 			hdr.Typeflag = tar.TypeDir
 			hdr.Mode = 0o755
-		} else {
+		case e.src != "":
 			b, err := os.ReadFile(e.src)
 			if err != nil {
 				return nil, err
 			}
 			data = b
+		default:
+			data = e.data
+		}
+		if !e.isDir() {
 			hdr.Typeflag = tar.TypeReg
 			hdr.Mode = 0o644
-			hdr.Size = int64(len(b))
+			hdr.Size = int64(len(data))
+		}
+		if e.mode != 0 {
+			hdr.Mode = e.mode
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return nil, fmt.Errorf("writing %s into the layer: %w", e.name, err)

@@ -18,16 +18,24 @@ const (
 	KindBundle Kind = "bundle"
 	// KindCatalog is a file-based catalog image (BuildCatalog).
 	KindCatalog Kind = "catalog"
+	// KindOperator is the operator image: the static manager binary on an
+	// offline base (BuildBinary at OperatorPath).
+	KindOperator Kind = "operator"
 )
+
+// OperatorPath is where the manager binary lives in the operator image; the
+// manager Deployment (operator/config/manager/manager.yaml) runs it.
+const OperatorPath = "/manager"
 
 // Build builds one image from a directory and writes it to an OCI layout
 // folder, pushes it to a registry, or both.
 type Build struct {
 	// Kind selects BuildBundle or BuildCatalog.
 	Kind Kind
-	// Dir is the bundle directory or the catalog directory.
+	// Dir is the bundle directory, the catalog directory, or the operator's
+	// static manager binary.
 	Dir string
-	// Labels are extra catalog image labels (catalog only).
+	// Labels are extra image labels (catalog and operator).
 	Labels map[string]string
 	// Layout is the OCI layout folder to write; empty writes none.
 	Layout string
@@ -69,8 +77,10 @@ func (b Build) Run(ctx context.Context) (Result, error) {
 		img, err = BuildBundle(b.Dir)
 	case KindCatalog:
 		img, err = BuildCatalog(b.Dir, CatalogOptions{Labels: b.Labels})
+	case KindOperator:
+		img, err = BuildBinary(b.Dir, BinaryOptions{Path: OperatorPath, Labels: b.Labels})
 	default:
-		return Result{}, fmt.Errorf("unknown image kind %q: use %q or %q", b.Kind, KindBundle, KindCatalog)
+		return Result{}, fmt.Errorf("unknown image kind %q: use %q, %q or %q", b.Kind, KindBundle, KindCatalog, KindOperator)
 	}
 	if err != nil {
 		return Result{}, err

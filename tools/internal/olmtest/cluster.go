@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -38,6 +40,11 @@ type Options struct {
 	Registry string
 	// StartTimeout bounds waiting for both binaries to report ready; zero means 60s.
 	StartTimeout time.Duration
+	// ControlPlane is what else the control plane needs, such as a node's
+	// settings (nodetest.Node.ControlPlane); Start adds OLM's CRDs, the
+	// garbage collector and the OwnerReferencesPermissionEnforcement
+	// admission plugin.
+	ControlPlane testenv.Options
 }
 
 // Cluster is a running control plane with OLM v1 on it.
@@ -89,15 +96,20 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		timeout = 60 * time.Second
 	}
 
-	env, err := testenv.Start(testenv.Options{
-		CRDDirectoryPaths: []string{filepath.Join(olmDir, "crd")},
-		GarbageCollector:  true,
-		// As on OpenShift: setting blockOwnerDeletion on an owner reference
-		// needs update on the owner's finalizers, so a bundle missing
-		// inferencestacks/finalizers fails the tests. The plugin learns new
-		// CRDs only every 30 s (WaitOwnerReferences).
-		APIServerArgs: map[string][]string{"enable-admission-plugins": {"OwnerReferencesPermissionEnforcement"}},
-	})
+	cp := opts.ControlPlane
+	cp.CRDDirectoryPaths = append(slices.Clone(cp.CRDDirectoryPaths), filepath.Join(olmDir, "crd"))
+	cp.GarbageCollector = true
+	args := maps.Clone(cp.APIServerArgs)
+	if args == nil {
+		args = map[string][]string{}
+	}
+	// As on OpenShift: setting blockOwnerDeletion on an owner reference
+	// needs update on the owner's finalizers, so a bundle missing
+	// inferencestacks/finalizers fails the tests. The plugin learns new
+	// CRDs only every 30 s (WaitOwnerReferences).
+	args["enable-admission-plugins"] = append(slices.Clone(args["enable-admission-plugins"]), "OwnerReferencesPermissionEnforcement")
+	cp.APIServerArgs = args
+	env, err := testenv.Start(cp)
 	if err != nil {
 		return nil, err
 	}

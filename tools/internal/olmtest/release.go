@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +17,7 @@ import (
 	"github.com/inferencestack/inferencestack/tools/internal/bundle"
 	"github.com/inferencestack/inferencestack/tools/internal/fbc"
 	"github.com/inferencestack/inferencestack/tools/internal/image"
+	"github.com/inferencestack/inferencestack/tools/internal/release"
 )
 
 // Release makes a test release repository with the release tools themselves:
@@ -31,10 +33,17 @@ type Release struct {
 	// Versions lists the bundle versions of each package, e.g.
 	// {"inferencestack-operator": {"1.0.0", "1.1.0"}}; a version generates
 	// bundles of both packages, only the listed ones go into the catalog.
+	// Nil means the repository's own releases: its release files and channel
+	// templates as they are, so Run makes the repository's bundles and
+	// catalog again (what `make release` writes), with Digests applied.
 	Versions map[string][]string
 	// Deprecations, by package, replace the deprecations of the
 	// repository's release extras (channels/<package>.release.yaml).
 	Deprecations map[string]fbc.Deprecations
+	// Digests override the repository's image digest lock
+	// ("registry/repository:tag" -> "sha256:..."), such as the digest of an
+	// operator image a test built, which the bundles then name.
+	Digests map[string]string
 	// Log receives the tools' warnings; nil discards them.
 	Log io.Writer
 }
@@ -49,11 +58,18 @@ func (r Release) Run(ctx context.Context) (string, error) {
 	if err := os.MkdirAll(releases, 0o755); err != nil {
 		return "", err
 	}
-	base, err := newestRelease(filepath.Join(r.Root, "channels", "releases"))
+	rbacDir, err := r.rbacDir()
 	if err != nil {
 		return "", err
 	}
-	rbacDir, err := r.rbacDir()
+	lockPath, err := r.lock(ctx)
+	if err != nil {
+		return "", err
+	}
+	if r.Versions == nil {
+		return r.repositoryReleases(ctx, releases, lockPath, rbacDir)
+	}
+	base, err := newestRelease(filepath.Join(r.Root, "channels", "releases"))
 	if err != nil {
 		return "", err
 	}
@@ -74,7 +90,7 @@ func (r Release) Run(ctx context.Context) (string, error) {
 		// One run writes the bundles of every version, in one step.
 		_, err := bundle.Generate{
 			ReleasesDir: releases,
-			LockPath:    filepath.Join(r.Root, "channels", "images.lock"),
+			LockPath:    lockPath,
 			CRDDir:      filepath.Join(r.Root, "operator", "config", "crd", "bases"),
 			RBACDir:     rbacDir,
 			ManagerPath: filepath.Join(r.Root, "operator", "config", "manager", "manager.yaml"),
@@ -135,6 +151,81 @@ func (r Release) Run(ctx context.Context) (string, error) {
 	catalog := filepath.Join(r.Dir, "catalog")
 	if _, err := (fbc.Catalogs{ChannelsDir: channels, Root: r.Dir, OutDir: catalog}).Run(ctx); err != nil {
 		return "", fmt.Errorf("rendering the test catalog: %w", err)
+	}
+	return catalog, nil
+}
+
+// lock returns the image digest lock to generate with: the repository's,
+// or, with Digests, a copy of it in Dir with Digests applied.
+func (r Release) lock(ctx context.Context) (string, error) {
+	path := filepath.Join(r.Root, "channels", "images.lock")
+	if len(r.Digests) == 0 {
+		return path, nil
+	}
+	lock, err := release.LoadLock(path)
+	if err != nil {
+		return "", err
+	}
+	maps.Copy(lock.Images, r.Digests)
+	path = filepath.Join(r.Dir, "channels", "images.lock")
+	return path, lock.Write(ctx, path)
+}
+
+// repositoryReleases generates the bundles of every release file of the
+// repository and its catalog from its channel templates, into Dir.
+func (r Release) repositoryReleases(ctx context.Context, releases, lockPath, rbacDir string) (string, error) {
+	channels := filepath.Join(r.Root, "channels")
+	files, err := filepath.Glob(filepath.Join(channels, "releases", "*.yaml"))
+	if err != nil {
+		return "", err
+	}
+	templates, err := filepath.Glob(filepath.Join(channels, "*"+fbc.TemplateSuffix))
+	if err != nil {
+		return "", err
+	}
+	for _, t := range templates {
+		files = append(files, t)
+		if _, err := os.Stat(fbc.ReleasePath(t)); err == nil {
+			files = append(files, fbc.ReleasePath(t))
+		}
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		rel, err := filepath.Rel(channels, f)
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(r.Dir, "channels", rel), data, 0o644); err != nil {
+			return "", err
+		}
+	}
+	versions, err := filepath.Glob(filepath.Join(releases, "*.yaml"))
+	if err != nil {
+		return "", err
+	}
+	for _, f := range versions {
+		_, err := bundle.Generate{
+			ReleasesDir: releases,
+			LockPath:    lockPath,
+			Version:     strings.TrimSuffix(filepath.Base(f), ".yaml"),
+			CRDDir:      filepath.Join(r.Root, "operator", "config", "crd", "bases"),
+			RBACDir:     rbacDir,
+			ManagerPath: filepath.Join(r.Root, "operator", "config", "manager", "manager.yaml"),
+			SamplesDir:  filepath.Join(r.Root, "operator", "config", "samples"),
+			BasesDir:    filepath.Join(r.Root, "operator", "config", "manifests", "bases"),
+			OutputDir:   filepath.Join(r.Dir, "bundle"),
+			Warnings:    r.Log,
+		}.Run(ctx)
+		if err != nil {
+			return "", fmt.Errorf("generating the bundles of %s: %w", f, err)
+		}
+	}
+	catalog := filepath.Join(r.Dir, "catalog")
+	if _, err := (fbc.Catalogs{ChannelsDir: filepath.Join(r.Dir, "channels"), Root: r.Dir, OutDir: catalog}).Run(ctx); err != nil {
+		return "", fmt.Errorf("rendering the catalog: %w", err)
 	}
 	return catalog, nil
 }

@@ -2,14 +2,17 @@ package olmtest_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferencestack/inferencestack/tools/internal/fbc"
 	"github.com/inferencestack/inferencestack/tools/internal/olmtest"
+	"github.com/inferencestack/inferencestack/tools/internal/release"
 )
 
 func TestReleaseRendersEveryVersion(t *testing.T) {
@@ -38,4 +41,55 @@ func TestReleaseRendersEveryVersion(t *testing.T) {
 		"inferencestack-operator": {"1.0.0", "1.1.0", "2.0.0"},
 	}, got)
 	require.DirExists(t, filepath.Join(dir, "bundle", "inferencestack-operator", "2.0.0", "manifests"))
+}
+
+// TestReleaseRemakesTheRepositoryCatalog: without Versions, Release makes
+// the repository's own bundles and catalog again, byte for byte; with
+// Digests, the bundles name those images by the overridden digest and differ
+// in nothing else.
+func TestReleaseRemakesTheRepositoryCatalog(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join("..", "..", "..")
+	lock, err := release.LoadLock(filepath.Join(root, "channels", "images.lock"))
+	require.NoError(t, err)
+	const ref = "quay.io/inferencestack/inferencestack-operator:v1.0.0"
+	locked := lock.Images[ref]
+	require.NotEmpty(t, locked, "the lock has no digest of %s", ref)
+	built := "sha256:" + strings.Repeat("0", 63) + "1"
+
+	same := t.TempDir()
+	_, err = olmtest.Release{Root: root, Dir: same}.Run(ctx)
+	require.NoError(t, err)
+	overridden := t.TempDir()
+	_, err = olmtest.Release{Root: root, Dir: overridden, Digests: map[string]string{ref: built}}.Run(ctx)
+	require.NoError(t, err)
+
+	compared := 0
+	for _, dir := range []string{"bundle", "catalog"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".yaml") {
+				return err
+			}
+			rel, err := filepath.Rel(root, p)
+			require.NoError(t, err)
+			want, err := os.ReadFile(p)
+			require.NoError(t, err)
+			got, err := os.ReadFile(filepath.Join(same, rel))
+			require.NoError(t, err, "%s is not made again", rel)
+			require.True(t, string(want) == string(got), "%s made again differs from the committed file", rel)
+			if dir == "bundle" {
+				got, err := os.ReadFile(filepath.Join(overridden, rel))
+				require.NoError(t, err)
+				require.True(t, strings.ReplaceAll(string(want), locked, built) == string(got),
+					"%s with the digest of %s overridden differs in more than that digest", rel, ref)
+			}
+			compared++
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	require.Greater(t, compared, 4)
+	csv, err := os.ReadFile(filepath.Join(overridden, "bundle", "inferencestack-operator", "1.0.0", "manifests", "inferencestack-operator.clusterserviceversion.yaml"))
+	require.NoError(t, err)
+	require.Contains(t, string(csv), "quay.io/inferencestack/inferencestack-operator@"+built)
 }

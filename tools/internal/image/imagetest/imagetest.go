@@ -4,11 +4,16 @@
 package imagetest
 
 import (
+	"errors"
 	"io"
 	"log"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 )
@@ -16,6 +21,9 @@ import (
 // Server is a running in-process registry.
 type Server struct {
 	srv *httptest.Server
+
+	mu    sync.Mutex
+	extra []*http.Server
 }
 
 // Start serves a registry on a free port of 127.0.0.1 over plain HTTP. Stop it
@@ -30,8 +38,35 @@ func (s *Server) Host() string {
 	return strings.TrimPrefix(s.srv.URL, "http://")
 }
 
+// ServeOn serves the same registry (the same images) also on addr, an
+// "IP:port" of this machine (port 0 picks a free one), for clients that
+// cannot reach 127.0.0.1, such as a container runtime in another network
+// namespace. It returns the address served ("IP:PORT"); Close stops it.
+func (s *Server) ServeOn(addr string) (string, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: s.srv.Config.Handler, ReadHeaderTimeout: time.Minute}
+	s.mu.Lock()
+	s.extra = append(s.extra, srv)
+	s.mu.Unlock()
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Printf("imagetest: serving on %s: %v", l.Addr(), err)
+		}
+	}()
+	return l.Addr().String(), nil
+}
+
 // Close stops the registry and drops every image.
 func (s *Server) Close() {
+	s.mu.Lock()
+	for _, srv := range s.extra {
+		_ = srv.Close()
+	}
+	s.extra = nil
+	s.mu.Unlock()
 	s.srv.Close()
 }
 
