@@ -202,26 +202,20 @@ func (r Release) repositoryReleases(ctx context.Context, releases, lockPath, rba
 			return "", err
 		}
 	}
-	versions, err := filepath.Glob(filepath.Join(releases, "*.yaml"))
-	if err != nil {
-		return "", err
-	}
-	for _, f := range versions {
-		_, err := bundle.Generate{
-			ReleasesDir: releases,
-			LockPath:    lockPath,
-			Version:     strings.TrimSuffix(filepath.Base(f), ".yaml"),
-			CRDDir:      filepath.Join(r.Root, "operator", "config", "crd", "bases"),
-			RBACDir:     rbacDir,
-			ManagerPath: filepath.Join(r.Root, "operator", "config", "manager", "manager.yaml"),
-			SamplesDir:  filepath.Join(r.Root, "operator", "config", "samples"),
-			BasesDir:    filepath.Join(r.Root, "operator", "config", "manifests", "bases"),
-			OutputDir:   filepath.Join(r.Dir, "bundle"),
-			Warnings:    r.Log,
-		}.Run(ctx)
-		if err != nil {
-			return "", fmt.Errorf("generating the bundles of %s: %w", f, err)
-		}
+	// One run writes the bundles of every release, in one step.
+	if _, err := (bundle.Generate{
+		ReleasesDir: releases,
+		LockPath:    lockPath,
+		SumPath:     filepath.Join(r.Dir, "channels", "published.sum"),
+		CRDDir:      filepath.Join(r.Root, "operator", "config", "crd", "bases"),
+		RBACDir:     rbacDir,
+		ManagerPath: filepath.Join(r.Root, "operator", "config", "manager", "manager.yaml"),
+		SamplesDir:  filepath.Join(r.Root, "operator", "config", "samples"),
+		BasesDir:    filepath.Join(r.Root, "operator", "config", "manifests", "bases"),
+		OutputDir:   filepath.Join(r.Dir, "bundle"),
+		Warnings:    r.Log,
+	}).Run(ctx); err != nil {
+		return "", fmt.Errorf("generating the bundles of the repository's releases: %w", err)
 	}
 	catalog := filepath.Join(r.Dir, "catalog")
 	if _, err := (fbc.Catalogs{ChannelsDir: filepath.Join(r.Dir, "channels"), Root: r.Dir, OutDir: catalog}).Run(ctx); err != nil {
