@@ -68,6 +68,10 @@ const (
 	ReasonScaledToZero = "ScaledToZero"
 	// ReasonCacheNotReady: the operator-managed PostgreSQL is not ready.
 	ReasonCacheNotReady = "CacheNotReady"
+	// ReasonImagePullFailed: the kubelet cannot pull the image of a pod of
+	// the stack (server or cache); the message names the pod, the image and
+	// the kubelet's pull error (Degraded=True).
+	ReasonImagePullFailed = "ImagePullFailed"
 	// ReasonApplyFailed: writing an owned object to the API server failed.
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonDeleting: the InferenceStack is being deleted.
@@ -79,5 +83,5 @@ var Reasons = []string{
 	ReasonSucceeded, ReasonAsExpected, ReasonInvalidConfig, ReasonOverrideConfigNotFound,
 	ReasonSecretNotFound, ReasonDistributionNotPinned, ReasonUnsupportedOperandVersion, ReasonDeploying,
 	ReasonMinimumReplicasAvailable, ReasonMinimumReplicasUnavailable, ReasonScaledToZero,
-	ReasonCacheNotReady, ReasonApplyFailed, ReasonDeleting,
+	ReasonCacheNotReady, ReasonImagePullFailed, ReasonApplyFailed, ReasonDeleting,
 }

@@ -230,6 +230,8 @@ func CacheOptions(stacks labels.Selector) cache.Options {
 	by := map[client.Object]cache.ByObject{
 		&corev1.Secret{}:    {Label: watched},
 		&corev1.ConfigMap{}: {Label: watched},
+		// The stacks' pods, for image pull errors in the status.
+		&corev1.Pod{}: {Label: managed},
 	}
 	for _, obj := range ownedTypes() {
 		by[obj] = cache.ByObject{Label: managed}
@@ -261,6 +263,7 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	for _, obj := range append(ownedTypes(), &corev1.Secret{}, &corev1.ConfigMap{}) {
 		b = b.Watches(obj, toStacks)
 	}
+	b = b.Watches(&corev1.Pod{}, toStacks, builder.WithPredicates(podPullPredicate()))
 	return b.Complete(r)
 }
 

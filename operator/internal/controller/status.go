@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
@@ -51,7 +52,20 @@ func (r *InferenceStackReconciler) setStatus(ctx context.Context, s *state, step
 	case stepErr != nil:
 		set(v1alpha1.TypeDegraded, metav1.ConditionTrue, v1alpha1.ReasonApplyFailed, stepErr.Error())
 	default:
-		set(v1alpha1.TypeDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, "the stack's objects match its spec")
+		// The objects match the spec, but a pod may not start: its image
+		// cannot be pulled (a typo, a private registry, an offline node).
+		failure, err := r.imagePullFailure(ctx, stack)
+		switch {
+		case err != nil:
+			log.FromContext(ctx).Error(err, "reading the stack's pods for image pull errors")
+			if c := meta.FindStatusCondition(st.Conditions, v1alpha1.TypeDegraded); c == nil || c.Reason != v1alpha1.ReasonImagePullFailed {
+				set(v1alpha1.TypeDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, "the stack's objects match its spec")
+			}
+		case failure != "":
+			set(v1alpha1.TypeDegraded, metav1.ConditionTrue, v1alpha1.ReasonImagePullFailed, failure)
+		default:
+			set(v1alpha1.TypeDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, "the stack's objects match its spec")
+		}
 	}
 
 	st.URL = ""

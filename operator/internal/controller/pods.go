@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
+	"github.com/inferencestack/inferencestack/operator/components/server"
+)
+
+// The status reads the stack's pods (only those labelled managed-by the
+// operator are in its cache) for the kubelet's image pull errors.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+
+// pullFailureReasons are the waiting reasons the kubelet gives a container
+// whose image it cannot pull (k8s.io/kubernetes pkg/kubelet/images and
+// k8s.io/cri-api pkg/errors).
+var pullFailureReasons = []string{
+	"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+	"RegistryUnavailable", "SignatureValidationFailed",
+}
+
+// imagePullFailure describes the first container of the stack's pods (the
+// server's, then the cache's) that waits because the kubelet cannot pull
+// its image, or returns "" when none does. Only pods of the Deployments'
+// current pod templates count: an image the spec no longer names does not
+// keep the stack degraded while the rollout replaces its pods.
+func (r *InferenceStackReconciler) imagePullFailure(ctx context.Context, stack *v1alpha1.InferenceStack) (string, error) {
+	names := []string{server.Name(stack)}
+	if cachecomp.Enabled(stack) {
+		names = append(names, cachecomp.Name(stack))
+	}
+	for _, name := range names {
+		dep := &appsv1.Deployment{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, dep); err != nil {
+			if client.IgnoreNotFound(err) != nil {
+				return "", err
+			}
+			continue
+		}
+		if dep.Spec.Selector == nil || len(dep.Spec.Selector.MatchLabels) == 0 {
+			continue
+		}
+		pods := &corev1.PodList{}
+		if err := r.Client.List(ctx, pods, client.InNamespace(stack.Namespace), client.MatchingLabels(dep.Spec.Selector.MatchLabels)); err != nil {
+			return "", err
+		}
+		slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+		var images []string
+		for _, c := range slices.Concat(dep.Spec.Template.Spec.InitContainers, dep.Spec.Template.Spec.Containers) {
+			images = append(images, c.Image)
+		}
+		for i := range pods.Items {
+			pod := &pods.Items[i]
+			if !pod.DeletionTimestamp.IsZero() {
+				continue
+			}
+			if image, msg, ok := pullFailure(pod); ok && slices.Contains(images, image) {
+				return fmt.Sprintf("pod %s cannot pull image %s: %s", pod.Name, image, msg), nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// pullFailure returns the image and the kubelet's message of the first
+// container of pod that waits for an image the kubelet cannot pull. The
+// message is the pull error itself: the kubelet alternates ErrImagePull
+// ("<error>") with ImagePullBackOff ("Back-off pulling image \"<image>\":
+// ErrImagePull: <error>"), and the status should not change with it.
+func pullFailure(pod *corev1.Pod) (image, message string, ok bool) {
+	for _, c := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
+		w := c.State.Waiting
+		if w == nil || !slices.Contains(pullFailureReasons, w.Reason) {
+			continue
+		}
+		msg := w.Message
+		if rest, found := strings.CutPrefix(msg, fmt.Sprintf("Back-off pulling image %q: ", c.Image)); found {
+			msg = rest
+			for _, reason := range pullFailureReasons {
+				msg = strings.TrimPrefix(msg, reason+": ")
+			}
+		}
+		if msg == "" {
+			msg = w.Reason
+		}
+		return c.Image, msg, true
+	}
+	return "", "", false
+}
+
+// podPullPredicate passes the pod events that can change a stack's image
+// pull failure: a pod created or deleted with one, or an update that
+// changes it. The kubelet's other status updates (and there are many) do
+// not reach the reconciler; the Deployment's status carries readiness.
+func podPullPredicate() predicate.Predicate {
+	failure := func(obj client.Object) string {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return ""
+		}
+		image, msg, _ := pullFailure(pod)
+		return image + "\x00" + msg
+	}
+	none := failure(&corev1.Pod{})
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return failure(e.Object) != none },
+		DeleteFunc: func(e event.DeleteEvent) bool { return failure(e.Object) != none },
+		UpdateFunc: func(e event.UpdateEvent) bool { return failure(e.ObjectOld) != failure(e.ObjectNew) },
+	}
+}

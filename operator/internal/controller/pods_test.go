@@ -1,0 +1,164 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/internal/controller"
+	"github.com/inferencestack/inferencestack/operator/internal/testutil"
+)
+
+// pullError is what a kubelet (v1.35, containerd) writes when the registry
+// has no such image.
+const pullError = `failed to pull and unpack image "docker.io/llamastack/distribution-starter:0.2.23": ` +
+	`failed to resolve reference "docker.io/llamastack/distribution-starter:0.2.23": ` +
+	`docker.io/llamastack/distribution-starter:0.2.23: not found`
+
+// TestImagePullFailureDegradesTheStack: a server pod whose container waits
+// in ErrImagePull (its status written here as the kubelet writes it: no
+// kubelet runs) makes the stack Degraded with reason ImagePullFailed,
+// naming the pod, the image and the kubelet's error; the kubelet's
+// ImagePullBackOff with the same error changes nothing (no status write);
+// a pod of another image is not read, nor one without the managed-by label,
+// which the operator's cache does not hold; the
+// condition clears when the container runs.
+func TestImagePullFailureDegradesTheStack(t *testing.T) {
+	op := startOperator(t)
+	ns := namespace(t)
+	create(t, testutil.Stack("pull", testutil.WithNamespace(ns)))
+	converged(t, ns, "pull")
+	var dep *appsv1.Deployment
+	eventually(t, timeout, func() error {
+		var err error
+		dep, err = get(t, &appsv1.Deployment{}, ns, "pull")
+		return err
+	})
+	image := dep.Spec.Template.Spec.Containers[0].Image
+
+	// pod makes a pod of the server Deployment's labels (less the ones
+	// drop names) running img, with its container waiting for reason.
+	pod := func(name, img, reason, message string, drop ...string) *corev1.Pod {
+		t.Helper()
+		labels := map[string]string{}
+		for k, v := range dep.Spec.Template.Labels {
+			labels[k] = v
+		}
+		for _, k := range drop {
+			delete(labels, k)
+		}
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Image: img}}},
+		}
+		create(t, p)
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "server", Image: img,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}}}
+		if err := env.Client.Status().Update(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	degraded := func() (*metav1.Condition, *v1alpha1.InferenceStack) {
+		stack, err := get(t, &v1alpha1.InferenceStack{}, ns, "pull")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded), stack
+	}
+
+	// Neither a pod of an image the Deployment no longer runs nor a pod
+	// outside the operator's cache (no managed-by label) degrades the stack.
+	pod("old", "docker.io/llamastack/distribution-starter:0.1.0", "ErrImagePull", "not found")
+	pod("foreign", image, "ErrImagePull", pullError, components.LabelManagedBy)
+	reconcileAll(t, ns, []string{"pull"}, "ignored")
+	if c, _ := degraded(); c == nil || c.Status != metav1.ConditionFalse {
+		t.Fatalf("Degraded %+v with only a pod of an old image and an unmanaged pod failing, want False", c)
+	}
+
+	// The operator's cache (CacheOptions) holds the managed pods only.
+	opts := controller.CacheOptions(nil)
+	opts.Scheme = scheme()
+	c, err := cache.New(env.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("the cache did not sync")
+	}
+	cached := &corev1.PodList{}
+	if err := c.List(ctx, cached, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if names := podNames(cached); !slices.Equal(names, []string{"old"}) {
+		t.Errorf("the operator's cache holds pods %v, want only the managed one, [old]", names)
+	}
+
+	failing := pod("pull-abc", image, "ErrImagePull", pullError)
+	want := fmt.Sprintf("pod pull-abc cannot pull image %s: %s", image, pullError)
+	eventually(t, timeout, func() error {
+		c, stack := degraded()
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonImagePullFailed || c.Message != want {
+			return fmt.Errorf("Degraded %+v, want True/%s %q", c, v1alpha1.ReasonImagePullFailed, want)
+		}
+		if stack.Status.Phase != v1alpha1.PhaseDegraded {
+			return fmt.Errorf("phase %s, want Degraded", stack.Status.Phase)
+		}
+		return nil
+	})
+
+	// The kubelet backs off: same error, another reason and wording.
+	op.writes.Reset()
+	failing.Status.ContainerStatuses[0].State.Waiting = &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff",
+		Message: fmt.Sprintf("Back-off pulling image %q: ErrImagePull: %s", image, pullError)}
+	if err := env.Client.Status().Update(context.Background(), failing); err != nil {
+		t.Fatal(err)
+	}
+	// Two rounds: the pod's update reaches the operator's cache on a watch
+	// of its own, in the time of a round at most.
+	reconcileAll(t, ns, []string{"pull"}, "backoff-1")
+	reconcileAll(t, ns, []string{"pull"}, "backoff-2")
+	if c, _ := degraded(); c.Message != want {
+		t.Errorf("after ImagePullBackOff: Degraded %+v, want it unchanged", c)
+	}
+	if w := op.writes.Writes(); len(w) != 0 {
+		t.Errorf("the kubelet's back-off made the operator write:\n%s", strings.Join(w, "\n"))
+	}
+
+	// The image arrives: the container runs.
+	failing.Status.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
+	failing.Status.ContainerStatuses[0].Ready = false
+	failing.Status.ContainerStatuses[0].Started = ptr.To(true)
+	if err := env.Client.Status().Update(context.Background(), failing); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, func() error {
+		if c, _ := degraded(); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonAsExpected {
+			return fmt.Errorf("Degraded %+v after the container started, want False/%s", c, v1alpha1.ReasonAsExpected)
+		}
+		return nil
+	})
+}
+
+func podNames(list *corev1.PodList) []string {
+	var names []string
+	for _, p := range list.Items {
+		names = append(names, p.Name)
+	}
+	return names
+}
