@@ -46,6 +46,11 @@ type BinaryOptions struct {
 	Args []string
 	// Labels are the image labels (org.opencontainers.image.revision, ...).
 	Labels map[string]string
+	// Env is more of the image's environment (NAME=value), after PATH.
+	Env []string
+	// Aliases are more absolute paths in the image that hold a copy of the
+	// executable, for a program that acts on the name it is called by.
+	Aliases []string
 }
 
 // BuildBinary builds an image that runs the static Linux executable file:
@@ -58,8 +63,15 @@ type BinaryOptions struct {
 //
 // A dynamically linked executable is refused: the base holds no C library.
 func BuildBinary(file string, opts BinaryOptions) (v1.Image, error) {
-	if !path.IsAbs(opts.Path) || path.Clean(opts.Path) != opts.Path || opts.Path == "/" {
-		return nil, fmt.Errorf("binary image: path %q in the image must be absolute and clean, e.g. /manager", opts.Path)
+	for _, p := range append([]string{opts.Path}, opts.Aliases...) {
+		if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
+			return nil, fmt.Errorf("binary image: path %q in the image must be absolute and clean, e.g. /manager", p)
+		}
+	}
+	for _, e := range opts.Env {
+		if name, _, ok := strings.Cut(e, "="); !ok || name == "" || name == "PATH" {
+			return nil, fmt.Errorf("binary image: environment %q must be NAME=value, NAME not PATH", e)
+		}
 	}
 	arch, err := staticArch(file)
 	if err != nil {
@@ -70,11 +82,12 @@ func BuildBinary(file string, opts BinaryOptions) (v1.Image, error) {
 		return nil, err
 	}
 	var entries []entry
-	dir := path.Dir(opts.Path)
-	for d := dir; d != "/"; d = path.Dir(d) {
-		entries = append(entries, entry{name: strings.TrimPrefix(d, "/") + "/"})
+	for _, p := range append([]string{opts.Path}, opts.Aliases...) {
+		for d := path.Dir(p); d != "/"; d = path.Dir(d) {
+			entries = append(entries, entry{name: strings.TrimPrefix(d, "/") + "/"})
+		}
+		entries = append(entries, entry{name: strings.TrimPrefix(p, "/"), src: file, mode: 0o755})
 	}
-	entries = append(entries, entry{name: strings.TrimPrefix(opts.Path, "/"), src: file, mode: 0o755})
 	app, err := layerFrom(entries)
 	if err != nil {
 		return nil, fmt.Errorf("binary image of %s: %w", file, err)
@@ -83,7 +96,7 @@ func BuildBinary(file string, opts BinaryOptions) (v1.Image, error) {
 		User:       fmt.Sprintf("%d:%d", NonRootUID, NonRootGID),
 		Entrypoint: []string{opts.Path},
 		Cmd:        opts.Args,
-		Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
+		Env:        append([]string{"PATH=/usr/local/bin:/usr/bin:/bin"}, opts.Env...),
 		WorkingDir: "/",
 		Labels:     maps.Clone(opts.Labels),
 	}

@@ -85,6 +85,19 @@ func TestBuildBinary(t *testing.T) {
 	require.Contains(t, app, "usr/")
 	require.Contains(t, app, "usr/bin/")
 
+	// Aliases hold the same executable; Env follows PATH.
+	aliased, err := image.BuildBinary(bin, image.BinaryOptions{Path: "/usr/bin/app", Aliases: []string{"/usr/local/bin/other"}, Env: []string{"A=b=c"}})
+	require.NoError(t, err)
+	cf, err = aliased.ConfigFile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"PATH=/usr/local/bin:/usr/bin:/bin", "A=b=c"}, cf.Config.Env)
+	aliasedLayers, err := aliased.Layers()
+	require.NoError(t, err)
+	app = layerEntries(t, aliasedLayers[1])
+	require.Equal(t, tarEntry{mode: 0o755, content: string(want)}, app["usr/bin/app"])
+	require.Equal(t, tarEntry{mode: 0o755, content: string(want)}, app["usr/local/bin/other"])
+	require.Contains(t, app, "usr/local/")
+
 	// Same binary and options, same digest; another path, another digest.
 	again, err := image.BuildBinary(bin, image.BinaryOptions{Path: "/usr/bin/app", Args: []string{"--x"}, Labels: map[string]string{"a": "b"}})
 	require.NoError(t, err)
@@ -116,10 +129,15 @@ func TestBuildBinaryRefuses(t *testing.T) {
 		name    string
 		file    string
 		path    string
+		aliases []string
+		env     []string
 		wantErr string
 	}{
 		{name: "relative path in the image", file: bin, path: "manager", wantErr: "must be absolute and clean"},
 		{name: "unclean path", file: bin, path: "/a/../manager", wantErr: "must be absolute and clean"},
+		{name: "relative alias", file: bin, path: "/manager", aliases: []string{"bin/x"}, wantErr: `path "bin/x" in the image must be absolute`},
+		{name: "environment without a value", file: bin, path: "/manager", env: []string{"A"}, wantErr: `environment "A" must be NAME=value`},
+		{name: "PATH in the environment", file: bin, path: "/manager", env: []string{"PATH=/x"}, wantErr: "NAME not PATH"},
 		{name: "missing file", file: filepath.Join(t.TempDir(), "nope"), path: "/manager", wantErr: "no such file"},
 		{name: "not an executable", file: text, path: "/manager", wantErr: "is not an ELF executable"},
 		{name: "dynamically linked", file: dynamicBinary(), path: "/manager", wantErr: "build it with CGO_ENABLED=0"},
@@ -128,7 +146,7 @@ func TestBuildBinaryRefuses(t *testing.T) {
 			if tc.file == "" {
 				t.Skip("no dynamically linked executable on this machine (ldd)")
 			}
-			_, err := image.BuildBinary(tc.file, image.BinaryOptions{Path: tc.path})
+			_, err := image.BuildBinary(tc.file, image.BinaryOptions{Path: tc.path, Aliases: tc.aliases, Env: tc.env})
 			require.ErrorContains(t, err, tc.wantErr)
 		})
 	}
