@@ -44,6 +44,10 @@ type Release struct {
 	// ("registry/repository:tag" -> "sha256:..."), such as the digest of an
 	// operator image a test built, which the bundles then name.
 	Digests map[string]string
+	// Edit, when set, changes every release input (channels/releases/
+	// <version>.yaml) before its bundles are made: a test pins stand-in
+	// operand images this way (their digests go into Digests).
+	Edit func(in *release.Input)
 	// Log receives the tools' warnings; nil discards them.
 	Log io.Writer
 }
@@ -82,7 +86,7 @@ func (r Release) Run(ctx context.Context) (string, error) {
 	for _, v := range all {
 		// The lowest major takes unlabelled stacks, as in the repository's releases.
 		takes := semver.MustParse(v).Major == semver.MustParse(all[0]).Major
-		if err := os.WriteFile(filepath.Join(releases, v+".yaml"), releaseFile(base, v, takes), 0o644); err != nil {
+		if err := r.write(filepath.Join(releases, v+".yaml"), releaseFile(base, v, takes)); err != nil {
 			return "", err
 		}
 	}
@@ -155,6 +159,22 @@ func (r Release) Run(ctx context.Context) (string, error) {
 	return catalog, nil
 }
 
+// write writes the release input data to path, changed by Edit.
+func (r Release) write(path string, data []byte) error {
+	if err := os.WriteFile(path, data, 0o644); err != nil || r.Edit == nil {
+		return err
+	}
+	in, err := release.LoadInput(path)
+	if err != nil {
+		return err
+	}
+	r.Edit(&in)
+	if data, err = yaml.Marshal(in); err != nil {
+		return err
+	}
+	return os.WriteFile(path, append([]byte("# A test release input: "+filepath.Base(path)+" changed by the test (olmtest.Release.Edit).\n"), data...), 0o644)
+}
+
 // lock returns the image digest lock to generate with: the repository's,
 // or, with Digests, a copy of it in Dir with Digests applied.
 func (r Release) lock(ctx context.Context) (string, error) {
@@ -198,7 +218,12 @@ func (r Release) repositoryReleases(ctx context.Context, releases, lockPath, rba
 		if err != nil {
 			return "", err
 		}
-		if err := os.WriteFile(filepath.Join(r.Dir, "channels", rel), data, 0o644); err != nil {
+		if filepath.Dir(rel) == "releases" {
+			err = r.write(filepath.Join(r.Dir, "channels", rel), data)
+		} else {
+			err = os.WriteFile(filepath.Join(r.Dir, "channels", rel), data, 0o644)
+		}
+		if err != nil {
 			return "", err
 		}
 	}

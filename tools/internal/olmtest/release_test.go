@@ -98,3 +98,26 @@ func TestReleaseRemakesTheRepositoryCatalog(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(csv), "quay.io/inferencestack/inferencestack-operator@"+built)
 }
+
+// TestReleaseEditsTheInputs: Edit changes the release inputs the bundles
+// are made from; with Digests the bundles name the new image by digest.
+func TestReleaseEditsTheInputs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	digest := "sha256:" + strings.Repeat("0", 63) + "2"
+	_, err := olmtest.Release{
+		Root: filepath.Join("..", "..", ".."),
+		Dir:  dir,
+		Edit: func(in *release.Input) {
+			in.Operands["starter"] = "registry.test/standin/llama-stack:" + in.LlamaStackVersion
+		},
+		Digests: map[string]string{"registry.test/standin/llama-stack:0.2.23": digest, "registry.test/standin/llama-stack:0.3.0": digest},
+	}.Run(ctx)
+	require.NoError(t, err)
+	for _, v := range []string{"1.0.0", "2.0.0"} {
+		csv, err := os.ReadFile(filepath.Join(dir, "bundle", "inferencestack-operator", v, "manifests", "inferencestack-operator.clusterserviceversion.yaml"))
+		require.NoError(t, err)
+		require.Contains(t, string(csv), "registry.test/standin/llama-stack@"+digest, "the CSV of %s", v)
+		require.NotContains(t, string(csv), "docker.io/llamastack/distribution-starter", "the CSV of %s", v)
+	}
+}
