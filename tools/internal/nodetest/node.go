@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -326,6 +329,63 @@ func (n *Node) PodLogs(namespace, name string) map[string]string {
 		}
 	}
 	return out
+}
+
+// VolumeDir makes an empty folder on the node for a local
+// PersistentVolume (no provisioner runs) and returns its path on the node,
+// /var/lib/inferencestack-volumes/<name>. Like the root of a new file
+// system it belongs to root with mode 0755: a pod's non-root user may
+// write there only through the kubelet's fsGroup handling, which local
+// volumes have (hostPath volumes do not). A folder of that name is emptied.
+func (n *Node) VolumeDir(name string) (string, error) {
+	if name == "" || strings.Contains(name, "/") || name == "." || name == ".." {
+		return "", fmt.Errorf("node: volume folder name %q must be one non-empty path element", name)
+	}
+	host := n.path("var-lib", "inferencestack-volumes", name)
+	if err := os.RemoveAll(host); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(host, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Chown(host, 0, 0); err != nil {
+		return "", err
+	}
+	return path.Join("/var/lib/inferencestack-volumes", name), os.Chmod(host, 0o755)
+}
+
+// KillContainer kills every process of a container of the node with
+// SIGKILL, as a crash or the OOM killer would, and returns how many it
+// killed; the kubelet then restarts the container as the pod's restart
+// policy says. containerID is as a pod's status gives it
+// ("containerd://<id>"); the processes are those in its cgroup.
+func (n *Node) KillContainer(containerID string) (int, error) {
+	id := strings.TrimPrefix(containerID, "containerd://")
+	if id == "" || strings.ContainsAny(id, "/:") {
+		return 0, fmt.Errorf("node: %q is not a containerd container ID (containerd://<id>)", containerID)
+	}
+	files, err := filepath.Glob("/proc/[0-9]*/cgroup")
+	if err != nil {
+		return 0, err
+	}
+	killed := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil || !strings.Contains(string(data), cgroupRoot+"/") || !strings.Contains(string(data), "/"+id+"\n") {
+			continue // gone, or not that container's
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		if err != nil {
+			continue
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+			killed++
+		}
+	}
+	if killed == 0 {
+		return 0, fmt.Errorf("node: no process of container %s runs", id)
+	}
+	return killed, nil
 }
 
 // Leave stops kube-scheduler, kube-proxy and the kubelet: the node leaves
