@@ -65,7 +65,8 @@ func main() {
 	fs.StringVar(&o.cacheRunAsUser, "cache-run-as-user", cache.Auto,
 		"User (and group and fsGroup) PostgreSQL of spec.cache runs as: a user id; "+cache.Platform+" to leave them to the platform; or "+
 			cache.Auto+": "+cache.Platform+" on OpenShift (whose restricted-v2 SCC assigns them), "+
-			strconv.FormatInt(cache.PostgresUID, 10)+" (the official postgres image's user) elsewhere.")
+			strconv.FormatInt(cache.PostgresUID, 10)+" (the official postgres image's user) elsewhere. "+
+			"The same decision gives servers with workload.stateVolume their fsGroup (none with "+cache.Platform+").")
 	fs.DurationVar(&o.retryInterval, "retry-interval", controller.DefaultRetryInterval,
 		"How soon a stack waiting for a missing Secret or ConfigMap is looked at again.")
 	fs.StringVar(&o.stackSelector, "stack-selector", "",
@@ -146,7 +147,11 @@ func run(ctx context.Context, o options) error {
 		Pin:            p,
 		CacheImage:     o.cacheImage,
 		CacheRunAsUser: cacheUser,
-		RetryInterval:  o.retryInterval,
+		// The same platform decision: where the platform assigns the
+		// cache's user and group (OpenShift), it assigns the server's
+		// fsGroup too.
+		ServerFSGroup: cacheUser,
+		RetryInterval: o.retryInterval,
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err

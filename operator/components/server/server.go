@@ -67,6 +67,12 @@ type Inputs struct {
 	// OperatorMajor is the major version of the running operator; some
 	// defaults differ per major (DefaultResources).
 	OperatorMajor string
+	// FSGroup is the pod's fsGroup with a state volume: a new volume's root
+	// belongs to root, and only the kubelet's fsGroup handling (group
+	// ownership, group write) lets the server's non-root user, whatever
+	// the image's, write its state there. Nil leaves it to the platform
+	// (OpenShift's restricted-v2 SCC assigns one).
+	FSGroup *int64
 }
 
 // line is the Llama Stack line the server runs.
@@ -240,15 +246,19 @@ func Deployment(stack *v1alpha1.InferenceStack, in Inputs) *appsv1ac.DeploymentA
 }
 
 func podTemplate(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, in Inputs) *corev1ac.PodTemplateSpecApplyConfiguration {
+	security := corev1ac.PodSecurityContext().
+		WithRunAsNonRoot(true).
+		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+	if stateVolume(stack) != nil && in.FSGroup != nil {
+		security.WithFSGroup(*in.FSGroup)
+	}
 	pod := corev1ac.PodSpec().
 		WithServiceAccountName(ServiceAccountName(stack)).
 		// The server calls no Kubernetes API as itself: kubernetes auth
 		// sends each caller's SelfSubjectReview with the caller's token.
 		WithAutomountServiceAccountToken(false).
 		WithEnableServiceLinks(false).
-		WithSecurityContext(corev1ac.PodSecurityContext().
-			WithRunAsNonRoot(true).
-			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+		WithSecurityContext(security).
 		WithContainers(container(stack, w, in)).
 		WithVolumes(volumes(stack, in)...)
 	if len(w.NodeSelector) > 0 {

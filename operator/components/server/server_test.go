@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -278,6 +279,35 @@ func TestStateVolume(t *testing.T) {
 	if d := server.Deployment(plain, inputs()); d.Spec.Strategy != nil {
 		t.Error("without a state volume the default rolling update applies")
 	}
+	// The volume's group, so the server's user can write to it: with a
+	// state volume, unless the platform assigns one.
+	group := int64(999)
+	in := inputs()
+	in.FSGroup = &group
+	for _, tc := range []struct {
+		name  string
+		stack *v1alpha1.InferenceStack
+		in    server.Inputs
+		want  *int64
+	}{
+		{"state volume", stack, in, &group},
+		{"state volume, group left to the platform", stack, inputs(), nil},
+		{"no state volume", plain, in, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := server.Deployment(tc.stack, tc.in).Spec.Template.Spec.SecurityContext.FSGroup
+			if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
+				t.Errorf("fsGroup %v, want %v", ptrString(got), ptrString(tc.want))
+			}
+		})
+	}
+}
+
+func ptrString(p *int64) string {
+	if p == nil {
+		return "unset"
+	}
+	return strconv.FormatInt(*p, 10)
 }
 
 func TestURLAndServiceType(t *testing.T) {

@@ -17,8 +17,8 @@ import (
 )
 
 // serverStep applies the server's objects, built from the config step's
-// output.
-func serverStep(ctx context.Context, s *state, out rendered) error {
+// output; fsGroup is the pod's with a state volume (server.Inputs.FSGroup).
+func serverStep(ctx context.Context, s *state, out rendered, fsGroup *int64) error {
 	stack := s.Stack
 	if sa := server.ServiceAccount(stack); sa != nil {
 		if _, err := apply.Apply(ctx, s.Client, apply.ServiceAccount, sa); err != nil {
@@ -34,7 +34,7 @@ func serverStep(ctx context.Context, s *state, out rendered) error {
 	if err != nil {
 		return err
 	}
-	in := server.Inputs{Image: out.Image, Config: out.Config, ConfigMapName: out.ConfigMapName, ReferencesHash: out.ReferencesHash, OperatorMajor: major}
+	in := server.Inputs{Image: out.Image, Config: out.Config, ConfigMapName: out.ConfigMapName, ReferencesHash: out.ReferencesHash, OperatorMajor: major, FSGroup: fsGroup}
 	if _, err := apply.Apply(ctx, s.Client, apply.Deployment, server.Deployment(stack, in)); err != nil {
 		return err
 	}

@@ -70,6 +70,9 @@ type InferenceStackReconciler struct {
 	// CacheRunAsUser is the user PostgreSQL runs as; nil leaves it to the
 	// platform (cache.Pod).
 	CacheRunAsUser *int64
+	// ServerFSGroup is the server pod's fsGroup with a state volume; nil
+	// leaves it to the platform (server.Inputs.FSGroup).
+	ServerFSGroup *int64
 	// RetryInterval is how soon a stack waiting for a user object is looked
 	// at again (the cache does not see user objects until they exist and
 	// are labelled).

@@ -76,7 +76,7 @@ func (r *InferenceStackReconciler) steps(out rendered) []step {
 	pod := cachecomp.Pod{Image: r.CacheImage, RunAsUser: r.CacheRunAsUser}
 	return []step{
 		{"cache", func(ctx context.Context, s *state) error { return cacheStep(ctx, s, pod) }},
-		{"server", func(ctx context.Context, s *state) error { return serverStep(ctx, s, out) }},
+		{"server", func(ctx context.Context, s *state) error { return serverStep(ctx, s, out, r.ServerFSGroup) }},
 		{"network", networkStep},
 		{"scaling", scalingStep},
 	}
