@@ -158,9 +158,13 @@ func Deployment(stack *v1alpha1.InferenceStack, p Pod) *appsv1ac.DeploymentApply
 	env := func(name, value string) *corev1ac.EnvVarApplyConfiguration {
 		return corev1ac.EnvVar().WithName(name).WithValue(value)
 	}
-	probe := corev1ac.Probe().
-		WithExec(corev1ac.ExecAction().WithCommand("pg_isready", "-U", runconfig.CacheUser, "-d", runconfig.CacheDatabase)).
-		WithPeriodSeconds(10).WithTimeoutSeconds(5)
+	// A new probe each call: apply configurations are pointers, and the
+	// liveness probe's delay must not become the readiness probe's.
+	probe := func() *corev1ac.ProbeApplyConfiguration {
+		return corev1ac.Probe().
+			WithExec(corev1ac.ExecAction().WithCommand("pg_isready", "-U", runconfig.CacheUser, "-d", runconfig.CacheDatabase)).
+			WithPeriodSeconds(10).WithTimeoutSeconds(5)
+	}
 	security := corev1ac.PodSecurityContext().
 		WithRunAsNonRoot(true).
 		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
@@ -185,8 +189,8 @@ func Deployment(stack *v1alpha1.InferenceStack, p Pod) *appsv1ac.DeploymentApply
 				// as, which only holds for a directory that user creates.
 				env("PGDATA", PGData),
 			).
-			WithReadinessProbe(probe).
-			WithLivenessProbe(probe.WithInitialDelaySeconds(30)).
+			WithReadinessProbe(probe()).
+			WithLivenessProbe(probe().WithInitialDelaySeconds(30)).
 			WithResources(corev1ac.ResourceRequirements().WithRequests(corev1.ResourceList{
 				corev1.ResourceCPU:    resource.MustParse("100m"),
 				corev1.ResourceMemory: resource.MustParse("256Mi"),

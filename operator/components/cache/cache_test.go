@@ -92,6 +92,17 @@ func TestPodSecurity(t *testing.T) {
 	}
 }
 
+// TestProbes: the cache is ready as soon as pg_isready says so; only the
+// liveness probe waits 30 s (found on the node: a shared probe made the
+// readiness probe wait too).
+func TestProbes(t *testing.T) {
+	c := cache.Deployment(testutil.Stack("s", testutil.WithCache()), cache.Pod{Image: "postgres:16"}).Spec.Template.Spec.Containers[0]
+	require.Nil(t, c.ReadinessProbe.InitialDelaySeconds, "readiness probe delay")
+	require.Equal(t, int32(30), *c.LivenessProbe.InitialDelaySeconds, "liveness probe delay")
+	require.Equal(t, []string{"pg_isready", "-U", "llamastack", "-d", "llamastack"}, c.ReadinessProbe.Exec.Command)
+	require.Equal(t, c.ReadinessProbe.Exec.Command, c.LivenessProbe.Exec.Command)
+}
+
 func TestRunAsUser(t *testing.T) {
 	groups := func(names ...string) func() (*metav1.APIGroupList, error) {
 		return func() (*metav1.APIGroupList, error) {
