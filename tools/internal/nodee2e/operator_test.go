@@ -182,9 +182,7 @@ func stacks(t *testing.T, operatorNS string) {
 	for _, s := range samples {
 		t.Run(s.Name, func(t *testing.T) {
 			references(t, s, runConfig)
-			if s.Spec.Cache != nil && s.Spec.Cache.Enabled {
-				persistentVolume(t, s)
-			}
+			persistentVolumes(t, s)
 			start := time.Now()
 			require.NoError(t, kube.Create(ctx, s))
 			pods := stackPods(t, s)
@@ -325,23 +323,36 @@ func references(t *testing.T, s *v1alpha1.InferenceStack, runConfig string) {
 	}
 }
 
-// persistentVolume makes a PersistentVolume the cache's claim of s can bind
-// (there is no provisioner): a folder of the node, the requested size.
-func persistentVolume(t *testing.T, s *v1alpha1.InferenceStack) {
+// persistentVolumes makes a PersistentVolume for each claim of s (there is
+// no provisioner): the cache's and the server's state volume, each a
+// folder of the node of the requested size.
+func persistentVolumes(t *testing.T, s *v1alpha1.InferenceStack) {
+	t.Helper()
+	if s.Spec.Cache != nil && s.Spec.Cache.Enabled {
+		persistentVolume(t, s.Name+"-cache", s.Spec.Cache.StorageSize)
+	}
+	if w := s.Spec.Workload; w != nil && w.StateVolume != nil {
+		persistentVolume(t, s.Name+"-state", w.StateVolume.Size)
+	}
+}
+
+// persistentVolume makes one PersistentVolume named stacks-<name> a claim
+// of size (default 1Gi) can bind.
+func persistentVolume(t *testing.T, name string, request *resource.Quantity) {
 	t.Helper()
 	ctx := context.Background()
 	size := resource.MustParse("1Gi")
-	if s.Spec.Cache.StorageSize != nil {
-		size = *s.Spec.Cache.StorageSize
+	if request != nil {
+		size = *request
 	}
 	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "stacks-" + s.Name},
+		ObjectMeta: metav1.ObjectMeta{Name: "stacks-" + name},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
 			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
 			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
-				Path: "/var/lib/inferencestack-volumes/" + s.Name,
+				Path: "/var/lib/inferencestack-volumes/" + name,
 				Type: ptr.To(corev1.HostPathDirectoryOrCreate),
 			}},
 		},
