@@ -193,7 +193,7 @@ func stacks(t *testing.T, operatorNS string) {
 				if pod.Labels[components.LabelComponent] == components.ComponentServer {
 					wantImage := s.Spec.Distribution.Image
 					if wantImage == "" {
-						wantImage, err = p.Image(string(s.Spec.Distribution.Name))
+						wantImage, err = p.Image(runconfig.ImageDistribution(s.Spec.Distribution.Name)) // remote-vllm runs the starter image
 						require.NoError(t, err)
 					}
 					require.Equal(t, wantImage, pod.Spec.Containers[0].Image, "the server image of %s", s.Name)
