@@ -259,7 +259,7 @@ func (g Generate) deployment(in release.Input, images release.Images) (appsv1.De
 		return strings.HasPrefix(e.Name, pin.EnvPrefix) || e.Name == pin.LlamaStackVersionEnv
 	})
 	for _, d := range slices.Sorted(maps.Keys(images.Operands)) {
-		env = append(env, corev1.EnvVar{Name: release.EnvName(d), Value: images.Operands[d]})
+		env = append(env, corev1.EnvVar{Name: pin.EnvName(d), Value: images.Operands[d]})
 	}
 	if images.Cache != "" {
 		env = append(env, corev1.EnvVar{Name: pin.CacheImageEnv, Value: images.Cache})

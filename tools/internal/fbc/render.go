@@ -2,6 +2,7 @@ package fbc
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -10,13 +11,11 @@ import (
 	"slices"
 	"text/template"
 
-	"github.com/blang/semver/v4"
 	"github.com/sirupsen/logrus"
 	"sigs.k8s.io/yaml"
 
 	"github.com/operator-framework/operator-registry/alpha/action"
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
-	"github.com/operator-framework/operator-registry/alpha/property"
 	"github.com/operator-framework/operator-registry/alpha/template/api"
 	semvertemplate "github.com/operator-framework/operator-registry/alpha/template/semver"
 )
@@ -180,44 +179,12 @@ func (t Template) Marshal() ([]byte, error) { return yaml.Marshal(t) }
 // channels, bundles and deprecations by name. Channel entries keep the
 // template's order (ascending version), as opm leaves them.
 func Sort(cfg *declcfg.DeclarativeConfig) {
-	slices.SortFunc(cfg.Packages, func(a, b declcfg.Package) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(cfg.Packages, func(a, b declcfg.Package) int { return cmp.Compare(a.Name, b.Name) })
 	slices.SortFunc(cfg.Channels, func(a, b declcfg.Channel) int {
-		if c := cmpString(a.Package, b.Package); c != 0 {
-			return c
-		}
-		return cmpString(a.Name, b.Name)
+		return cmp.Or(cmp.Compare(a.Package, b.Package), cmp.Compare(a.Name, b.Name))
 	})
 	slices.SortFunc(cfg.Bundles, func(a, b declcfg.Bundle) int {
-		if c := cmpString(a.Package, b.Package); c != 0 {
-			return c
-		}
-		return cmpString(a.Name, b.Name)
+		return cmp.Or(cmp.Compare(a.Package, b.Package), cmp.Compare(a.Name, b.Name))
 	})
-	slices.SortFunc(cfg.Deprecations, func(a, b declcfg.Deprecation) int { return cmpString(a.Package, b.Package) })
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// bundleVersion reads a bundle's version from its olm.package property.
-func bundleVersion(b declcfg.Bundle) (semver.Version, error) {
-	props, err := property.Parse(b.Properties)
-	if err != nil {
-		return semver.Version{}, fmt.Errorf("bundle %q: %w", b.Name, err)
-	}
-	if len(props.Packages) != 1 {
-		return semver.Version{}, fmt.Errorf("bundle %q: want exactly one olm.package property, found %d", b.Name, len(props.Packages))
-	}
-	v, err := semver.Parse(props.Packages[0].Version)
-	if err != nil {
-		return semver.Version{}, fmt.Errorf("bundle %q: version %q: %w", b.Name, props.Packages[0].Version, err)
-	}
-	return v, nil
+	slices.SortFunc(cfg.Deprecations, func(a, b declcfg.Deprecation) int { return cmp.Compare(a.Package, b.Package) })
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 
 	"github.com/inferencestack/inferencestack/tools/internal/fbc"
+	"github.com/inferencestack/inferencestack/tools/internal/olmgraph"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -50,7 +51,7 @@ func TestCatalogRunGolden(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(got, again), "render is not deterministic")
 
-	graphs, err := fbc.Graphs(*cfg)
+	graphs, err := olmgraph.Graphs(*cfg)
 	require.NoError(t, err)
 	require.Len(t, graphs, 1)
 	p := graphs[0]

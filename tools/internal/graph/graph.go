@@ -11,10 +11,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/blang/semver/v4"
-
 	"github.com/inferencestack/inferencestack/tools/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/tools/internal/fbc"
+	"github.com/inferencestack/inferencestack/tools/internal/olmgraph"
 )
 
 // Files written per package under catalog/<package>/ (and the root .indexignore).
@@ -54,7 +53,7 @@ func (g Graph) Run(ctx context.Context) ([]string, error) {
 	}
 	var written []string
 	for _, want := range g.Packages {
-		if !slices.ContainsFunc(pkgs, func(p fbc.Package) bool { return p.Name == want }) {
+		if !slices.ContainsFunc(pkgs, func(p olmgraph.Package) bool { return p.Name == want }) {
 			return nil, fmt.Errorf("catalog %s has no package %q", g.CatalogDir, want)
 		}
 	}
@@ -81,60 +80,41 @@ func (g Graph) Run(ctx context.Context) ([]string, error) {
 	return written, nil
 }
 
-// Edge kinds, in drawing order.
-const (
-	Replaces  = "replaces"
-	Skips     = "skips"
-	SkipRange = "skipRange"
-)
-
 // Edge is an upgrade edge drawn from an older bundle to the bundle that
 // accepts upgrades from it. FromChannel differs from Channel only for a
 // skipRange that reaches into another channel (a cross-major bridge).
 type Edge struct {
 	FromChannel, From string
 	Channel, To       string
-	Kind              string
+	Kind              olmgraph.Kind
 }
 
-// Edges lists the drawable edges of a package, in a stable order. A
-// skipRange edge comes from every bundle of the package in the range: from
-// the same channel when the bundle is in it, else from a channel of the same
-// type (stable-v1 for stable-v2), else from the first channel that holds it.
-func Edges(p fbc.Package) []Edge {
+// Edges lists the drawable edges of a package, in a stable order: the
+// package's upgrade edges (olmgraph.Package.Edges), one per pair of bundles
+// and channel, of the first kind that holds (replaces, skips, skipRange). A
+// replaces or skips edge is drawn within its channel only. A skipRange edge
+// comes from every bundle of the package in the range: from the same channel
+// when the bundle is in it, else from a channel of the same type (stable-v1
+// for stable-v2), else from the first channel that holds it.
+func Edges(p olmgraph.Package) []Edge {
 	var out []Edge
-	for _, c := range p.Channels {
-		has := func(name string) bool {
-			return slices.ContainsFunc(c.Entries, func(e fbc.Entry) bool { return e.Name == name })
+	type pair struct{ channel, from, to string }
+	seen := map[pair]bool{}
+	for _, e := range p.Edges() {
+		k := pair{e.Channel, e.From, e.To}
+		if seen[k] {
+			continue
 		}
-		for _, e := range c.Entries {
-			if e.Replaces != "" && has(e.Replaces) {
-				out = append(out, Edge{c.Name, e.Replaces, c.Name, e.Name, Replaces})
-			}
-			for _, s := range e.Skips {
-				if has(s) && s != e.Replaces {
-					out = append(out, Edge{c.Name, s, c.Name, e.Name, Skips})
-				}
-			}
-			if e.SkipRange == "" {
-				continue
-			}
-			r, err := semver.ParseRange(e.SkipRange)
-			if err != nil {
-				continue
-			}
-			for _, b := range p.Bundles {
-				if b.Name == e.Name || !r(b.Version) || e.Replaces == b.Name || slices.Contains(e.Skips, b.Name) {
-					continue
-				}
-				from := c.Name
-				if !has(b.Name) {
-					from = sourceChannel(p, c.Name, b.Name)
-				}
-				if from != "" {
-					out = append(out, Edge{from, b.Name, c.Name, e.Name, SkipRange})
-				}
-			}
+		seen[k] = true
+		c, _ := p.Channel(e.Channel)
+		from := ""
+		if slices.ContainsFunc(c.Entries, func(x olmgraph.Entry) bool { return x.Name == e.From }) {
+			from = c.Name
+		} else if e.Kind == olmgraph.SkipRange {
+			from = sourceChannel(p, c.Name, e.From)
+		}
+		if from != "" {
+			out = append(out, Edge{from, e.From, c.Name, e.To, e.Kind})
 		}
 	}
 	return out
@@ -143,11 +123,11 @@ func Edges(p fbc.Package) []Edge {
 // sourceChannel picks the lane a cross-channel edge starts from: a channel
 // of the same type as the target (stable-v1 for stable-v2), else the first
 // channel by name that holds the bundle.
-func sourceChannel(p fbc.Package, target, bundle string) string {
+func sourceChannel(p olmgraph.Package, target, bundle string) string {
 	kind, _, _ := strings.Cut(target, "-v")
 	first := ""
 	for _, c := range p.Channels {
-		if !slices.ContainsFunc(c.Entries, func(x fbc.Entry) bool { return x.Name == bundle }) {
+		if !slices.ContainsFunc(c.Entries, func(x olmgraph.Entry) bool { return x.Name == bundle }) {
 			continue
 		}
 		if k, _, _ := strings.Cut(c.Name, "-v"); k == kind {
@@ -160,14 +140,14 @@ func sourceChannel(p fbc.Package, target, bundle string) string {
 	return first
 }
 
-func version(p fbc.Package, name string) string {
+func version(p olmgraph.Package, name string) string {
 	if b, ok := p.Bundle(name); ok {
 		return b.Version.String()
 	}
 	return name
 }
 
-func channelLabel(p fbc.Package, c fbc.Channel) string {
+func channelLabel(p olmgraph.Package, c olmgraph.Channel) string {
 	label := c.Name
 	if c.Name == p.DefaultChannel {
 		label += " (default)"
@@ -180,11 +160,11 @@ func channelLabel(p fbc.Package, c fbc.Channel) string {
 
 // Mermaid renders the graph as a Mermaid flowchart: a subgraph per channel,
 // nodes labelled by version, edges labelled by kind.
-func Mermaid(p fbc.Package) string {
+func Mermaid(p olmgraph.Package) string {
 	var sb strings.Builder
 	id := func(ch, bundle string) string {
-		ci := slices.IndexFunc(p.Channels, func(c fbc.Channel) bool { return c.Name == ch })
-		bi := slices.IndexFunc(p.Bundles, func(b fbc.Bundle) bool { return b.Name == bundle })
+		ci := slices.IndexFunc(p.Channels, func(c olmgraph.Channel) bool { return c.Name == ch })
+		bi := slices.IndexFunc(p.Bundles, func(b olmgraph.Bundle) bool { return b.Name == bundle })
 		return fmt.Sprintf("c%d_b%d", ci, bi)
 	}
 	sb.WriteString("graph LR\n")
@@ -201,7 +181,7 @@ func Mermaid(p fbc.Package) string {
 		}
 		sb.WriteString("  end\n")
 	}
-	arrows := map[string]string{Replaces: "-->", Skips: "-.->", SkipRange: "==>"}
+	arrows := map[olmgraph.Kind]string{olmgraph.Replaces: "-->", olmgraph.Skips: "-.->", olmgraph.SkipRange: "==>"}
 	for _, e := range Edges(p) {
 		fmt.Fprintf(&sb, "  %s %s|%s| %s\n", id(e.FromChannel, e.From), arrows[e.Kind], e.Kind, id(e.Channel, e.To))
 	}
@@ -214,7 +194,7 @@ func Mermaid(p fbc.Package) string {
 
 // Markdown is graph.md: a generated-file note, the package summary and the
 // Mermaid graph in a fenced block.
-func Markdown(p fbc.Package) string {
+func Markdown(p olmgraph.Package) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "<!-- Generated by `bundlegen graph` from catalog/%s/catalog.yaml. Do not edit. -->\n\n", p.Name)
 	fmt.Fprintf(&sb, "# Upgrade graph of `%s`\n\n", p.Name)

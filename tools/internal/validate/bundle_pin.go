@@ -90,12 +90,12 @@ func checkPin(b *manifests.Bundle, files map[fileKey]string, csvFile string) []F
 			}
 			env := map[string]string{}
 			for _, e := range c.Env {
-				if strings.HasPrefix(e.Name, "RELATED_IMAGE_") {
+				if strings.HasPrefix(e.Name, pin.EnvPrefix) {
 					env[e.Name] = e.Value
 				}
 			}
 			for _, dist := range slices.Sorted(maps.Keys(p.Operands)) {
-				name := release.EnvName(dist)
+				name := pin.EnvName(dist)
 				if got, ok := env[name]; ok && got != p.Operands[dist] {
 					fail(csvFile, cbase+".env."+name, "is %s, but the pin says %s for %s: the pin and the Deployment must agree", got, p.Operands[dist], dist)
 				}
