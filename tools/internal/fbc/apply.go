@@ -17,10 +17,10 @@ import (
 	"github.com/inferencestack/inferencestack/tools/internal/olmgraph"
 )
 
-// Apply adds the release extras to a rendered single-package catalog: the
+// Apply adds the catalog extras to a rendered single-package catalog: the
 // default channel override, cross-major bridges (skipRange on channel
 // entries) and an olm.deprecations blob. Every name it refers to must exist.
-func (r Release) Apply(cfg *declcfg.DeclarativeConfig) error {
+func (r CatalogExtras) Apply(cfg *declcfg.DeclarativeConfig) error {
 	if len(cfg.Packages) != 1 {
 		return fmt.Errorf("want exactly one olm.package, found %d", len(cfg.Packages))
 	}

@@ -24,39 +24,40 @@ import (
 type Catalog struct {
 	// Template is the path of channels/<package>.semver.yaml.
 	Template string
-	// Release is the path of the release file; empty means ReleasePath(Template).
-	Release string
+	// Extras is the path of the catalog extras file; empty means
+	// ExtrasPath(Template).
+	Extras string
 	// Root is the directory bundle references in the template are relative
 	// to (the repository root). Empty means the current directory.
 	Root string
 }
 
 // Run renders the template over the bundle directories and applies the
-// release file. The result is sorted and ready for declcfg.WriteYAML.
+// catalog extras. The result is sorted and ready for declcfg.WriteYAML.
 func (c Catalog) Run(ctx context.Context) (*declcfg.DeclarativeConfig, error) {
 	data, err := os.ReadFile(c.Template)
 	if err != nil {
 		return nil, fmt.Errorf("read semver template: %w", err)
 	}
-	releasePath := c.Release
-	if releasePath == "" {
-		releasePath = ReleasePath(c.Template)
+	extrasPath := c.Extras
+	if extrasPath == "" {
+		extrasPath = ExtrasPath(c.Template)
 	}
-	rel, err := ReadRelease(releasePath)
+	extras, err := ReadExtras(extrasPath)
 	if err != nil {
 		return nil, err
 	}
-	t, err := rel.imageRefTemplate()
+	t, err := extras.imageRefTemplate()
 	if err != nil {
-		return nil, fmt.Errorf("%s: imageRefTemplate: %w", releasePath, err)
+		return nil, fmt.Errorf("%s: imageRefTemplate: %w", extrasPath, err)
 	}
 	renderer := dirRenderer(c.Root, t)
 	cfg, err := RenderTemplate(ctx, bytes.NewReader(data), renderer)
 	if err != nil {
 		return nil, fmt.Errorf("render %s: %w", c.Template, err)
 	}
-	if err := rel.Apply(cfg); err != nil {
-		return nil, fmt.Errorf("apply %s: %w", releasePath, err)
+	if err := extras.Apply(cfg); err != nil {
+		return nil, fmt.Errorf("apply %s: %w", extrasPath, err)
 	}
 	Sort(cfg)
 	return cfg, nil
@@ -77,7 +78,7 @@ func RenderTemplate(ctx context.Context, r io.Reader, renderBundle api.BundleRen
 // imageRefTemplate (empty means DefaultImageRefTemplate). The semver template
 // matches bundles by their rendered image, so the template is required.
 func DirRenderer(root, imageRefTemplate string) (api.BundleRenderer, error) {
-	t, err := Release{ImageRefTemplate: imageRefTemplate}.imageRefTemplate()
+	t, err := CatalogExtras{ImageRefTemplate: imageRefTemplate}.imageRefTemplate()
 	if err != nil {
 		return nil, fmt.Errorf("imageRefTemplate: %w", err)
 	}

@@ -97,7 +97,7 @@ func TestCatalogRunErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rel := filepath.Join(t.TempDir(), "demo-operator.release.yaml")
 			require.NoError(t, os.WriteFile(rel, []byte(tc.release), 0o644))
-			_, err := fbc.Catalog{Template: "testdata/channels/demo-operator.semver.yaml", Release: rel, Root: "testdata"}.Run(context.Background())
+			_, err := fbc.Catalog{Template: "testdata/channels/demo-operator.semver.yaml", Extras: rel, Root: "testdata"}.Run(context.Background())
 			require.ErrorContains(t, err, tc.want)
 			require.ErrorContains(t, err, rel)
 		})
@@ -120,7 +120,7 @@ func TestPinnedImages(t *testing.T) {
 	rel := filepath.Join(t.TempDir(), "demo-operator.release.yaml")
 	digest := "quay.io/inferencestack/demo-operator-bundle@sha256:" + strings.Repeat("1", 64)
 	require.NoError(t, os.WriteFile(rel, []byte("images:\n  1.1.0: "+digest+"\n"), 0o644))
-	cfg, err := fbc.Catalog{Template: "testdata/channels/demo-operator.semver.yaml", Release: rel, Root: "testdata"}.Run(context.Background())
+	cfg, err := fbc.Catalog{Template: "testdata/channels/demo-operator.semver.yaml", Extras: rel, Root: "testdata"}.Run(context.Background())
 	require.NoError(t, err)
 	images := map[string]string{}
 	for _, b := range cfg.Bundles {

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/operator-framework/api/pkg/manifests"
+	apimanifests "github.com/operator-framework/api/pkg/manifests"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -26,7 +26,7 @@ const (
 
 // checkPin: a bundle that runs the operator ships the pin ConfigMap, its
 // Deployment mounts it, and the RELATED_IMAGE_ variables equal the pinned images.
-func checkPin(b *manifests.Bundle, files map[fileKey]string, csvFile string) []Finding {
+func checkPin(b *apimanifests.Bundle, files map[fileKey]string, csvFile string) []Finding {
 	deps := b.CSV.Spec.InstallStrategy.StrategySpec.DeploymentSpecs
 	if len(deps) == 0 {
 		return nil
