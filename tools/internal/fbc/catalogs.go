@@ -98,7 +98,7 @@ func (c Catalogs) Run(ctx context.Context) ([]string, error) {
 		if err := c.checkOwn(name); err != nil {
 			return nil, err
 		}
-		if rendered[name], err = Marshal(*cfg); err != nil {
+		if rendered[name], err = MarshalCatalog(*cfg); err != nil {
 			return nil, err
 		}
 	}

@@ -47,7 +47,7 @@ func TestCatalogRunGolden(t *testing.T) {
 	// A second render is byte-identical.
 	cfg2, err := fbc.Catalog{Template: "testdata/channels/demo-operator.semver.yaml", Root: "testdata"}.Run(context.Background())
 	require.NoError(t, err)
-	again, err := fbc.Marshal(*cfg2)
+	again, err := fbc.MarshalCatalog(*cfg2)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(got, again), "render is not deterministic")
 

@@ -89,9 +89,11 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// TestRun draws the graphs of testdata/catalog, a copy of the catalog
+// tools/internal/fbc renders from its test bundles (its golden file).
 func TestRun(t *testing.T) {
 	out := t.TempDir()
-	paths, err := graph.Graph{CatalogDir: "../fbc/testdata/golden", OutDir: out}.Run(context.Background())
+	paths, err := graph.Graph{CatalogDir: "testdata/catalog", OutDir: out}.Run(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, []string{
 		filepath.Join(out, ".indexignore"),
@@ -102,6 +104,6 @@ func TestRun(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(md), "skipRange")
 
-	_, err = graph.Graph{CatalogDir: "../fbc/testdata/golden", OutDir: out, Packages: []string{"nope"}}.Run(context.Background())
+	_, err = graph.Graph{CatalogDir: "testdata/catalog", OutDir: out, Packages: []string{"nope"}}.Run(context.Background())
 	require.ErrorContains(t, err, `no package "nope"`)
 }
