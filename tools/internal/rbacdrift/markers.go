@@ -79,7 +79,7 @@ func readMarkers(dir string) ([]SourceMarker, error) {
 			return nil, err
 		}
 		if len(pkg.Errors) > 0 {
-			return nil, fmt.Errorf("package %s: %v", pkg.PkgPath, pkg.Errors[0])
+			return nil, fmt.Errorf("package %s: %w", pkg.PkgPath, pkg.Errors[0])
 		}
 		for _, file := range pkg.Syntax {
 			name, err := filepath.Rel(abs, fset.Position(file.Package).Filename)
