@@ -78,6 +78,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 	_, err = got.Image("c")
 	require.ErrorContains(t, err, `pins no image for distribution "c" (pinned: a, b)`)
 	require.Equal(t, "RELATED_IMAGE_META_REFERENCE_GPU", pin.EnvName("meta-reference-gpu"))
+	require.Equal(t, "RELATED_IMAGE_REMOTE_VLLM", pin.EnvName("remote-vllm"))
 }
 
 func TestMajor(t *testing.T) {

@@ -8,14 +8,35 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/apply"
 )
 
-// writeCounter counts the API writes of the operator's client. (Reconciles
-// are counted by controller-runtime: reconciles in the tests.)
+// writeCounter counts the API writes of the operator's client, and the
+// InferenceStacks it found, as each reconcile of a stack begins by reading
+// it (a request for a stack outside the operator's cache finds none).
+// (Finished reconciles are counted by controller-runtime: reconciles in the
+// tests.)
 type writeCounter struct {
 	mu     sync.Mutex
 	writes []string
+	reads  map[string]int
+}
+
+func (w *writeCounter) read(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.reads == nil {
+		w.reads = map[string]int{}
+	}
+	w.reads[key]++
+}
+
+// StackReads is how often the client found the InferenceStack namespace/name.
+func (w *writeCounter) StackReads(key string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.reads[key]
 }
 
 func (w *writeCounter) add(verb string, obj any) {
@@ -45,10 +66,19 @@ func (w *writeCounter) Writes() []string {
 	return append([]string(nil), w.writes...)
 }
 
-// countingClient is the manager's client, counting every write.
+// countingClient is the manager's client, counting every write and every
+// InferenceStack it finds.
 type countingClient struct {
 	client.Client
 	counter *writeCounter
+}
+
+func (c *countingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := c.Client.Get(ctx, key, obj, opts...)
+	if _, ok := obj.(*v1alpha1.InferenceStack); ok && err == nil {
+		c.counter.read(key.String())
+	}
+	return err
 }
 
 func (c *countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {

@@ -81,6 +81,26 @@ func converged(t *testing.T, ns, name string) *v1alpha1.InferenceStack {
 	return stack
 }
 
+// reconciledAfterNow makes the operator reconcile stack name once more and
+// waits until that reconcile has finished: it changes
+// spec.cache.retainOnDelete (which only matters when the stack is deleted,
+// so no object changes) and waits until the status describes the new
+// generation. That reconcile began after the change reached the operator's
+// cache, so it saw every object the cache held by then (the caller makes
+// sure the one that matters is among them): whatever those make the operator
+// write to the stack's objects has been written when this returns, and a
+// test can assert that nothing was, without sleeping.
+func reconciledAfterNow(t *testing.T, ns, name string) {
+	t.Helper()
+	update(t, ns, name, func(s *v1alpha1.InferenceStack) {
+		if s.Spec.Cache == nil {
+			t.Fatalf("stack %s has no spec.cache to change", name)
+		}
+		s.Spec.Cache.RetainOnDelete = ptr.To(!cache.Retained(s))
+	})
+	converged(t, ns, name)
+}
+
 func TestCreateMakesEveryObjectAndStatus(t *testing.T) {
 	startOperator(t)
 	ns := namespace(t)
@@ -368,10 +388,11 @@ func TestSpecChangeRollsOutOnlyTheServer(t *testing.T) {
 		t.Errorf("the cache Deployment went from generation %d to %d on a server config change", pg.Generation, pg2.Generation)
 	}
 
-	// A config-neutral change: keep the cache's data on delete or not.
+	// A config-neutral change: keep the cache's data on delete or not. Once
+	// the status describes it, the reconcile of the change has written all
+	// it would write.
 	update(t, ns, "roll", func(s *v1alpha1.InferenceStack) { s.Spec.Cache.RetainOnDelete = ptr.To(false) })
 	converged(t, ns, "roll")
-	time.Sleep(time.Second)
 	if server3, _ := get(t, &appsv1.Deployment{}, ns, "roll"); server3.Generation != server2.Generation {
 		t.Errorf("a config-neutral change rolled the server out (generation %d -> %d)", server2.Generation, server3.Generation)
 	}
@@ -413,7 +434,11 @@ func TestSecretRotationRestartsOnlyItsUsers(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(time.Second)
+	// a's restart shows the rotated Secret is in the operator's cache; a
+	// reconcile of each stack after that has written all the rotation makes
+	// it write.
+	reconciledAfterNow(t, ns, "b")
+	reconciledAfterNow(t, ns, "a")
 	if b2, _ := get(t, &appsv1.Deployment{}, ns, "b"); b2.Generation != b.Generation {
 		t.Errorf("stack b's server restarted (generation %d -> %d) for a Secret it does not use", b.Generation, b2.Generation)
 	}
@@ -574,11 +599,20 @@ func TestOperatorRestartConverges(t *testing.T) {
 			t.Fatalf("%d rounds of reconciles still write:\n%s", round, strings.Join(second.writes.Writes(), "\n"))
 		}
 	}
-	// The third operator's informers list the 5 stacks at start: 5
-	// reconciles, counted as they finish (the idle second one adds none).
+	// The third operator's informers list the 5 stacks at start: it
+	// reconciles each (a reconcile begins by finding its stack in the
+	// operator's cache), and 5 reconciles finish (the idle second one adds
+	// none). (The count alone is not enough: requests from the owned objects'
+	// informers finish as reconciles too, also for stacks the operator's
+	// cache does not hold.)
 	before := reconciles(t)
 	third := startOperator(t)
 	eventually(t, timeout, func() error {
+		for _, name := range names {
+			if third.writes.StackReads(ns+"/"+name) == 0 {
+				return fmt.Errorf("the restarted operator has not reconciled stack %s", name)
+			}
+		}
 		if n := reconciles(t) - before; n < len(names) {
 			return fmt.Errorf("the restarted operator finished %d of %d reconciles", n, len(names))
 		}

@@ -98,15 +98,24 @@ func (h *labelHistory) of(name string) []string {
 func TestClaimersRaceForUnlabelledStacks(t *testing.T) {
 	ns := namespace(t)
 	history := watchLabels(t, ns)
-	startClaimer(t, "1", nil)
-	startClaimer(t, "2", nil)
+	// Both claimers select every unlabelled stack; a stack labelled only-N
+	// is one only claimer N selects: its sentinel.
+	only := func(major string) labels.Selector {
+		other := map[string]string{"1": "2", "2": "1"}[major]
+		sel, err := labels.Parse("!only-" + other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sel
+	}
+	startClaimer(t, "1", only("1"))
+	startClaimer(t, "2", only("2"))
 	const n = 30
 	for i := range n {
 		create(t, testutil.Stack(fmt.Sprintf("s%02d", i), testutil.WithNamespace(ns)))
 	}
-	won := map[string]int{}
-	for i := range n {
-		name := fmt.Sprintf("s%02d", i)
+	claimed := func(name string) {
+		t.Helper()
 		eventually(t, 30*time.Second, func() error {
 			if vs := history.of(name); len(vs) < 2 {
 				return fmt.Errorf("stack %s not claimed yet: label history %q", name, vs)
@@ -114,8 +123,27 @@ func TestClaimersRaceForUnlabelledStacks(t *testing.T) {
 			return nil
 		})
 	}
-	// Give a second claim, were there one, time to land.
-	time.Sleep(2 * time.Second)
+	for i := range n {
+		claimed(fmt.Sprintf("s%02d", i))
+	}
+	// A second claim would come from the claimer that lost the race, when it
+	// gets to the stack. Each claimer works through its events one at a time,
+	// in order, and learnt of every claim above before of its sentinel,
+	// created now: once it has claimed its sentinel, it has handled them all.
+	// (A claim refused by the optimistic lock is retried later, but only
+	// while the stack is unlabelled in its cache, which it no longer is.)
+	for _, major := range []string{"1", "2"} {
+		s := testutil.Stack("sentinel-"+major, testutil.WithNamespace(ns))
+		s.Labels = map[string]string{"only-" + major: "true"}
+		create(t, s)
+	}
+	for _, major := range []string{"1", "2"} {
+		claimed("sentinel-" + major)
+		if vs := history.of("sentinel-" + major); vs[1] != major {
+			t.Fatalf("sentinel-%s was claimed by major %s, which does not select it", major, vs[1])
+		}
+	}
+	won := map[string]int{}
 	for i := range n {
 		name := fmt.Sprintf("s%02d", i)
 		vs := history.of(name)

@@ -31,8 +31,8 @@ func NewCmd() *cobra.Command {
 		Short: "Render the file-based catalog from channels/ and bundle/",
 		Long: `Render catalog/<package>/catalog.yaml for each channels/<package>.semver.yaml with
 operator-registry's semver template over the bundle directories it lists (no registry,
-no container engine), then apply channels/<package>.release.yaml: image reference
-template, default channel, deprecations and opt-in cross-major bridges (a bridge whose
+no container engine), then apply the catalog extras in channels/<package>.release.yaml:
+image reference template, default channel, deprecations and opt-in cross-major bridges (a bridge whose
 skipRange reaches its own bundle's version or above, a downgrade edge, is refused).
 
 First every bundle a template lists must be the bundle of a release input, byte for byte

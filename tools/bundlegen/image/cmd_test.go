@@ -94,7 +94,7 @@ func TestRefused(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(notMine, "release-notes.md"), []byte("mine\n"), 0o600))
 	file := filepath.Join(t.TempDir(), "a-file")
 	require.NoError(t, os.WriteFile(file, nil, 0o600))
-	bundleDir := "../../internal/bundle/testdata/golden/bundle/inferencestack-operator/1.0.0"
+	bundleDir := "testdata/bundle/inferencestack-operator/1.0.0"
 
 	tests := []struct {
 		name string

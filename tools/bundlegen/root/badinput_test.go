@@ -21,7 +21,7 @@ const repo = "../../.."
 
 // bundleIn is the input tree of the bundle tests (crd/, rbac/, releases/,
 // samples/, images.lock).
-const bundleIn = "../../internal/bundle/testdata/in"
+const bundleIn = "testdata/in"
 
 type badInput struct {
 	name string
@@ -275,7 +275,7 @@ func TestBadInputPin(t *testing.T) {
 }
 
 func TestBadInputCatalog(t *testing.T) {
-	testdata := "../../internal/fbc/testdata"
+	testdata := "testdata/fbc"
 	runBad(t, []badInput{
 		{name: "bundle folder the template does not list", args: func(t *testing.T, dir string) []string {
 			rootDir := copyTree(t, testdata, dir, "repo")

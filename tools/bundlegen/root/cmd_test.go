@@ -12,7 +12,7 @@ import (
 
 const (
 	repo = "../../.."
-	in   = "../../internal/bundle/testdata/in"
+	in   = "testdata/in"
 )
 
 func run(t *testing.T, args ...string) (string, string, error) {

@@ -25,7 +25,7 @@ func run(t *testing.T, args ...string) (string, error) {
 // TestReleaseFlow runs catalog -> validate catalog -> graph -> upgrades in
 // process over the fbc test bundles.
 func TestReleaseFlow(t *testing.T) {
-	testdata, err := filepath.Abs("../../internal/fbc/testdata")
+	testdata, err := filepath.Abs("testdata/fbc")
 	require.NoError(t, err)
 	out := t.TempDir()
 	catalogDir := filepath.Join(out, "catalog")

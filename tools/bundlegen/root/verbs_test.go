@@ -37,9 +37,9 @@ func TestVerbsRefuse(t *testing.T) {
 		{name: "catalog --output ..", args: []string{"catalog", "-o", ".."}, want: []string{"--output ..: refusing"}},
 		{name: "catalog --output the repository root", args: []string{"catalog", "-o", repo}, want: []string{"or a folder above it"}},
 		{name: "catalog --output a bundle folder", args: []string{"catalog", "-o", repo + "/bundle"}, want: []string{"refusing to write to the input"}},
-		{name: "catalog of a bundle with no release input", args: []string{"catalog", "--channels", "../../internal/fbc/testdata/channels",
-			"--root", "../../internal/fbc/testdata", "-o", filepath.Join(tmp, "catalog")},
-			want: []string{"bundle ../../internal/fbc/testdata/bundle/demo-operator/1.0.0 is not the bundle of a release input"}},
+		{name: "catalog of a bundle with no release input", args: []string{"catalog", "--channels", "testdata/fbc/channels",
+			"--root", "testdata/fbc", "-o", filepath.Join(tmp, "catalog")},
+			want: []string{"bundle testdata/fbc/bundle/demo-operator/1.0.0 is not the bundle of a release input"}},
 		// image
 		{name: "image catalog --output its input", args: []string{"image", "catalog", repo + "/catalog", "--output", repo + "/catalog"},
 			want: []string{"refusing to write to the input"}},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/repopath"
 	"github.com/inferencestack/inferencestack/tools/internal/fbc"
+	"github.com/inferencestack/inferencestack/tools/internal/olmgraph"
 	"github.com/inferencestack/inferencestack/tools/internal/upgrades"
 )
 
@@ -85,25 +86,25 @@ catalog nor held by a skipRange, or on bad input.`,
 
 // pick finds the package; without --package a single-package catalog needs
 // no name, else the default (the operator package) applies.
-func pick(pkgs []fbc.Package, name string, explicit bool) (fbc.Package, error) {
+func pick(pkgs []olmgraph.Package, name string, explicit bool) (olmgraph.Package, error) {
 	var names []string
 	for _, p := range pkgs {
 		names = append(names, p.Name)
 	}
 	if len(pkgs) == 0 {
-		return fbc.Package{}, fmt.Errorf("no package (olm.package): give the catalog's root directory with --catalog (catalog/, written by `bundlegen catalog`)")
+		return olmgraph.Package{}, fmt.Errorf("no package (olm.package): give the catalog's root directory with --catalog (catalog/, written by `bundlegen catalog`)")
 	}
 	if !explicit && len(pkgs) == 1 {
 		return pkgs[0], nil
 	}
-	i := slices.IndexFunc(pkgs, func(p fbc.Package) bool { return p.Name == name })
+	i := slices.IndexFunc(pkgs, func(p olmgraph.Package) bool { return p.Name == name })
 	if i < 0 {
-		return fbc.Package{}, fmt.Errorf("no package %q; choose one of %v with --package", name, names)
+		return olmgraph.Package{}, fmt.Errorf("no package %q; choose one of %v with --package", name, names)
 	}
 	return pkgs[i], nil
 }
 
-func printText(w io.Writer, p fbc.Package, res upgrades.Result) {
+func printText(w io.Writer, p olmgraph.Package, res upgrades.Result) {
 	ver := func(name string) string {
 		if b, ok := p.Bundle(name); ok {
 			return b.Version.String()

@@ -24,6 +24,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/tools/internal/csv"
+	"github.com/inferencestack/inferencestack/tools/internal/manifests"
 	"github.com/inferencestack/inferencestack/tools/internal/release"
 	"github.com/inferencestack/inferencestack/tools/internal/validate"
 )
@@ -69,7 +70,7 @@ type crdFile struct {
 }
 
 func (g Generate) crds() ([]crdFile, error) {
-	docs, err := csv.ReadDocuments(g.CRDDir)
+	docs, err := manifests.ReadDocuments(g.CRDDir)
 	if err != nil {
 		return nil, fmt.Errorf("CRDs: %w: run `make manifests` to generate them", err)
 	}
@@ -114,7 +115,7 @@ func (g Generate) crdBundle(in release.Input, crds []crdFile) (Files, error) {
 	files := Files{}
 	for _, c := range crds {
 		gen.OwnedCRDs = append(gen.OwnedCRDs, c.crd)
-		data, err := csv.MarshalObject(c.crd, "status")
+		data, err := manifests.Marshal(c.crd, "status")
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +133,7 @@ func (g Generate) crdBundle(in release.Input, crds []crdFile) (Files, error) {
 }
 
 func (g Generate) samples(warn io.Writer) ([]map[string]any, error) {
-	docs, err := csv.ReadDocuments(g.SamplesDir)
+	docs, err := manifests.ReadDocuments(g.SamplesDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(warn, "warning: samples directory %s does not exist: alm-examples will be empty; add an InferenceStack sample there\n", g.SamplesDir)
 		return nil, nil
@@ -167,11 +168,11 @@ func (g Generate) operatorBundle(in release.Input, images release.Images) (Files
 	if sa == "" {
 		return nil, fmt.Errorf("%s: Deployment %s: spec.template.spec.serviceAccountName is empty: set it to the operator's ServiceAccount", g.ManagerPath, dep.Name)
 	}
-	rbac, err := csv.LoadRBAC(g.RBACDir)
+	rbac, err := manifests.LoadRBAC(g.RBACDir)
 	if err != nil {
 		return nil, err
 	}
-	cluster, namespaced, err := rbac.Permissions(sa)
+	cluster, namespaced, err := csv.Permissions(rbac, sa)
 	if err != nil {
 		return nil, fmt.Errorf("RBAC in %s: %w", g.RBACDir, err)
 	}
@@ -215,7 +216,7 @@ func (g Generate) operatorBundle(in release.Input, images release.Images) (Files
 		ObjectMeta: metav1.ObjectMeta{Name: validate.PinConfigMapName, Labels: map[string]string{"app.kubernetes.io/name": PackageOperator, "app.kubernetes.io/version": in.Version}},
 		Data:       map[string]string{validate.PinKey: string(pinData)},
 	}
-	data, err := csv.MarshalObject(cm)
+	data, err := manifests.Marshal(cm)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +229,7 @@ func (g Generate) operatorBundle(in release.Input, images release.Images) (Files
 // RELATED_IMAGE_ variables of the operand images, LLAMA_STACK_VERSION, and
 // whether the release takes unlabelled InferenceStacks.
 func (g Generate) deployment(in release.Input, images release.Images) (appsv1.Deployment, error) {
-	docs, err := csv.ReadFileDocuments(g.ManagerPath)
+	docs, err := manifests.ReadFileDocuments(g.ManagerPath)
 	if err != nil {
 		return appsv1.Deployment{}, fmt.Errorf("manager Deployment: %w", err)
 	}
@@ -259,7 +260,7 @@ func (g Generate) deployment(in release.Input, images release.Images) (appsv1.De
 		return strings.HasPrefix(e.Name, pin.EnvPrefix) || e.Name == pin.LlamaStackVersionEnv
 	})
 	for _, d := range slices.Sorted(maps.Keys(images.Operands)) {
-		env = append(env, corev1.EnvVar{Name: release.EnvName(d), Value: images.Operands[d]})
+		env = append(env, corev1.EnvVar{Name: pin.EnvName(d), Value: images.Operands[d]})
 	}
 	if images.Cache != "" {
 		env = append(env, corev1.EnvVar{Name: pin.CacheImageEnv, Value: images.Cache})

@@ -1,6 +1,7 @@
 // Package csv builds a ClusterServiceVersion from a hand-edited base CSV and
 // the generated parts of a release (install strategy, RBAC, owned CRDs,
-// examples, images), keeping what the base CSV says.
+// examples, images), keeping what the base CSV says; and maps the RBAC of the
+// operator's manifests (package manifests) to a CSV's permissions.
 package csv
 
 import (
@@ -19,6 +20,8 @@ import (
 	"github.com/operator-framework/api/pkg/operators/v1alpha1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/inferencestack/inferencestack/tools/internal/manifests"
 )
 
 // Annotation keys the generator owns.
@@ -254,44 +257,5 @@ func relatedImages(base, generated []v1alpha1.RelatedImage) []v1alpha1.RelatedIm
 
 // Marshal encodes a CSV as YAML without status or creationTimestamp.
 func Marshal(csv *v1alpha1.ClusterServiceVersion) ([]byte, error) {
-	return MarshalObject(csv, "status")
-}
-
-// MarshalObject encodes obj as YAML with sorted keys, dropping the top-level
-// fields named in drop and metadata.creationTimestamp.
-func MarshalObject(obj any, drop ...string) ([]byte, error) {
-	data, err := json.Marshal(obj)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, err
-	}
-	for _, k := range drop {
-		delete(m, k)
-	}
-	if md, ok := m["metadata"].(map[string]any); ok {
-		delete(md, "creationTimestamp")
-	}
-	stripCreationTimestamps(m)
-	return yaml.Marshal(m)
-}
-
-// stripCreationTimestamps drops the null creationTimestamp that typed pod
-// templates carry.
-func stripCreationTimestamps(v any) {
-	switch t := v.(type) {
-	case map[string]any:
-		if ts, ok := t["creationTimestamp"]; ok && ts == nil {
-			delete(t, "creationTimestamp")
-		}
-		for _, c := range t {
-			stripCreationTimestamps(c)
-		}
-	case []any:
-		for _, c := range t {
-			stripCreationTimestamps(c)
-		}
-	}
+	return manifests.Marshal(csv, "status")
 }

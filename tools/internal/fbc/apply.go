@@ -1,9 +1,11 @@
 package fbc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -11,12 +13,14 @@ import (
 
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	"github.com/operator-framework/operator-registry/pkg/image"
+
+	"github.com/inferencestack/inferencestack/tools/internal/olmgraph"
 )
 
-// Apply adds the release extras to a rendered single-package catalog: the
+// Apply adds the catalog extras to a rendered single-package catalog: the
 // default channel override, cross-major bridges (skipRange on channel
 // entries) and an olm.deprecations blob. Every name it refers to must exist.
-func (r Release) Apply(cfg *declcfg.DeclarativeConfig) error {
+func (r CatalogExtras) Apply(cfg *declcfg.DeclarativeConfig) error {
 	if len(cfg.Packages) != 1 {
 		return fmt.Errorf("want exactly one olm.package, found %d", len(cfg.Packages))
 	}
@@ -27,7 +31,7 @@ func (r Release) Apply(cfg *declcfg.DeclarativeConfig) error {
 	}
 	byVersion := map[string]string{} // version -> bundle name
 	for _, b := range cfg.Bundles {
-		v, err := bundleVersion(b)
+		v, err := olmgraph.BundleVersion(b)
 		if err != nil {
 			return err
 		}
@@ -36,12 +40,12 @@ func (r Release) Apply(cfg *declcfg.DeclarativeConfig) error {
 	bundleName := func(field, v string) (string, error) {
 		name, ok := byVersion[v]
 		if !ok {
-			return "", fmt.Errorf("%s: package %q has no bundle with version %q; known versions: %v", field, pkg.Name, v, sortedKeys(byVersion))
+			return "", fmt.Errorf("%s: package %q has no bundle with version %q; known versions: %v", field, pkg.Name, v, slices.Sorted(maps.Keys(byVersion)))
 		}
 		return name, nil
 	}
 
-	for _, v := range sortedKeys(r.Images) {
+	for _, v := range slices.Sorted(maps.Keys(r.Images)) {
 		if _, err := bundleName("images", v); err != nil {
 			return err
 		}
@@ -94,21 +98,21 @@ func (r Release) Apply(cfg *declcfg.DeclarativeConfig) error {
 	if msg := r.Deprecations.Package; msg != "" {
 		entries = append(entries, declcfg.DeprecationEntry{Reference: declcfg.PackageScopedReference{Schema: declcfg.SchemaPackage}, Message: msg})
 	}
-	for _, c := range sortedKeys(r.Deprecations.Channels) {
+	for _, c := range slices.Sorted(maps.Keys(r.Deprecations.Channels)) {
 		if !slices.Contains(channelNames, c) {
 			return fmt.Errorf("deprecations.channels: package %q has no channel %q; channels: %v", pkg.Name, c, channelNames)
 		}
 		entries = append(entries, declcfg.DeprecationEntry{Reference: declcfg.PackageScopedReference{Schema: declcfg.SchemaChannel, Name: c}, Message: r.Deprecations.Channels[c]})
 	}
 	bundleEntries := make([]declcfg.DeprecationEntry, 0, len(r.Deprecations.Bundles))
-	for _, v := range sortedKeys(r.Deprecations.Bundles) {
+	for _, v := range slices.Sorted(maps.Keys(r.Deprecations.Bundles)) {
 		name, err := bundleName("deprecations.bundles", v)
 		if err != nil {
 			return err
 		}
 		bundleEntries = append(bundleEntries, declcfg.DeprecationEntry{Reference: declcfg.PackageScopedReference{Schema: declcfg.SchemaBundle, Name: name}, Message: r.Deprecations.Bundles[v]})
 	}
-	slices.SortFunc(bundleEntries, func(a, b declcfg.DeprecationEntry) int { return cmpString(a.Reference.Name, b.Reference.Name) })
+	slices.SortFunc(bundleEntries, func(a, b declcfg.DeprecationEntry) int { return cmp.Compare(a.Reference.Name, b.Reference.Name) })
 	entries = append(entries, bundleEntries...)
 	if len(entries) > 0 {
 		cfg.Deprecations = []declcfg.Deprecation{{Schema: declcfg.SchemaDeprecation, Package: pkg.Name, Entries: entries}}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -57,7 +58,7 @@ func (c Catalogs) Run(ctx context.Context) ([]string, error) {
 	}
 	names := c.Packages
 	if len(names) == 0 {
-		names = sortedKeys(found)
+		names = slices.Sorted(maps.Keys(found))
 	}
 	inputs := []string{c.ChannelsDir}
 	for _, name := range names {
@@ -97,7 +98,7 @@ func (c Catalogs) Run(ctx context.Context) ([]string, error) {
 		if err := c.checkOwn(name); err != nil {
 			return nil, err
 		}
-		if rendered[name], err = Marshal(*cfg); err != nil {
+		if rendered[name], err = MarshalCatalog(*cfg); err != nil {
 			return nil, err
 		}
 	}

@@ -2,6 +2,7 @@ package fbc
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -10,13 +11,11 @@ import (
 	"slices"
 	"text/template"
 
-	"github.com/blang/semver/v4"
 	"github.com/sirupsen/logrus"
 	"sigs.k8s.io/yaml"
 
 	"github.com/operator-framework/operator-registry/alpha/action"
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
-	"github.com/operator-framework/operator-registry/alpha/property"
 	"github.com/operator-framework/operator-registry/alpha/template/api"
 	semvertemplate "github.com/operator-framework/operator-registry/alpha/template/semver"
 )
@@ -25,39 +24,40 @@ import (
 type Catalog struct {
 	// Template is the path of channels/<package>.semver.yaml.
 	Template string
-	// Release is the path of the release file; empty means ReleasePath(Template).
-	Release string
+	// Extras is the path of the catalog extras file; empty means
+	// ExtrasPath(Template).
+	Extras string
 	// Root is the directory bundle references in the template are relative
 	// to (the repository root). Empty means the current directory.
 	Root string
 }
 
 // Run renders the template over the bundle directories and applies the
-// release file. The result is sorted and ready for declcfg.WriteYAML.
+// catalog extras. The result is sorted and ready for declcfg.WriteYAML.
 func (c Catalog) Run(ctx context.Context) (*declcfg.DeclarativeConfig, error) {
 	data, err := os.ReadFile(c.Template)
 	if err != nil {
 		return nil, fmt.Errorf("read semver template: %w", err)
 	}
-	releasePath := c.Release
-	if releasePath == "" {
-		releasePath = ReleasePath(c.Template)
+	extrasPath := c.Extras
+	if extrasPath == "" {
+		extrasPath = ExtrasPath(c.Template)
 	}
-	rel, err := ReadRelease(releasePath)
+	extras, err := ReadExtras(extrasPath)
 	if err != nil {
 		return nil, err
 	}
-	t, err := rel.imageRefTemplate()
+	t, err := extras.imageRefTemplate()
 	if err != nil {
-		return nil, fmt.Errorf("%s: imageRefTemplate: %w", releasePath, err)
+		return nil, fmt.Errorf("%s: imageRefTemplate: %w", extrasPath, err)
 	}
 	renderer := dirRenderer(c.Root, t)
 	cfg, err := RenderTemplate(ctx, bytes.NewReader(data), renderer)
 	if err != nil {
 		return nil, fmt.Errorf("render %s: %w", c.Template, err)
 	}
-	if err := rel.Apply(cfg); err != nil {
-		return nil, fmt.Errorf("apply %s: %w", releasePath, err)
+	if err := extras.Apply(cfg); err != nil {
+		return nil, fmt.Errorf("apply %s: %w", extrasPath, err)
 	}
 	Sort(cfg)
 	return cfg, nil
@@ -78,7 +78,7 @@ func RenderTemplate(ctx context.Context, r io.Reader, renderBundle api.BundleRen
 // imageRefTemplate (empty means DefaultImageRefTemplate). The semver template
 // matches bundles by their rendered image, so the template is required.
 func DirRenderer(root, imageRefTemplate string) (api.BundleRenderer, error) {
-	t, err := Release{ImageRefTemplate: imageRefTemplate}.imageRefTemplate()
+	t, err := CatalogExtras{ImageRefTemplate: imageRefTemplate}.imageRefTemplate()
 	if err != nil {
 		return nil, fmt.Errorf("imageRefTemplate: %w", err)
 	}
@@ -180,44 +180,12 @@ func (t Template) Marshal() ([]byte, error) { return yaml.Marshal(t) }
 // channels, bundles and deprecations by name. Channel entries keep the
 // template's order (ascending version), as opm leaves them.
 func Sort(cfg *declcfg.DeclarativeConfig) {
-	slices.SortFunc(cfg.Packages, func(a, b declcfg.Package) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(cfg.Packages, func(a, b declcfg.Package) int { return cmp.Compare(a.Name, b.Name) })
 	slices.SortFunc(cfg.Channels, func(a, b declcfg.Channel) int {
-		if c := cmpString(a.Package, b.Package); c != 0 {
-			return c
-		}
-		return cmpString(a.Name, b.Name)
+		return cmp.Or(cmp.Compare(a.Package, b.Package), cmp.Compare(a.Name, b.Name))
 	})
 	slices.SortFunc(cfg.Bundles, func(a, b declcfg.Bundle) int {
-		if c := cmpString(a.Package, b.Package); c != 0 {
-			return c
-		}
-		return cmpString(a.Name, b.Name)
+		return cmp.Or(cmp.Compare(a.Package, b.Package), cmp.Compare(a.Name, b.Name))
 	})
-	slices.SortFunc(cfg.Deprecations, func(a, b declcfg.Deprecation) int { return cmpString(a.Package, b.Package) })
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// bundleVersion reads a bundle's version from its olm.package property.
-func bundleVersion(b declcfg.Bundle) (semver.Version, error) {
-	props, err := property.Parse(b.Properties)
-	if err != nil {
-		return semver.Version{}, fmt.Errorf("bundle %q: %w", b.Name, err)
-	}
-	if len(props.Packages) != 1 {
-		return semver.Version{}, fmt.Errorf("bundle %q: want exactly one olm.package property, found %d", b.Name, len(props.Packages))
-	}
-	v, err := semver.Parse(props.Packages[0].Version)
-	if err != nil {
-		return semver.Version{}, fmt.Errorf("bundle %q: version %q: %w", b.Name, props.Packages[0].Version, err)
-	}
-	return v, nil
+	slices.SortFunc(cfg.Deprecations, func(a, b declcfg.Deprecation) int { return cmp.Compare(a.Package, b.Package) })
 }

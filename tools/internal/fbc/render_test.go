@@ -15,6 +15,7 @@ import (
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 
 	"github.com/inferencestack/inferencestack/tools/internal/fbc"
+	"github.com/inferencestack/inferencestack/tools/internal/olmgraph"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -46,11 +47,11 @@ func TestCatalogRunGolden(t *testing.T) {
 	// A second render is byte-identical.
 	cfg2, err := fbc.Catalog{Template: "testdata/channels/demo-operator.semver.yaml", Root: "testdata"}.Run(context.Background())
 	require.NoError(t, err)
-	again, err := fbc.Marshal(*cfg2)
+	again, err := fbc.MarshalCatalog(*cfg2)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(got, again), "render is not deterministic")
 
-	graphs, err := fbc.Graphs(*cfg)
+	graphs, err := olmgraph.Graphs(*cfg)
 	require.NoError(t, err)
 	require.Len(t, graphs, 1)
 	p := graphs[0]
@@ -96,7 +97,7 @@ func TestCatalogRunErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rel := filepath.Join(t.TempDir(), "demo-operator.release.yaml")
 			require.NoError(t, os.WriteFile(rel, []byte(tc.release), 0o644))
-			_, err := fbc.Catalog{Template: "testdata/channels/demo-operator.semver.yaml", Release: rel, Root: "testdata"}.Run(context.Background())
+			_, err := fbc.Catalog{Template: "testdata/channels/demo-operator.semver.yaml", Extras: rel, Root: "testdata"}.Run(context.Background())
 			require.ErrorContains(t, err, tc.want)
 			require.ErrorContains(t, err, rel)
 		})
@@ -119,7 +120,7 @@ func TestPinnedImages(t *testing.T) {
 	rel := filepath.Join(t.TempDir(), "demo-operator.release.yaml")
 	digest := "quay.io/inferencestack/demo-operator-bundle@sha256:" + strings.Repeat("1", 64)
 	require.NoError(t, os.WriteFile(rel, []byte("images:\n  1.1.0: "+digest+"\n"), 0o644))
-	cfg, err := fbc.Catalog{Template: "testdata/channels/demo-operator.semver.yaml", Release: rel, Root: "testdata"}.Run(context.Background())
+	cfg, err := fbc.Catalog{Template: "testdata/channels/demo-operator.semver.yaml", Extras: rel, Root: "testdata"}.Run(context.Background())
 	require.NoError(t, err)
 	images := map[string]string{}
 	for _, b := range cfg.Bundles {

@@ -15,28 +15,28 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/inferencestack/inferencestack/tools/internal/fbc"
 	"github.com/inferencestack/inferencestack/tools/internal/graph"
+	"github.com/inferencestack/inferencestack/tools/internal/olmgraph"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
 func n(v string) string { return "demo.v" + v }
 
-func demo() fbc.Package {
-	p := fbc.Package{Name: "demo", DefaultChannel: "stable-v2"}
+func demo() olmgraph.Package {
+	p := olmgraph.Package{Name: "demo", DefaultChannel: "stable-v2"}
 	for _, v := range []string{"1.0.0", "1.0.1", "1.1.0", "2.0.0", "2.1.0"} {
-		p.Bundles = append(p.Bundles, fbc.Bundle{Name: n(v), Version: semver.MustParse(v), Image: "quay.io/demo/bundle:v" + v})
+		p.Bundles = append(p.Bundles, olmgraph.Bundle{Name: n(v), Version: semver.MustParse(v), Image: "quay.io/demo/bundle:v" + v})
 	}
 	p.Bundles[0].Deprecated = "1.0.0 has a known upgrade bug"
-	p.Channels = []fbc.Channel{
-		{Name: "candidate-v1", Deprecated: "use stable-v1", Entries: []fbc.Entry{{Name: n("1.0.0")}, {Name: n("1.0.1"), Skips: []string{n("1.0.0")}}}},
-		{Name: "stable-v1", Entries: []fbc.Entry{
+	p.Channels = []olmgraph.Channel{
+		{Name: "candidate-v1", Deprecated: "use stable-v1", Entries: []olmgraph.Entry{{Name: n("1.0.0")}, {Name: n("1.0.1"), Skips: []string{n("1.0.0")}}}},
+		{Name: "stable-v1", Entries: []olmgraph.Entry{
 			{Name: n("1.0.0")},
 			{Name: n("1.0.1"), Skips: []string{n("1.0.0")}},
 			{Name: n("1.1.0"), Replaces: n("1.0.1")},
 		}},
-		{Name: "stable-v2", Entries: []fbc.Entry{
+		{Name: "stable-v2", Entries: []olmgraph.Entry{
 			{Name: n("2.0.0"), SkipRange: ">=1.0.0 <2.0.0"},
 			{Name: n("2.1.0"), Replaces: n("2.0.0")},
 		}},
@@ -58,11 +58,11 @@ func golden(t *testing.T, path, got string) {
 
 func TestEdges(t *testing.T) {
 	edges := graph.Edges(demo())
-	require.Contains(t, edges, graph.Edge{FromChannel: "stable-v1", From: n("1.0.1"), Channel: "stable-v1", To: n("1.1.0"), Kind: graph.Replaces})
-	require.Contains(t, edges, graph.Edge{FromChannel: "stable-v1", From: n("1.0.0"), Channel: "stable-v1", To: n("1.0.1"), Kind: graph.Skips})
+	require.Contains(t, edges, graph.Edge{FromChannel: "stable-v1", From: n("1.0.1"), Channel: "stable-v1", To: n("1.1.0"), Kind: olmgraph.Replaces})
+	require.Contains(t, edges, graph.Edge{FromChannel: "stable-v1", From: n("1.0.0"), Channel: "stable-v1", To: n("1.0.1"), Kind: olmgraph.Skips})
 	// The bridge reaches into the lane of the same channel type.
-	require.Contains(t, edges, graph.Edge{FromChannel: "stable-v1", From: n("1.1.0"), Channel: "stable-v2", To: n("2.0.0"), Kind: graph.SkipRange})
-	require.Contains(t, edges, graph.Edge{FromChannel: "stable-v1", From: n("1.0.0"), Channel: "stable-v2", To: n("2.0.0"), Kind: graph.SkipRange})
+	require.Contains(t, edges, graph.Edge{FromChannel: "stable-v1", From: n("1.1.0"), Channel: "stable-v2", To: n("2.0.0"), Kind: olmgraph.SkipRange})
+	require.Contains(t, edges, graph.Edge{FromChannel: "stable-v1", From: n("1.0.0"), Channel: "stable-v2", To: n("2.0.0"), Kind: olmgraph.SkipRange})
 }
 
 func TestGolden(t *testing.T) {
@@ -89,9 +89,11 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// TestRun draws the graphs of testdata/catalog, a copy of the catalog
+// tools/internal/fbc renders from its test bundles (its golden file).
 func TestRun(t *testing.T) {
 	out := t.TempDir()
-	paths, err := graph.Graph{CatalogDir: "../fbc/testdata/golden", OutDir: out}.Run(context.Background())
+	paths, err := graph.Graph{CatalogDir: "testdata/catalog", OutDir: out}.Run(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, []string{
 		filepath.Join(out, ".indexignore"),
@@ -102,6 +104,6 @@ func TestRun(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(md), "skipRange")
 
-	_, err = graph.Graph{CatalogDir: "../fbc/testdata/golden", OutDir: out, Packages: []string{"nope"}}.Run(context.Background())
+	_, err = graph.Graph{CatalogDir: "testdata/catalog", OutDir: out, Packages: []string{"nope"}}.Run(context.Background())
 	require.ErrorContains(t, err, `no package "nope"`)
 }

@@ -20,7 +20,7 @@ import (
 // package's test repository) what
 // TestDirectoryRenderEqualsOPM does for a synthetic package: the semver
 // template rendered over the directories equals opm's render of the same
-// bundles as images. (Release extras from <package>.release.yaml are
+// bundles as images. (Catalog extras from <package>.release.yaml are
 // bundlegen's own and not part of the comparison.)
 func TestRepositoryTemplatesEqualOPM(t *testing.T) {
 	ctx := context.Background()

@@ -41,7 +41,7 @@ func (s Synthetic) Versions() []semver.Version {
 }
 
 // Layout is a generated repository: bundle directories, the semver template
-// that lists them and the release file that names their images.
+// that lists them and the catalog extras file that names their images.
 type Layout struct {
 	// Root is the repository root.
 	Root string
@@ -56,9 +56,10 @@ type Layout struct {
 
 // Write lays out the package under root the way the repository does:
 // bundle/<package>/<version>/{manifests,metadata}, channels/<package>.semver.yaml
-// (stable channel, major and minor channels) and channels/<package>.release.yaml
-// whose imageRefTemplate is imageRefTemplate (a Go template over .Package and
-// .Version, e.g. "127.0.0.1:5000/{{.Package}}-bundle:v{{.Version}}").
+// (stable channel, major and minor channels) and the catalog extras
+// channels/<package>.release.yaml, whose imageRefTemplate is imageRefTemplate
+// (a Go template over .Package and .Version, e.g.
+// "127.0.0.1:5000/{{.Package}}-bundle:v{{.Version}}").
 func (s Synthetic) Write(root, imageRefTemplate string) (Layout, error) {
 	refTmpl, err := template.New("ref").Option("missingkey=error").Parse(imageRefTemplate)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/operator/componentrbac"
 	"github.com/inferencestack/inferencestack/tools/internal/csv"
+	"github.com/inferencestack/inferencestack/tools/internal/manifests"
 	"github.com/inferencestack/inferencestack/tools/internal/release"
 	"github.com/inferencestack/inferencestack/tools/internal/validate"
 )
@@ -134,11 +135,11 @@ func (c Check) Run(_ context.Context) (Report, error) {
 // owner reads what the operator's ServiceAccount holds from the RBAC
 // manifests, and the files of their ClusterRoles.
 func (c Check) owner() (Owner, []string, error) {
-	rbac, err := csv.LoadRBAC(c.RBACDir)
+	rbac, err := manifests.LoadRBAC(c.RBACDir)
 	if err != nil {
 		return Owner{}, nil, err
 	}
-	cluster, namespaced, err := rbac.Permissions(c.ServiceAccount)
+	cluster, namespaced, err := csv.Permissions(rbac, c.ServiceAccount)
 	if err != nil {
 		return Owner{}, nil, fmt.Errorf("RBAC in %s: %w", c.RBACDir, err)
 	}
@@ -157,7 +158,7 @@ func (c Check) owner() (Owner, []string, error) {
 			}
 		}
 	}
-	docs, err := csv.ReadDocuments(c.RBACDir)
+	docs, err := manifests.ReadDocuments(c.RBACDir)
 	if err != nil {
 		return Owner{}, nil, err
 	}

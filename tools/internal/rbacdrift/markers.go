@@ -1,17 +1,22 @@
 package rbacdrift
 
 import (
-	"bufio"
 	"cmp"
 	"fmt"
-	"io/fs"
+	"go/ast"
+	"go/token"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 
+	"golang.org/x/tools/go/packages"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/component-helpers/auth/rbac/validation"
+	"sigs.k8s.io/controller-tools/pkg/loader"
+	"sigs.k8s.io/controller-tools/pkg/markers"
+	"sigs.k8s.io/controller-tools/pkg/rbac"
 )
 
 const markerPrefix = "+kubebuilder:rbac:"
@@ -34,87 +39,95 @@ type SourceMarker struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// ReadMarkers reads the +kubebuilder:rbac markers of the non-test Go files
-// under dir, the files controller-gen reads for role.yaml.
+// ReadMarkers reads the +kubebuilder:rbac markers of the Go packages at and
+// below dir the way controller-gen reads them for role.yaml: the packages'
+// non-test files through controller-tools' loader, the markers through its
+// marker collector with its RBAC generator's definition
+// (rbac.RuleDefinition), so a marker counts exactly when controller-gen
+// makes a rule of it (not, for instance, inside a type's doc comment). Each
+// marker keeps its file and line and the `// rbac:` comment right above it.
 func ReadMarkers(dir string) ([]SourceMarker, error) {
-	var out []SourceMarker
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return err
-		}
-		ms, err := readFileMarkers(path)
-		out = append(out, ms...)
-		return err
-	})
+	out, err := readMarkers(dir)
 	if err != nil {
 		return nil, fmt.Errorf("reading RBAC markers: %w", err)
 	}
 	return out, nil
 }
 
-func readFileMarkers(path string) ([]SourceMarker, error) {
-	f, err := os.Open(path)
+func readMarkers(dir string) ([]SourceMarker, error) {
+	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("%s is not a folder of Go packages: give the folder controller-gen reads (operator/internal)", dir)
+	}
+	fset := token.NewFileSet()
+	pkgs, err := loader.LoadRootsWithConfig(&packages.Config{Fset: fset}, abs+"/...")
+	if err != nil {
+		return nil, err
+	}
+	reg := &markers.Registry{}
+	if err := reg.Register(rbac.RuleDefinition); err != nil {
+		return nil, err
+	}
+	col := &markers.Collector{Registry: reg}
 	var out []SourceMarker
-	prev := ""
-	s := bufio.NewScanner(f)
-	for n := 1; s.Scan(); n++ {
-		line := strings.TrimSpace(s.Text())
-		text, isComment := strings.CutPrefix(line, "//")
-		text = strings.TrimSpace(text)
-		if body, ok := strings.CutPrefix(text, markerPrefix); isComment && ok {
-			m, err := parseMarker(body)
+	for _, pkg := range pkgs {
+		byNode, err := col.MarkersInPackage(pkg)
+		if err != nil {
+			return nil, err
+		}
+		if len(pkg.Errors) > 0 {
+			return nil, fmt.Errorf("package %s: %w", pkg.PkgPath, pkg.Errors[0])
+		}
+		for _, file := range pkg.Syntax {
+			name, err := filepath.Rel(abs, fset.Position(file.Package).Filename)
 			if err != nil {
-				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+				return nil, err
 			}
-			m.File, m.Line = path, n
-			if reason, ok := strings.CutPrefix(prev, ReasonPrefix); ok {
-				m.Reason = strings.TrimSpace(reason)
+			out = append(out, locate(filepath.Join(dir, name), fset, file, byNode[file][rbac.RuleDefinition.Name])...)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b SourceMarker) int { return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line)) })
+	return out, nil
+}
+
+// locate finds the comment line of each package-level RBAC marker the
+// collector gave for file (values of rbac.Rule), and the reason comment
+// right above it.
+func locate(name string, fset *token.FileSet, file *ast.File, values []any) []SourceMarker {
+	var out []SourceMarker
+	for _, group := range file.Comments {
+		for i, c := range group.List {
+			text, ok := strings.CutPrefix(c.Text, "//")
+			text = strings.TrimSpace(text)
+			if !ok || !strings.HasPrefix(text, markerPrefix) {
+				continue
+			}
+			v, err := rbac.RuleDefinition.Parse(text)
+			if err != nil {
+				continue // the collector has reported it
+			}
+			// Markers the collector did not give (in a type's doc comment)
+			// make no rule.
+			j := slices.IndexFunc(values, func(x any) bool { return reflect.DeepEqual(x, v) })
+			if j < 0 {
+				continue
+			}
+			values = slices.Delete(values, j, j+1)
+			rule := v.(rbac.Rule)
+			m := SourceMarker{File: name, Line: fset.Position(c.Slash).Line, Rule: rule.ToRule(), Namespace: rule.Namespace}
+			if i > 0 {
+				prev := strings.TrimSpace(strings.TrimPrefix(group.List[i-1].Text, "//"))
+				if reason, ok := strings.CutPrefix(prev, ReasonPrefix); ok {
+					m.Reason = strings.TrimSpace(reason)
+				}
 			}
 			out = append(out, m)
 		}
-		prev = ""
-		if isComment {
-			prev = text
-		}
 	}
-	return out, s.Err()
-}
-
-// parseMarker parses the arguments of a +kubebuilder:rbac marker:
-// groups=a;b,resources=x;y,resourceNames=n,verbs=v;w,urls=/u,namespace=ns.
-func parseMarker(body string) (SourceMarker, error) {
-	var m SourceMarker
-	for field := range strings.SplitSeq(body, ",") {
-		key, value, ok := strings.Cut(field, "=")
-		if !ok {
-			return m, fmt.Errorf("RBAC marker argument %q is not key=value", field)
-		}
-		var values []string
-		for v := range strings.SplitSeq(value, ";") {
-			values = append(values, strings.Trim(v, `"`))
-		}
-		switch key {
-		case "groups":
-			m.Rule.APIGroups = values
-		case "resources":
-			m.Rule.Resources = values
-		case "resourceNames":
-			m.Rule.ResourceNames = values
-		case "verbs":
-			m.Rule.Verbs = values
-		case "urls":
-			m.Rule.NonResourceURLs = values
-		case "namespace":
-			m.Namespace = strings.Trim(value, `"`)
-		default:
-			return m, fmt.Errorf("RBAC marker argument %q is unknown", key)
-		}
-	}
-	return m, nil
+	return out
 }
 
 // Marker returns the +kubebuilder:rbac marker that grants rule.

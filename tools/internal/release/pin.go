@@ -17,9 +17,6 @@ import (
 // Pin is the operand version pin shipped in the operator bundle's ConfigMap.
 type Pin = pin.Pin
 
-// EnvName is the RELATED_IMAGE_ variable that carries a distribution's image.
-func EnvName(distribution string) string { return pin.EnvName(distribution) }
-
 // Images are the images a release ships, by digest where the lock knows it.
 type Images struct {
 	// Operator is the controller image.

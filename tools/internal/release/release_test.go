@@ -90,7 +90,6 @@ func TestPinMarshalMatchesOperatorFormat(t *testing.T) {
 	data, err := Pin{OperatorVersion: "1.0.0", Operands: map[string]string{"starter": "a/b@sha256:x", "remote-vllm": "c/d:1"}}.Marshal()
 	require.NoError(t, err)
 	require.Equal(t, "operands:\n  remote-vllm: c/d:1\n  starter: a/b@sha256:x\noperatorVersion: 1.0.0\n", string(data))
-	require.Equal(t, "RELATED_IMAGE_REMOTE_VLLM", EnvName("remote-vllm"))
 }
 
 func TestLatest(t *testing.T) {

@@ -27,13 +27,13 @@ import (
 	mmsemver "github.com/Masterminds/semver/v3"
 	"github.com/blang/semver/v4"
 
-	"github.com/inferencestack/inferencestack/tools/internal/fbc"
+	"github.com/inferencestack/inferencestack/tools/internal/olmgraph"
 )
 
 // Upgrades asks for the path from one installed version.
 type Upgrades struct {
 	// Package is the package's upgrade graph (see fbc.Load).
-	Package fbc.Package
+	Package olmgraph.Package
 	// From is the installed bundle version, e.g. "1.0.0".
 	From string
 	// Channels restricts candidates to bundles in these channels, like
@@ -101,8 +101,8 @@ func (u Upgrades) Run(_ context.Context) (Result, error) {
 	res := Result{Package: p.Name, FromVersion: from.String(), Notes: ties(p)}
 	// The installed bundle: the catalog's bundle of that version and
 	// release, or one the catalog does not hold (no name).
-	cur := fbc.Bundle{Version: from}
-	if idx := slices.IndexFunc(p.Bundles, func(b fbc.Bundle) bool { return compareVersions(b.Version, from) == 0 }); idx >= 0 {
+	cur := olmgraph.Bundle{Version: from}
+	if idx := slices.IndexFunc(p.Bundles, func(b olmgraph.Bundle) bool { return compareVersions(b.Version, from) == 0 }); idx >= 0 {
 		cur = p.Bundles[idx]
 	}
 	res.Installed = cur.Name
@@ -135,8 +135,8 @@ func (u Upgrades) Run(_ context.Context) (Result, error) {
 
 // resolve is one OLM v1 resolution from installed; it returns installed
 // itself when no successor qualifies.
-func (u Upgrades) resolve(installed fbc.Bundle, constraint *mmsemver.Constraints) (fbc.Bundle, string) {
-	var candidates []fbc.Bundle
+func (u Upgrades) resolve(installed olmgraph.Bundle, constraint *mmsemver.Constraints) (olmgraph.Bundle, string) {
+	var candidates []olmgraph.Bundle
 	edges := map[string]string{}
 	for _, b := range u.Package.Bundles {
 		if !u.inChannels(b) || !inRange(b, constraint) {
@@ -155,7 +155,7 @@ func (u Upgrades) resolve(installed fbc.Bundle, constraint *mmsemver.Constraints
 	if len(candidates) == 0 {
 		return installed, ""
 	}
-	slices.SortStableFunc(candidates, func(a, b fbc.Bundle) int {
+	slices.SortStableFunc(candidates, func(a, b olmgraph.Bundle) int {
 		if ad, bd := a.Deprecated != "", b.Deprecated != ""; ad != bd {
 			if ad {
 				return 1
@@ -210,7 +210,7 @@ func compareVersions(a, b semver.Version) int {
 // ties names the bundles whose versions differ only in build metadata:
 // ordered by release here and by OLM v1.11, but equal for OLM v1.5 to v1.10,
 // which then pick by catalog order.
-func ties(p fbc.Package) []string {
+func ties(p olmgraph.Package) []string {
 	var out []string
 	for i, a := range p.Bundles {
 		for _, b := range p.Bundles[i+1:] {
@@ -227,19 +227,19 @@ func ties(p fbc.Package) []string {
 	return out
 }
 
-func (u Upgrades) inChannels(b fbc.Bundle) bool {
+func (u Upgrades) inChannels(b olmgraph.Bundle) bool {
 	if len(u.Channels) == 0 {
 		return true
 	}
 	for _, c := range u.Package.Channels {
-		if slices.Contains(u.Channels, c.Name) && slices.ContainsFunc(c.Entries, func(e fbc.Entry) bool { return e.Name == b.Name }) {
+		if slices.Contains(u.Channels, c.Name) && slices.ContainsFunc(c.Entries, func(e olmgraph.Entry) bool { return e.Name == b.Name }) {
 			return true
 		}
 	}
 	return false
 }
 
-func inRange(b fbc.Bundle, constraint *mmsemver.Constraints) bool {
+func inRange(b olmgraph.Bundle, constraint *mmsemver.Constraints) bool {
 	if constraint == nil {
 		return true
 	}
@@ -247,9 +247,10 @@ func inRange(b fbc.Bundle, constraint *mmsemver.Constraints) bool {
 	return err == nil && constraint.Check(v)
 }
 
-// successorEdge returns how candidate succeeds installed, naming every
-// channel that holds the edge (OLM v1 reads edges from all channels), or "".
-func successorEdge(p fbc.Package, installed, candidate fbc.Bundle) string {
+// successorEdge returns how candidate succeeds installed (the first kind of
+// olmgraph.Entry.Accepts), naming every channel that holds the edge (OLM v1
+// reads edges from all channels), or "".
+func successorEdge(p olmgraph.Package, installed, candidate olmgraph.Bundle) string {
 	var kinds []string
 	channels := map[string][]string{}
 	for _, c := range p.Channels {
@@ -257,21 +258,11 @@ func successorEdge(p fbc.Package, installed, candidate fbc.Bundle) string {
 			if e.Name != candidate.Name {
 				continue
 			}
-			kind := ""
-			switch {
-			case installed.Name != "" && e.Replaces == installed.Name:
-				kind = "replaces"
-			case installed.Name != "" && slices.Contains(e.Skips, installed.Name):
-				kind = "skips"
-			case e.SkipRange != "":
-				// OLM v1 reads skipRange with blang/semver, as OLM v0 did.
-				if r, err := semver.ParseRange(e.SkipRange); err == nil && r(installed.Version) {
-					kind = fmt.Sprintf("skipRange %q", e.SkipRange)
-				}
-			}
-			if kind == "" {
+			accepts := e.Accepts(installed.Name, &installed.Version)
+			if len(accepts) == 0 {
 				continue
 			}
+			kind := e.How(accepts[0])
 			if !slices.Contains(kinds, kind) {
 				kinds = append(kinds, kind)
 			}
@@ -286,7 +277,7 @@ func successorEdge(p fbc.Package, installed, candidate fbc.Bundle) string {
 }
 
 // why explains why target is not reached from final, the path's end.
-func (u Upgrades) why(final, target fbc.Bundle, constraint *mmsemver.Constraints) string {
+func (u Upgrades) why(final, target olmgraph.Bundle, constraint *mmsemver.Constraints) string {
 	if !u.inChannels(target) {
 		return fmt.Sprintf("not in the requested channels %v", u.Channels)
 	}
@@ -326,7 +317,7 @@ func (u Upgrades) why(final, target fbc.Bundle, constraint *mmsemver.Constraints
 	return reason
 }
 
-func versions(bs []fbc.Bundle) string {
+func versions(bs []olmgraph.Bundle) string {
 	var out []string
 	for _, b := range bs {
 		out = append(out, b.Version.String())
@@ -334,7 +325,7 @@ func versions(bs []fbc.Bundle) string {
 	return strings.Join(out, ", ")
 }
 
-func channelNames(p fbc.Package) string {
+func channelNames(p olmgraph.Package) string {
 	var out []string
 	for _, c := range p.Channels {
 		out = append(out, c.Name)

@@ -7,7 +7,7 @@ import (
 	"github.com/blang/semver/v4"
 	"github.com/stretchr/testify/require"
 
-	"github.com/inferencestack/inferencestack/tools/internal/fbc"
+	"github.com/inferencestack/inferencestack/tools/internal/olmgraph"
 	"github.com/inferencestack/inferencestack/tools/internal/upgrades"
 )
 
@@ -15,10 +15,10 @@ func n(v string) string { return "demo.v" + v }
 
 // demo is what the semver template renders for 1.0.0 1.0.1 1.1.0 2.0.0 2.1.0
 // with major channels; bridge adds the opt-in skipRange to 2.0.0.
-func demo(bridge bool, deprecated ...string) fbc.Package {
-	p := fbc.Package{Name: "demo", DefaultChannel: "stable-v2"}
+func demo(bridge bool, deprecated ...string) olmgraph.Package {
+	p := olmgraph.Package{Name: "demo", DefaultChannel: "stable-v2"}
 	for _, v := range []string{"1.0.0", "1.0.1", "1.1.0", "2.0.0", "2.1.0"} {
-		b := fbc.Bundle{Name: n(v), Version: semver.MustParse(v)}
+		b := olmgraph.Bundle{Name: n(v), Version: semver.MustParse(v)}
 		for _, d := range deprecated {
 			if d == v {
 				b.Deprecated = "deprecated"
@@ -26,17 +26,17 @@ func demo(bridge bool, deprecated ...string) fbc.Package {
 		}
 		p.Bundles = append(p.Bundles, b)
 	}
-	v2 := fbc.Entry{Name: n("2.0.0")}
+	v2 := olmgraph.Entry{Name: n("2.0.0")}
 	if bridge {
 		v2.SkipRange = ">=1.0.0 <2.0.0"
 	}
-	p.Channels = []fbc.Channel{
-		{Name: "stable-v1", Entries: []fbc.Entry{
+	p.Channels = []olmgraph.Channel{
+		{Name: "stable-v1", Entries: []olmgraph.Entry{
 			{Name: n("1.0.0")},
 			{Name: n("1.0.1"), Skips: []string{n("1.0.0")}},
 			{Name: n("1.1.0"), Replaces: n("1.0.1")},
 		}},
-		{Name: "stable-v2", Entries: []fbc.Entry{v2, {Name: n("2.1.0"), Replaces: n("2.0.0")}}},
+		{Name: "stable-v2", Entries: []olmgraph.Entry{v2, {Name: n("2.1.0"), Replaces: n("2.0.0")}}},
 	}
 	return p
 }
@@ -194,13 +194,13 @@ func TestFromOutsideTheCatalog(t *testing.T) {
 
 // releases is a package whose 1.0.0 is re-released with build metadata, as
 // registry+v1 bundles do: 1.0.0+2 and 1.0.0+10 skip the others.
-func releases() fbc.Package {
-	p := fbc.Package{Name: "demo", DefaultChannel: "stable-v1"}
+func releases() olmgraph.Package {
+	p := olmgraph.Package{Name: "demo", DefaultChannel: "stable-v1"}
 	vs := []string{"1.0.0", "1.0.0+1", "1.0.0+2", "1.0.0+10"}
 	for _, v := range vs {
-		p.Bundles = append(p.Bundles, fbc.Bundle{Name: n(v), Version: semver.MustParse(v)})
+		p.Bundles = append(p.Bundles, olmgraph.Bundle{Name: n(v), Version: semver.MustParse(v)})
 	}
-	p.Channels = []fbc.Channel{{Name: "stable-v1", Entries: []fbc.Entry{
+	p.Channels = []olmgraph.Channel{{Name: "stable-v1", Entries: []olmgraph.Entry{
 		{Name: n("1.0.0")},
 		{Name: n("1.0.0+1"), Replaces: n("1.0.0")},
 		{Name: n("1.0.0+2"), Replaces: n("1.0.0+1"), Skips: []string{n("1.0.0")}},

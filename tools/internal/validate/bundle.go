@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/operator-framework/api/pkg/manifests"
+	apimanifests "github.com/operator-framework/api/pkg/manifests"
 	"github.com/operator-framework/api/pkg/operators/v1alpha1"
 	apivalidation "github.com/operator-framework/api/pkg/validation"
 	apierrs "github.com/operator-framework/api/pkg/validation/errors"
@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/inferencestack/inferencestack/tools/internal/csv"
+	"github.com/inferencestack/inferencestack/tools/internal/manifests"
 )
 
 // Severity of a finding.
@@ -133,7 +134,7 @@ func (b Bundle) Run(_ context.Context) (Report, error) {
 	}
 
 	// operator-framework/api: default bundle validators, operatorhub and good practices.
-	bundle, err := manifests.GetBundleFromDir(b.Dir)
+	bundle, err := apimanifests.GetBundleFromDir(b.Dir)
 	if err != nil {
 		r.add(Finding{Severity: SeverityError, Source: "operator-framework/api", File: "manifests/", Message: err.Error()})
 		r.sort()
@@ -211,7 +212,7 @@ type fileKey struct{ kind, name string }
 
 // manifestFiles maps each object of the manifests directory to its file.
 func manifestFiles(dir string) (map[fileKey]string, error) {
-	docs, err := csv.ReadDocuments(dir)
+	docs, err := manifests.ReadDocuments(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +343,7 @@ func checkPermissions(c *v1alpha1.ClusterServiceVersion, file, rbacDir string) [
 	if len(spec.DeploymentSpecs) == 0 {
 		return nil // the CRD package runs nothing
 	}
-	rbac, err := csv.LoadRBAC(rbacDir)
+	rbac, err := manifests.LoadRBAC(rbacDir)
 	if err != nil {
 		return []Finding{{Severity: SeverityError, Source: "bundlegen", File: rbacDir, Message: err.Error()}}
 	}
@@ -350,7 +351,7 @@ func checkPermissions(c *v1alpha1.ClusterServiceVersion, file, rbacDir string) [
 	// the RBAC manifests bind the plain name.
 	sa := spec.DeploymentSpecs[0].Spec.Template.Spec.ServiceAccountName
 	source := strings.TrimSuffix(sa, csv.MajorServiceAccount("", c.Spec.Version.Major))
-	cluster, namespaced, err := rbac.Permissions(source)
+	cluster, namespaced, err := csv.Permissions(rbac, source)
 	if err != nil {
 		return []Finding{{Severity: SeverityError, Source: "bundlegen", File: rbacDir, Message: err.Error()}}
 	}
@@ -372,7 +373,7 @@ func checkPermissions(c *v1alpha1.ClusterServiceVersion, file, rbacDir string) [
 // RBACDir, without the other validators). Findings name the CSV file
 // relative to the bundle; a bundle without a CSV is an error.
 func Permissions(dir, rbacDir string) ([]Finding, error) {
-	docs, err := csv.ReadDocuments(filepath.Join(dir, "manifests"))
+	docs, err := manifests.ReadDocuments(filepath.Join(dir, "manifests"))
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: %w", dir, err)
 	}

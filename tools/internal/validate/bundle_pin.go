@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/operator-framework/api/pkg/manifests"
+	apimanifests "github.com/operator-framework/api/pkg/manifests"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -26,7 +26,7 @@ const (
 
 // checkPin: a bundle that runs the operator ships the pin ConfigMap, its
 // Deployment mounts it, and the RELATED_IMAGE_ variables equal the pinned images.
-func checkPin(b *manifests.Bundle, files map[fileKey]string, csvFile string) []Finding {
+func checkPin(b *apimanifests.Bundle, files map[fileKey]string, csvFile string) []Finding {
 	deps := b.CSV.Spec.InstallStrategy.StrategySpec.DeploymentSpecs
 	if len(deps) == 0 {
 		return nil
@@ -90,12 +90,12 @@ func checkPin(b *manifests.Bundle, files map[fileKey]string, csvFile string) []F
 			}
 			env := map[string]string{}
 			for _, e := range c.Env {
-				if strings.HasPrefix(e.Name, "RELATED_IMAGE_") {
+				if strings.HasPrefix(e.Name, pin.EnvPrefix) {
 					env[e.Name] = e.Value
 				}
 			}
 			for _, dist := range slices.Sorted(maps.Keys(p.Operands)) {
-				name := release.EnvName(dist)
+				name := pin.EnvName(dist)
 				if got, ok := env[name]; ok && got != p.Operands[dist] {
 					fail(csvFile, cbase+".env."+name, "is %s, but the pin says %s for %s: the pin and the Deployment must agree", got, p.Operands[dist], dist)
 				}

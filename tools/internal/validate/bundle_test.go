@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-const golden = "../bundle/testdata/golden/bundle"
+const golden = "testdata/bundle"
 
 // TestCommittedBundles: every bundle committed under bundle/ validates.
 func TestCommittedBundles(t *testing.T) {
@@ -59,7 +59,7 @@ func TestBundle(t *testing.T) {
 		want           []Finding // matched on severity, source, file, field and a message substring
 	}{
 		{name: "crds bundle is valid", pkg: "inferencestack-crds"},
-		{name: "operator bundle is valid", pkg: "inferencestack-operator", rbac: "../bundle/testdata/in/rbac"},
+		{name: "operator bundle is valid", pkg: "inferencestack-operator", rbac: "testdata/rbac"},
 		{
 			name: "image missing from relatedImages", pkg: "inferencestack-operator",
 			edit: func(t *testing.T, dir string) {
@@ -116,7 +116,7 @@ func TestBundle(t *testing.T) {
 			want: []Finding{{Severity: SeverityError, Source: "bundlegen", File: "manifests/", Message: "no ConfigMap inferencestack-operator-pin"}},
 		},
 		{
-			name: "permissions differ from role.yaml", pkg: "inferencestack-operator", rbac: "../bundle/testdata/in/rbac",
+			name: "permissions differ from role.yaml", pkg: "inferencestack-operator", rbac: "testdata/rbac",
 			edit: func(t *testing.T, dir string) {
 				edit(t, filepath.Join(dir, csvFile), "          - inferencestacks/status\n", "")
 			},

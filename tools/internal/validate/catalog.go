@@ -18,7 +18,8 @@ import (
 	"github.com/blang/semver/v4"
 
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
-	"github.com/operator-framework/operator-registry/alpha/property"
+
+	"github.com/inferencestack/inferencestack/tools/internal/olmgraph"
 )
 
 // Rules a CatalogFinding can report.
@@ -107,8 +108,11 @@ func (c Catalog) Run(ctx context.Context) ([]CatalogFinding, error) {
 // CatalogConfig validates an in-memory catalog; see Catalog.
 func CatalogConfig(cfg declcfg.DeclarativeConfig, requireDigests bool) []CatalogFinding {
 	findings := modelFindings(cfg)
+	// A bundle whose version cannot be read is left out of the graphs; the
+	// model findings name it.
+	graphs, _ := olmgraph.Graphs(cfg)
 	for _, p := range cfg.Packages {
-		findings = append(findings, packageFindings(cfg, p, requireDigests)...)
+		findings = append(findings, packageFindings(cfg, graphs, p, requireDigests)...)
 	}
 	slices.SortFunc(findings, func(a, b CatalogFinding) int {
 		return cmp.Or(cmp.Compare(a.Package, b.Package), cmp.Compare(a.Channel, b.Channel),
@@ -179,58 +183,49 @@ func modelFindings(cfg declcfg.DeclarativeConfig) []CatalogFinding {
 	return out
 }
 
-func packageFindings(cfg declcfg.DeclarativeConfig, p declcfg.Package, requireDigests bool) []CatalogFinding {
+func packageFindings(cfg declcfg.DeclarativeConfig, graphs []olmgraph.Package, p declcfg.Package, requireDigests bool) []CatalogFinding {
 	var out []CatalogFinding
-	versions := map[string]semver.Version{}
-	for _, b := range cfg.Bundles {
-		if b.Package != p.Name {
-			continue
-		}
-		if v, err := bundleVersion(b); err == nil {
-			versions[b.Name] = v
-		}
+	var g olmgraph.Package
+	if i := slices.IndexFunc(graphs, func(g olmgraph.Package) bool { return g.Name == p.Name }); i >= 0 {
+		g = graphs[i]
 	}
-	var channels []declcfg.Channel
-	for _, ch := range cfg.Channels {
-		if ch.Package == p.Name {
-			channels = append(channels, ch)
-		}
-	}
-	channelNames := make([]string, 0, len(channels))
-	for _, ch := range channels {
+	channelNames := make([]string, 0, len(g.Channels))
+	for _, ch := range g.Channels {
 		channelNames = append(channelNames, ch.Name)
 	}
-	slices.Sort(channelNames)
 
 	if p.DefaultChannel != "" && !slices.Contains(channelNames, p.DefaultChannel) {
 		out = append(out, CatalogFinding{Package: p.Name, Channel: p.DefaultChannel, Rule: RuleDefaultChannelMissing,
 			Message: fmt.Sprintf("default channel %q does not exist; set defaultChannel to one of %v", p.DefaultChannel, channelNames)})
 	}
 
-	for _, ch := range channels {
-		out = append(out, channelFindings(p.Name, ch, versions)...)
+	for _, ch := range g.Channels {
+		out = append(out, channelFindings(g, ch)...)
 	}
-	out = append(out, crdUpgradeFindings(cfg, p, versions)...)
+	out = append(out, crdUpgradeFindings(cfg, g)...)
 
 	if requireDigests {
 		out = append(out, catalogDigests(cfg, p, func(bundle string) string {
 			var in []string
-			for _, ch := range channels {
-				if slices.ContainsFunc(ch.Entries, func(e declcfg.ChannelEntry) bool { return e.Name == bundle }) {
+			for _, ch := range g.Channels {
+				if slices.ContainsFunc(ch.Entries, func(e olmgraph.Entry) bool { return e.Name == bundle }) {
 					in = append(in, ch.Name)
 				}
 			}
-			slices.Sort(in)
 			return strings.Join(in, ",")
 		})...)
 	}
 	return out
 }
 
-func channelFindings(pkg string, ch declcfg.Channel, versions map[string]semver.Version) []CatalogFinding {
+func channelFindings(g olmgraph.Package, ch olmgraph.Channel) []CatalogFinding {
 	var out []CatalogFinding
+	versions := map[string]semver.Version{}
+	for _, b := range g.Bundles {
+		versions[b.Name] = b.Version
+	}
 	finding := func(bundle, rule, format string, args ...any) {
-		out = append(out, CatalogFinding{Package: pkg, Channel: ch.Name, Bundle: bundle, Rule: rule, Message: fmt.Sprintf(format, args...)})
+		out = append(out, CatalogFinding{Package: g.Name, Channel: ch.Name, Bundle: bundle, Rule: rule, Message: fmt.Sprintf(format, args...)})
 	}
 	inChannel := map[string]bool{}
 	skippedBy := map[string][]string{}
@@ -266,13 +261,13 @@ func channelFindings(pkg string, ch declcfg.Channel, versions map[string]semver.
 	}
 
 	// Entries with a known version, highest first.
-	var ordered []declcfg.ChannelEntry
+	var ordered []olmgraph.Entry
 	for _, e := range ch.Entries {
 		if _, ok := versions[e.Name]; ok {
 			ordered = append(ordered, e)
 		}
 	}
-	slices.SortFunc(ordered, func(a, b declcfg.ChannelEntry) int { return versions[b.Name].Compare(versions[a.Name]) })
+	slices.SortFunc(ordered, func(a, b olmgraph.Entry) int { return versions[b.Name].Compare(versions[a.Name]) })
 	if len(ordered) == 0 {
 		return out
 	}
@@ -303,8 +298,8 @@ func channelFindings(pkg string, ch declcfg.Channel, versions map[string]semver.
 	return out
 }
 
-func replacedByUnskipped(ch declcfg.Channel, skippedBy map[string][]string, name string) bool {
-	return slices.ContainsFunc(ch.Entries, func(e declcfg.ChannelEntry) bool {
+func replacedByUnskipped(ch olmgraph.Channel, skippedBy map[string][]string, name string) bool {
+	return slices.ContainsFunc(ch.Entries, func(e olmgraph.Entry) bool {
 		_, skipped := skippedBy[e.Name]
 		return e.Replaces == name && !skipped
 	})
@@ -312,8 +307,8 @@ func replacedByUnskipped(ch declcfg.Channel, skippedBy map[string][]string, name
 
 // reachable reports whether to can be reached from from by following the
 // edges OLM v1 follows in this channel: a bundle's successors are the
-// entries that replace it, skip it, or whose skipRange holds its version.
-func reachable(ch declcfg.Channel, versions map[string]semver.Version, from, to string) bool {
+// entries that accept an upgrade from it (olmgraph.Entry.Accepts).
+func reachable(ch olmgraph.Channel, versions map[string]semver.Version, from, to string) bool {
 	seen := map[string]bool{from: true}
 	queue := []string{from}
 	for len(queue) > 0 {
@@ -322,8 +317,12 @@ func reachable(ch declcfg.Channel, versions map[string]semver.Version, from, to 
 		if cur == to {
 			return true
 		}
+		var version *semver.Version
+		if v, ok := versions[cur]; ok {
+			version = &v
+		}
 		for _, e := range ch.Entries {
-			if seen[e.Name] || !isSuccessor(e, cur, versions) {
+			if seen[e.Name] || len(e.Accepts(cur, version)) == 0 {
 				continue
 			}
 			seen[e.Name] = true
@@ -331,30 +330,4 @@ func reachable(ch declcfg.Channel, versions map[string]semver.Version, from, to 
 		}
 	}
 	return false
-}
-
-func isSuccessor(e declcfg.ChannelEntry, installed string, versions map[string]semver.Version) bool {
-	if e.Replaces == installed || slices.Contains(e.Skips, installed) {
-		return true
-	}
-	if e.SkipRange == "" {
-		return false
-	}
-	v, ok := versions[installed]
-	if !ok {
-		return false
-	}
-	r, err := semver.ParseRange(e.SkipRange)
-	return err == nil && r(v)
-}
-
-func bundleVersion(b declcfg.Bundle) (semver.Version, error) {
-	props, err := property.Parse(b.Properties)
-	if err != nil {
-		return semver.Version{}, err
-	}
-	if len(props.Packages) != 1 {
-		return semver.Version{}, fmt.Errorf("bundle %q: want one olm.package property", b.Name)
-	}
-	return semver.Parse(props.Packages[0].Version)
 }

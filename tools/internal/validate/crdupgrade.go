@@ -19,6 +19,8 @@ import (
 
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	opproperty "github.com/operator-framework/operator-registry/alpha/property"
+
+	"github.com/inferencestack/inferencestack/tools/internal/olmgraph"
 )
 
 // RuleCRDUpgradeSafety: an upgrade edge changes a CRD in a way OLM v1's CRD
@@ -129,54 +131,27 @@ type upgradeEdge struct {
 	channels []string
 }
 
-// upgradeEdges lists every direct upgrade of a package, from every channel
-// (OLM v1 follows edges of all channels): To's entry replaces or skips From,
-// or its skipRange holds From's version.
-func upgradeEdges(pkg string, channels []declcfg.Channel, versions map[string]semver.Version) []upgradeEdge {
+// upgradeEdges lists every direct upgrade of a package (olmgraph.Package.Edges:
+// from every channel, as OLM v1 follows edges of all channels), one per pair
+// of bundles with every entry that gives it.
+func upgradeEdges(g olmgraph.Package) []upgradeEdge {
 	edges := map[[2]string]*upgradeEdge{}
-	add := func(from, to, how, channel string) {
-		if from == to {
-			return
-		}
-		if _, ok := versions[from]; !ok {
-			return // not in the catalog: nothing to compare with
-		}
-		e := edges[[2]string{from, to}]
+	for _, ge := range g.Edges() {
+		e := edges[[2]string{ge.From, ge.To}]
 		if e == nil {
-			e = &upgradeEdge{from: from, to: to}
-			edges[[2]string{from, to}] = e
+			e = &upgradeEdge{from: ge.From, to: ge.To}
+			edges[[2]string{ge.From, ge.To}] = e
 		}
-		if h := how + " in " + channel; !slices.Contains(e.how, h) {
+		if h := ge.How + " in " + ge.Channel; !slices.Contains(e.how, h) {
 			e.how = append(e.how, h)
 		}
-		if !slices.Contains(e.channels, channel) {
-			e.channels = append(e.channels, channel)
+		if !slices.Contains(e.channels, ge.Channel) {
+			e.channels = append(e.channels, ge.Channel)
 		}
 	}
-	for _, ch := range channels {
-		if ch.Package != pkg {
-			continue
-		}
-		for _, entry := range ch.Entries {
-			if entry.Replaces != "" {
-				add(entry.Replaces, entry.Name, "replaces", ch.Name)
-			}
-			for _, s := range entry.Skips {
-				add(s, entry.Name, "skips", ch.Name)
-			}
-			if entry.SkipRange == "" {
-				continue
-			}
-			r, err := semver.ParseRange(entry.SkipRange)
-			if err != nil {
-				continue // the model validation reports a bad range
-			}
-			for _, name := range slices.Sorted(maps.Keys(versions)) {
-				if r(versions[name]) {
-					add(name, entry.Name, fmt.Sprintf("skipRange %q", entry.SkipRange), ch.Name)
-				}
-			}
-		}
+	versions := map[string]semver.Version{}
+	for _, b := range g.Bundles {
+		versions[b.Name] = b.Version
 	}
 	out := make([]upgradeEdge, 0, len(edges))
 	for _, e := range edges {
@@ -220,7 +195,7 @@ func bundleCRDs(b declcfg.Bundle) ([]apiextensionsv1.CustomResourceDefinition, b
 
 // crdUpgradeFindings checks every upgrade edge of package p with OLM v1's
 // CRD upgrade safety rules.
-func crdUpgradeFindings(cfg declcfg.DeclarativeConfig, p declcfg.Package, versions map[string]semver.Version) []CatalogFinding {
+func crdUpgradeFindings(cfg declcfg.DeclarativeConfig, p olmgraph.Package) []CatalogFinding {
 	var out []CatalogFinding
 	crds := map[string][]apiextensionsv1.CustomResourceDefinition{}
 	for _, b := range cfg.Bundles {
@@ -245,7 +220,7 @@ func crdUpgradeFindings(cfg declcfg.DeclarativeConfig, p declcfg.Package, versio
 	if err != nil {
 		return append(out, CatalogFinding{Package: p.Name, Rule: RuleCRDUpgradeSafety, Message: fmt.Sprintf("configuring crdify: %v", err)})
 	}
-	for _, e := range upgradeEdges(p.Name, cfg.Channels, versions) {
+	for _, e := range upgradeEdges(p) {
 		for _, b := range crdUpgrade(r, crds[e.from], crds[e.to]) {
 			out = append(out, CatalogFinding{
 				Package: p.Name, Channel: strings.Join(e.channels, ","), Bundle: e.to, From: e.from, Rule: RuleCRDUpgradeSafety,

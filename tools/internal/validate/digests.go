@@ -18,6 +18,7 @@ import (
 	"github.com/inferencestack/inferencestack/tools/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/tools/internal/csv"
 	"github.com/inferencestack/inferencestack/tools/internal/image"
+	"github.com/inferencestack/inferencestack/tools/internal/manifests"
 )
 
 const tagAdvice = "a tag may come to name another image; record its digest (bundlegen pin --resolve), regenerate, and publish only then"
@@ -75,7 +76,7 @@ func checkDigests(c *v1alpha1.ClusterServiceVersion, file string, requireDigests
 // Digests returns, for the bundle in dir, a finding for every image its CSV
 // names by tag, each an error: the gate of `bundlegen image bundle --push`.
 func Digests(dir string) ([]Finding, error) {
-	docs, err := csv.ReadDocuments(filepath.Join(dir, "manifests"))
+	docs, err := manifests.ReadDocuments(filepath.Join(dir, "manifests"))
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: %w", dir, err)
 	}

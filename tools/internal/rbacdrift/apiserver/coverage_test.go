@@ -21,6 +21,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/operator/componentrbac"
 	"github.com/inferencestack/inferencestack/tools/internal/csv"
+	"github.com/inferencestack/inferencestack/tools/internal/manifests"
 	"github.com/inferencestack/inferencestack/tools/internal/rbacdrift"
 )
 
@@ -40,9 +41,9 @@ var (
 // the generated RBAC manifests (role.yaml).
 func generated(t *testing.T) []rbacv1.PolicyRule {
 	t.Helper()
-	rbac, err := csv.LoadRBAC(rbacDir)
+	rbac, err := manifests.LoadRBAC(rbacDir)
 	require.NoError(t, err)
-	cluster, _, err := rbac.Permissions(sa)
+	cluster, _, err := csv.Permissions(rbac, sa)
 	require.NoError(t, err)
 	var rules []rbacv1.PolicyRule
 	for _, p := range cluster {

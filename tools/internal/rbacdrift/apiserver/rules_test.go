@@ -12,11 +12,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/inferencestack/inferencestack/tools/internal/csv"
+	"github.com/inferencestack/inferencestack/tools/internal/manifests"
 )
 
 // TestRulesAgainstAPIServer: the RBAC manifests the release tools load
-// (csv.LoadRBAC, behind `bundlegen bundle` and `bundlegen rbac check`)
+// (manifests.LoadRBAC, behind `bundlegen bundle` and `bundlegen rbac check`)
 // refuse exactly the rules the API server refuses. Each case's role is
 // written to a file and loaded, and created on the API server (dry run).
 func TestRulesAgainstAPIServer(t *testing.T) {
@@ -63,7 +63,7 @@ func TestRulesAgainstAPIServer(t *testing.T) {
 			require.NoError(t, err)
 			dir := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "role.yaml"), data, 0o644))
-			_, loadErr := csv.LoadRBAC(dir)
+			_, loadErr := manifests.LoadRBAC(dir)
 
 			if tc.wantField == "" {
 				require.NoError(t, serverErr, "the API server refuses the rule")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/template"
 
@@ -16,15 +15,17 @@ import (
 	"github.com/inferencestack/inferencestack/tools/internal/image"
 )
 
-// DefaultImageRefTemplate is the bundle image reference used when a release
-// file does not set one. It is a Go text/template over the bundle's
+// DefaultImageRefTemplate is the bundle image reference used when the
+// catalog extras do not set one. It is a Go text/template over the bundle's
 // .Package, .Name and .Version, as in `opm render --alpha-image-ref-template`.
 const DefaultImageRefTemplate = "quay.io/inferencestack/{{.Package}}-bundle:v{{.Version}}"
 
-// Release holds what the semver template cannot say. It is read from
-// channels/<package>.release.yaml, beside channels/<package>.semver.yaml,
-// which stays a plain operator-registry semver template.
-type Release struct {
+// CatalogExtras holds what a package's semver template cannot say about its
+// catalog. It is read from channels/<package>.release.yaml, beside
+// channels/<package>.semver.yaml, which stays a plain operator-registry
+// semver template. It is not a release input (release.Input,
+// channels/releases/<version>.yaml), from which the bundles are made.
+type CatalogExtras struct {
 	// ImageRefTemplate builds each bundle's published image reference from
 	// its package, name and version. Empty means DefaultImageRefTemplate.
 	ImageRefTemplate string `json:"imageRefTemplate,omitempty"`
@@ -66,68 +67,77 @@ type Bridge struct {
 	Channels []string `json:"channels,omitempty"`
 }
 
-// ReleasePath returns the release file that belongs to a semver template:
-// channels/<package>.semver.yaml -> channels/<package>.release.yaml.
-func ReleasePath(templatePath string) string {
+// ExtrasPath returns the catalog extras file that belongs to a semver
+// template: channels/<package>.semver.yaml -> channels/<package>.release.yaml.
+func ExtrasPath(templatePath string) string {
 	dir, base := filepath.Split(templatePath)
 	return filepath.Join(dir, strings.TrimSuffix(base, ".semver.yaml")+".release.yaml")
 }
 
-// ReadRelease reads a release file. A missing file yields the zero Release
-// (default image template, no deprecations, no bridges).
-func ReadRelease(path string) (Release, error) {
+// ReleasePath is ExtrasPath under its former name, kept while callers
+// outside this package move to ExtrasPath.
+func ReleasePath(templatePath string) string { return ExtrasPath(templatePath) }
+
+// ReadExtras reads a catalog extras file. A missing file yields the zero
+// CatalogExtras (default image template, no deprecations, no bridges).
+func ReadExtras(path string) (CatalogExtras, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return Release{}, nil
+		return CatalogExtras{}, nil
 	}
 	if err != nil {
-		return Release{}, fmt.Errorf("read release file: %w", err)
+		return CatalogExtras{}, fmt.Errorf("read catalog extras: %w", err)
 	}
-	return ParseRelease(path, data)
+	return ParseExtras(path, data)
 }
 
-// ParseRelease parses and checks a release file's content; name is used in errors.
-func ParseRelease(name string, data []byte) (Release, error) {
-	var r Release
+// ParseRelease is ParseExtras under its former name, kept while callers
+// outside this package move to ParseExtras.
+func ParseRelease(name string, data []byte) (CatalogExtras, error) { return ParseExtras(name, data) }
+
+// ParseExtras parses and checks a catalog extras file's content; name is
+// used in errors.
+func ParseExtras(name string, data []byte) (CatalogExtras, error) {
+	var r CatalogExtras
 	if err := yaml.UnmarshalStrict(data, &r); err != nil {
-		return Release{}, fmt.Errorf("%s: %w (fields: imageRefTemplate, defaultChannel, deprecations, bridges)", name, err)
+		return CatalogExtras{}, fmt.Errorf("%s: %w (fields: imageRefTemplate, defaultChannel, deprecations, bridges)", name, err)
 	}
 	if _, err := r.imageRefTemplate(); err != nil {
-		return Release{}, fmt.Errorf("%s: imageRefTemplate: %w", name, err)
+		return CatalogExtras{}, fmt.Errorf("%s: imageRefTemplate: %w", name, err)
 	}
 	for v, ref := range r.Images {
 		if _, err := semver.Parse(v); err != nil {
-			return Release{}, fmt.Errorf("%s: images: key %q is not a semver version: %w", name, v, err)
+			return CatalogExtras{}, fmt.Errorf("%s: images: key %q is not a semver version: %w", name, v, err)
 		}
 		if err := image.CheckReference(ref); err != nil {
-			return Release{}, fmt.Errorf("%s: images[%q]: %w: give the bundle's published image, e.g. quay.io/inferencestack/<package>-bundle@sha256:<digest>", name, v, err)
+			return CatalogExtras{}, fmt.Errorf("%s: images[%q]: %w: give the bundle's published image, e.g. quay.io/inferencestack/<package>-bundle@sha256:<digest>", name, v, err)
 		}
 	}
 	for v, msg := range r.Deprecations.Bundles {
 		if _, err := semver.Parse(v); err != nil {
-			return Release{}, fmt.Errorf("%s: deprecations.bundles: key %q is not a semver version: %w", name, v, err)
+			return CatalogExtras{}, fmt.Errorf("%s: deprecations.bundles: key %q is not a semver version: %w", name, v, err)
 		}
 		if msg == "" {
-			return Release{}, fmt.Errorf("%s: deprecations.bundles[%q]: give a message", name, v)
+			return CatalogExtras{}, fmt.Errorf("%s: deprecations.bundles[%q]: give a message", name, v)
 		}
 	}
 	for c, msg := range r.Deprecations.Channels {
 		if msg == "" {
-			return Release{}, fmt.Errorf("%s: deprecations.channels[%q]: give a message", name, c)
+			return CatalogExtras{}, fmt.Errorf("%s: deprecations.channels[%q]: give a message", name, c)
 		}
 	}
 	for i, b := range r.Bridges {
 		if _, err := semver.Parse(b.Bundle); err != nil {
-			return Release{}, fmt.Errorf("%s: bridges[%d].bundle: %q is not a semver version: %w", name, i, b.Bundle, err)
+			return CatalogExtras{}, fmt.Errorf("%s: bridges[%d].bundle: %q is not a semver version: %w", name, i, b.Bundle, err)
 		}
 		if _, err := semver.ParseRange(b.SkipRange); err != nil {
-			return Release{}, fmt.Errorf("%s: bridges[%d].skipRange: %q is not a valid range (e.g. \">=1.0.0 <2.0.0\"): %w", name, i, b.SkipRange, err)
+			return CatalogExtras{}, fmt.Errorf("%s: bridges[%d].skipRange: %q is not a valid range (e.g. \">=1.0.0 <2.0.0\"): %w", name, i, b.SkipRange, err)
 		}
 	}
 	return r, nil
 }
 
-func (r Release) imageRefTemplate() (*template.Template, error) {
+func (r CatalogExtras) imageRefTemplate() (*template.Template, error) {
 	text := r.ImageRefTemplate
 	if text == "" {
 		text = DefaultImageRefTemplate
@@ -154,14 +164,4 @@ func (r Release) imageRefTemplate() (*template.Template, error) {
 		}
 	}
 	return t, nil
-}
-
-// sortedKeys returns a map's keys in order, for deterministic output.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

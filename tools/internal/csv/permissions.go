@@ -7,20 +7,14 @@ import (
 
 	"github.com/operator-framework/api/pkg/operators/v1alpha1"
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/inferencestack/inferencestack/tools/internal/manifests"
 )
 
-// RBAC is the RBAC of the operator's manifests.
-type RBAC struct {
-	ClusterRoles        []rbacv1.ClusterRole
-	Roles               []rbacv1.Role
-	ClusterRoleBindings []rbacv1.ClusterRoleBinding
-	RoleBindings        []rbacv1.RoleBinding
-}
-
-// Permissions maps the RBAC bound to serviceAccount to a CSV's
+// Permissions maps the RBAC of r bound to serviceAccount to a CSV's
 // clusterPermissions (ClusterRoleBindings) and permissions (RoleBindings).
 // Roles that no binding grants to serviceAccount are left out.
-func (r RBAC) Permissions(serviceAccount string) (cluster, namespaced []v1alpha1.StrategyDeploymentPermissions, err error) {
+func Permissions(r manifests.RBAC, serviceAccount string) (cluster, namespaced []v1alpha1.StrategyDeploymentPermissions, err error) {
 	var clusterRules, rules []rbacv1.PolicyRule
 	for _, b := range sortedByName(r.ClusterRoleBindings, func(b rbacv1.ClusterRoleBinding) string { return b.Name }) {
 		if !bindsServiceAccount(b.Subjects, serviceAccount) {
