@@ -17,8 +17,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/components/server"
 )
 
-// The status reads the stack's pods (only those labelled managed-by the
-// operator are in its cache) for the kubelet's image pull errors.
+// rbac: the status reads the stacks' pods (its cache holds only those labelled managed-by it) for the kubelet's image pull errors
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 
 // pullFailureReasons are the waiting reasons the kubelet gives a container
