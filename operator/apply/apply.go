@@ -170,8 +170,16 @@ func (a *Applier) Pending() int {
 	return len(a.written)
 }
 
+// Behind reports whether cached, an object as the cache holds it, is older
+// than what the Applier (or its caller, through Wrote) last wrote of it: then
+// read it from the API server instead.
+func (a *Applier) Behind(cached client.Object) bool {
+	return a.behind(keyOf(cached), cached)
+}
+
 // behind reports whether the cache copy of an object (nil: not in the
-// cache) is older than what the Applier wrote of it.
+// cache) is older than what was written of it, and forgets the write once
+// the cache has caught up.
 func (a *Applier) behind(k objectKey, cached client.Object) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -189,7 +197,10 @@ func (a *Applier) behind(k objectKey, cached client.Object) bool {
 	return true
 }
 
-func (a *Applier) wrote(obj client.Object) {
+// Wrote records that obj, as the API server answered its write, was
+// written: until the cache has seen it (Observe), Behind says so. Apply
+// records its own writes.
+func (a *Applier) Wrote(obj client.Object) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.written == nil {
@@ -234,7 +245,7 @@ func Apply[O client.Object, C Config](ctx context.Context, a *Applier, kind Kind
 	if err := convert(desired, applied); err != nil {
 		return live, true, err
 	}
-	a.wrote(applied)
+	a.Wrote(applied)
 	return applied, true, nil
 }
 

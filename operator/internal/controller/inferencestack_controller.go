@@ -118,6 +118,15 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := r.Client.Get(ctx, req.NamespacedName, original); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if r.applier.Behind(original) {
+		// The cache has not seen this operator's last write of the stack
+		// yet; compared with an older status, the same status would be
+		// written again.
+		original = &v1alpha1.InferenceStack{}
+		if err := r.APIReader.Get(ctx, req.NamespacedName, original); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
 	stack := original.DeepCopy()
 	if !stack.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, original, stack)
@@ -126,6 +135,7 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		if err := r.Client.Patch(ctx, stack, client.MergeFrom(original)); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding finalizer %s: %w", Finalizer, err)
 		}
+		r.applier.Wrote(stack)
 		original = stack.DeepCopy()
 	}
 
@@ -136,6 +146,7 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		if err := r.Client.Status().Patch(ctx, stack, client.MergeFrom(original)); err != nil {
 			return ctrl.Result{}, errors.Join(stepErr, fmt.Errorf("writing status: %w", err))
 		}
+		r.applier.Wrote(stack)
 	}
 	var ce *conditionError
 	if errors.As(stepErr, &ce) {
@@ -262,7 +273,7 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("inferencestack").
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency(r.Concurrency)}).
-		For(&v1alpha1.InferenceStack{}, builder.WithPredicates(predicate.Or(
+		For(&v1alpha1.InferenceStack{}, builder.WithPredicates(r.observed(), predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
 			predicate.AnnotationChangedPredicate{}, deletionPredicate())))
 	for _, obj := range append(ownedTypes(), &corev1.Secret{}, &corev1.ConfigMap{}) {
@@ -303,6 +314,15 @@ func (r *InferenceStackReconciler) notOwnWrites() predicate.Predicate {
 			r.applier.Observe(e.Object)
 			return true
 		},
+	}
+}
+
+// observed tells the Applier what the cache saw of the stacks, and passes
+// every event.
+func (r *InferenceStackReconciler) observed() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool { r.applier.Observe(e.ObjectNew); return true },
+		DeleteFunc: func(e event.DeleteEvent) bool { r.applier.Observe(e.Object); return true },
 	}
 }
 
