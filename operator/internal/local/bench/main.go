@@ -121,8 +121,9 @@ type result struct {
 	stacks           int
 	operatorFlags    []string
 	created, applied time.Duration
-	// cpuApplied is the CPU time the operator spent until then.
-	cpuApplied time.Duration
+	// cpuApplied is the CPU time the operator spent until then, and
+	// cpuOthers that of the control plane and the bench itself.
+	cpuApplied, cpuOthers time.Duration
 	// creationWrites counts from the first stack's creation until a round
 	// of reconciles writes nothing (settled rounds later).
 	creationWrites int64
@@ -238,7 +239,7 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 	if err != nil {
 		return r, err
 	}
-	cpuStart := cpuTime(op.Cmd.Process.Pid)
+	cpuStart, othersStart := cpuTime(op.Cmd.Process.Pid), othersCPU(op.Cmd.Process.Pid)
 	start := time.Now()
 	err = parallel(n, 8, func(i int) error { return c.Create(ctx, newStack(stackName(i), i)) })
 	if err != nil {
@@ -252,7 +253,7 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 	}
 	r.applied = time.Since(start)
 	_, r.peak, _ = op.RSS()
-	r.cpuApplied = cpuTime(op.Cmd.Process.Pid) - cpuStart
+	r.cpuApplied, r.cpuOthers = cpuTime(op.Cmd.Process.Pid)-cpuStart, othersCPU(op.Cmd.Process.Pid)-othersStart
 
 	fmt.Fprintln(os.Stderr, "bench: waiting for the writes that follow creation...")
 	var afterCreate sample
@@ -377,7 +378,8 @@ func (r result) print(o options) {
 	fmt.Printf("stacks:                                   %d, %s (created in %s)\n", r.stacks, what, r.created.Round(time.Millisecond))
 	fmt.Printf("operator:                                 %s, %s\n", o.operator, flags)
 	fmt.Printf("load average before / after:              %s / %s\n", r.loadBefore, r.loadAfter)
-	fmt.Printf("time until all applied, not Degraded:     %s (operator CPU meanwhile %s)\n", r.applied.Round(time.Millisecond), r.cpuApplied.Round(10*time.Millisecond))
+	fmt.Printf("time until all applied, not Degraded:     %s (CPU meanwhile: operator %s, etcd, kube-apiserver and bench %s)\n",
+		r.applied.Round(time.Millisecond), r.cpuApplied.Round(10*time.Millisecond), r.cpuOthers.Round(10*time.Millisecond))
 	fmt.Printf("API writes per stack at creation:         %.2f (%d in all, settled in round %d)\n",
 		float64(r.creationWrites)/float64(r.stacks), r.creationWrites, r.settled)
 	fmt.Printf("API writes in the steady state:           %d in %d reconciles (%d rounds of %d stacks, %s) (target 0)\n",
@@ -426,6 +428,28 @@ func rssParts(pid int) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// othersCPU is the CPU time of this process and of its children but the
+// operator (etcd and kube-apiserver).
+func othersCPU(operator int) time.Duration {
+	total := cpuTime(os.Getpid())
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == operator {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		_, after, _ := strings.Cut(string(data), ") ")
+		if f := strings.Fields(after); len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
+			total += cpuTime(pid)
+		}
+	}
+	return total
 }
 
 // cpuTime is the CPU time (user and system) process pid has used.
