@@ -99,15 +99,13 @@ func (k Kind[O, C]) cachedDigest(obj O) (string, error) {
 	return k.Digest(obj)
 }
 
-// Digest is the SHA-256 of the JSON form of an apply configuration, with
-// keys sorted and values in canonical form: two configurations have the
-// same digest exactly when Equal says they are equal.
+// Digest is the SHA-256 of the JSON form of an apply configuration. Two
+// configurations of one type have the same digest exactly when Equal says
+// they are equal: their JSON forms list fields in one order and map keys
+// sorted, omit nil and empty lists alike, and write quantities in
+// canonical form.
 func Digest(c any) (string, error) {
-	n, err := normalize(c)
-	if err != nil {
-		return "", err
-	}
-	data, err := json.Marshal(n)
+	data, err := json.Marshal(c)
 	if err != nil {
 		return "", fmt.Errorf("encoding %T: %w", c, err)
 	}

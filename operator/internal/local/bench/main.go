@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -211,7 +212,7 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 	defer func() { _ = env.Stop() }()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = -1, 0 // the bench's own requests are not what is measured
-	c, err := client.New(cfg, client.Options{Scheme: local.Scheme()})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: local.Scheme()})
 	if err != nil {
 		return r, err
 	}
@@ -248,7 +249,7 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 	r.created = time.Since(start)
 	waitCtx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	if err := local.Wait(waitCtx, 100*time.Millisecond, func() error { return allApplied(ctx, c, n) }); err != nil {
+	if err := waitApplied(waitCtx, c, n); err != nil {
 		return r, fmt.Errorf("%w (log: %s)", err, logFile)
 	}
 	r.applied = time.Since(start)
@@ -523,36 +524,77 @@ func round(ctx context.Context, c client.Client, m *metrics, n, number int) (rou
 	return roundResult{before: before, after: after}, err
 }
 
-// allApplied reports nil when every stack has ConfigGenerated=True and
-// Degraded=False at its generation: every step applied its objects.
-func allApplied(ctx context.Context, c client.Client, n int) error {
-	var stacks v1alpha1.InferenceStackList
-	if err := c.List(ctx, &stacks, client.InNamespace(ns)); err != nil {
-		return err
+// waitApplied waits until n stacks have ConfigGenerated=True and
+// Degraded=False at their generation (every step applied its objects),
+// following them with a watch: polling lists would compete with the
+// operator for the CPU.
+func waitApplied(ctx context.Context, c client.WithWatch, n int) error {
+	st := &applied{of: map[string]bool{}}
+	for {
+		var list v1alpha1.InferenceStackList
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return fmt.Errorf("%w (%s)", err, st)
+		}
+		for i := range list.Items {
+			st.see(&list.Items[i])
+		}
+		if st.count() >= n {
+			return nil
+		}
+		w, err := c.Watch(ctx, &v1alpha1.InferenceStackList{}, client.InNamespace(ns),
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+		if err != nil {
+			return fmt.Errorf("%w (%s)", err, st)
+		}
+		for ev := range w.ResultChan() {
+			if s, ok := ev.Object.(*v1alpha1.InferenceStack); ok && ev.Type != watch.Deleted {
+				st.see(s)
+			}
+			if st.count() >= n {
+				w.Stop()
+				return nil
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (%s of %d)", ctx.Err(), st, n)
+		}
 	}
-	ready := 0
-	var degraded *metav1.Condition
-	for _, s := range stacks.Items {
-		st := s.Status
-		if st.ObservedGeneration != s.Generation {
-			continue
-		}
-		if d := meta.FindStatusCondition(st.Conditions, v1alpha1.TypeDegraded); d != nil && d.Status == metav1.ConditionTrue {
-			degraded = d
-			continue
-		}
-		if meta.IsStatusConditionTrue(st.Conditions, v1alpha1.TypeConfigGenerated) &&
-			meta.IsStatusConditionFalse(st.Conditions, v1alpha1.TypeDegraded) {
-			ready++
+}
+
+// applied tracks which stacks are applied.
+type applied struct {
+	of       map[string]bool
+	degraded *metav1.Condition
+}
+
+func (a *applied) see(s *v1alpha1.InferenceStack) {
+	st := s.Status
+	d := meta.FindStatusCondition(st.Conditions, v1alpha1.TypeDegraded)
+	if d != nil && d.Status == metav1.ConditionTrue {
+		a.degraded = d
+	}
+	a.of[s.Name] = st.ObservedGeneration == s.Generation &&
+		meta.IsStatusConditionTrue(st.Conditions, v1alpha1.TypeConfigGenerated) &&
+		meta.IsStatusConditionFalse(st.Conditions, v1alpha1.TypeDegraded)
+}
+
+func (a *applied) count() int {
+	n := 0
+	for _, ok := range a.of {
+		if ok {
+			n++
 		}
 	}
-	if ready < n {
-		if degraded != nil {
-			return fmt.Errorf("%d of %d stacks applied; one is Degraded: %s: %s", ready, n, degraded.Reason, degraded.Message)
-		}
-		return fmt.Errorf("%d of %d stacks applied", ready, n)
+	return n
+}
+
+func (a *applied) String() string {
+	out := fmt.Sprintf("%d stacks applied", a.count())
+	if a.degraded != nil {
+		out += fmt.Sprintf("; one was Degraded: %s: %s", a.degraded.Reason, a.degraded.Message)
 	}
-	return nil
+	return out
 }
 
 // sample is one reading of the operator's metrics.
