@@ -310,10 +310,3 @@ func apply(t *testing.T, objs ...*unstructured.Unstructured) {
 		}
 	})
 }
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
