@@ -2,18 +2,31 @@
 // skips the write when the live object already holds exactly what the
 // operator would apply: a reconcile of an unchanged InferenceStack makes no
 // API writes at all.
+//
+// The live object is read from the manager's cache. To spare that cache
+// the managed fields, which are what tells the fields the operator owns
+// apart, a cache transform may replace them with their digest
+// (Kind.SetDigest). And since the cache learns of a write only some time
+// after it, an Applier remembers what it wrote until its cache has seen it,
+// so a reconcile that closely follows another does not write the same
+// object again.
 package apply
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -21,6 +34,13 @@ import (
 // operator writes. Every major version of the operator uses it, so a stack
 // handed from one major to the next keeps its objects.
 const FieldOwner = "inferencestack-operator"
+
+// DigestAnnotation holds, on the copy of an object in the operator's cache
+// only, the digest of the fields FieldOwner owns on it (Kind.SetDigest, run
+// by a cache transform that then drops the managed fields). It is never
+// written to the API server: the operator applies apply configurations its
+// builders make, never objects read from the cache.
+const DigestAnnotation = "apply.inferencestack.io/owned-fields-digest"
 
 // Config is an apply configuration of a named object (client-go's
 // applyconfigurations types).
@@ -37,33 +57,236 @@ type Kind[O client.Object, C Config] struct {
 	Extract func(O, string) (C, error)
 }
 
+// Digest is the digest of the fields FieldOwner owns on obj, read from its
+// managed fields; it equals Digest(desired) exactly when applying desired
+// would change none of them.
+func (k Kind[O, C]) Digest(obj O) (string, error) {
+	current, err := k.Extract(obj, FieldOwner)
+	if err != nil {
+		return "", fmt.Errorf("reading the fields %s owns on %T %s/%s: %w", FieldOwner, obj, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return Digest(current)
+}
+
+// SetDigest annotates obj with the Digest of the fields FieldOwner owns on
+// it (DigestAnnotation) and drops its managed fields, which are then no
+// longer needed: for the transforms of the operator's cache. An object it
+// has annotated already is left as it is.
+func (k Kind[O, C]) SetDigest(obj O) error {
+	if _, done := obj.GetAnnotations()[DigestAnnotation]; done && obj.GetManagedFields() == nil {
+		return nil
+	}
+	d, err := k.Digest(obj)
+	if err != nil {
+		return err
+	}
+	annotations := maps.Clone(obj.GetAnnotations())
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[DigestAnnotation] = d
+	obj.SetAnnotations(annotations)
+	obj.SetManagedFields(nil)
+	return nil
+}
+
+// cachedDigest is the digest of the fields FieldOwner owns on an object read
+// from the cache: the one SetDigest left, else read from its managed fields.
+func (k Kind[O, C]) cachedDigest(obj O) (string, error) {
+	if d, ok := obj.GetAnnotations()[DigestAnnotation]; ok && obj.GetManagedFields() == nil {
+		return d, nil
+	}
+	return k.Digest(obj)
+}
+
+// Digest is the SHA-256 of the JSON form of an apply configuration. Two
+// configurations of one type have the same digest exactly when Equal says
+// they are equal: their JSON forms list fields in one order and map keys
+// sorted, omit nil and empty lists alike, and write quantities in
+// canonical form.
+func Digest(c any) (string, error) {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("encoding %T: %w", c, err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// Applier applies apply configurations with server-side apply, skipping the
+// write when the live object already holds them. It reads live objects
+// through Client (the manager's cache); for an object it wrote that the
+// cache has not seen yet (Observe tells it what the cache saw), it asks
+// Reader (the API server) instead, so it never writes the same object twice
+// because its cache is behind.
+type Applier struct {
+	// Client reads from the manager's cache and writes to the API server.
+	Client client.Client
+	// Reader reads from the API server.
+	Reader client.Reader
+
+	mu sync.Mutex
+	// written holds the resource version of each object Applier wrote until
+	// its cache has seen that version.
+	written map[objectKey]string
+}
+
+type objectKey struct {
+	typ reflect.Type
+	key types.NamespacedName
+}
+
+func keyOf(obj client.Object) objectKey {
+	return objectKey{typ: reflect.TypeOf(obj), key: client.ObjectKeyFromObject(obj)}
+}
+
+// Observe tells the Applier that its cache now holds obj (or, deleted, no
+// longer does): what it wrote before no longer matters. It reports whether
+// obj is exactly the version the Applier wrote, so the event that brought
+// it says nothing new. Call it from the cache's event handlers of every kind
+// the Applier writes.
+func (a *Applier) Observe(obj client.Object) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := keyOf(obj)
+	rv, ok := a.written[k]
+	if !ok {
+		return false
+	}
+	cmp, err := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), rv)
+	if err != nil || cmp >= 0 {
+		delete(a.written, k)
+	}
+	return err == nil && cmp == 0
+}
+
+// Pending is how many of the objects the Applier wrote its cache has not
+// seen yet.
+func (a *Applier) Pending() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.written)
+}
+
+// Behind reports whether cached, an object as the cache holds it, is older
+// than what the Applier (or its caller, through Wrote) last wrote of it: then
+// read it from the API server instead.
+func (a *Applier) Behind(cached client.Object) bool {
+	return a.behind(keyOf(cached), cached)
+}
+
+// behind reports whether the cache copy of an object (nil: not in the
+// cache) is older than what was written of it, and forgets the write once
+// the cache has caught up.
+func (a *Applier) behind(k objectKey, cached client.Object) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	rv, ok := a.written[k]
+	if !ok {
+		return false
+	}
+	if cached != nil {
+		cmp, err := resourceversion.CompareResourceVersion(cached.GetResourceVersion(), rv)
+		if err == nil && cmp >= 0 {
+			delete(a.written, k)
+			return false
+		}
+	}
+	return true
+}
+
+// Wrote records that obj, as the API server answered its write, was
+// written: until the cache has seen it (Observe), Behind says so. Apply
+// records its own writes.
+func (a *Applier) Wrote(obj client.Object) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.written == nil {
+		a.written = map[objectKey]string{}
+	}
+	a.written[keyOf(obj)] = obj.GetResourceVersion()
+}
+
 // Apply writes desired with server-side apply (forcing ownership) unless the
-// fields the operator owns on the live object (read through c, usually the
-// manager's cache) already equal it. It reports whether it wrote.
-func Apply[O client.Object, C Config](ctx context.Context, c client.Client, kind Kind[O, C], desired C) (bool, error) {
+// fields the operator owns on the live object already equal it. It returns
+// the live object (as read, or as the API server answered the write) and
+// whether it wrote.
+func Apply[O client.Object, C Config](ctx context.Context, a *Applier, kind Kind[O, C], desired C) (O, bool, error) {
 	key := Key(desired)
 	live := kind.New()
-	err := c.Get(ctx, key, live)
-	switch {
-	case err == nil:
-		current, err := kind.Extract(live, FieldOwner)
-		if err != nil {
-			return false, fmt.Errorf("reading the fields %s owns on %T %s: %w", FieldOwner, live, key, err)
-		}
-		same, err := Equal(current, desired)
-		if err != nil {
-			return false, err
-		}
-		if same {
-			return false, nil
-		}
-	case !apierrors.IsNotFound(err):
-		return false, fmt.Errorf("reading %T %s: %w", live, key, err)
+	want, err := Digest(desired)
+	if err != nil {
+		return live, false, err
 	}
-	if err := c.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return false, fmt.Errorf("applying %T %s: %w", live, key, err)
+	found, cached, err := a.read(ctx, key, live)
+	if err != nil {
+		return live, false, err
 	}
-	return true, nil
+	if found {
+		digest := kind.Digest
+		if cached {
+			digest = kind.cachedDigest
+		}
+		have, err := digest(live)
+		if err != nil {
+			return live, false, err
+		}
+		if have == want {
+			return live, false, nil
+		}
+	}
+	if err := a.Client.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return live, false, fmt.Errorf("applying %T %s: %w", live, key, err)
+	}
+	// The apply configuration now holds the API server's answer.
+	applied := kind.New()
+	if err := convert(desired, applied); err != nil {
+		return live, true, err
+	}
+	a.Wrote(applied)
+	return applied, true, nil
+}
+
+// read reads the live object into live, from the cache, or from the API
+// server when the cache has not seen the Applier's last write of it yet. It
+// reports whether the object exists, and whether it came from the cache.
+func (a *Applier) read(ctx context.Context, key types.NamespacedName, live client.Object) (found, cached bool, err error) {
+	err = a.Client.Get(ctx, key, live)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false, false, fmt.Errorf("reading %T %s: %w", live, key, err)
+	}
+	k := objectKey{typ: reflect.TypeOf(live), key: key}
+	var inCache client.Object
+	if err == nil {
+		inCache = live
+	}
+	if a.Reader == nil || !a.behind(k, inCache) {
+		return err == nil, true, nil
+	}
+	// Nothing of the cache's older copy may stay.
+	v := reflect.ValueOf(live).Elem()
+	v.Set(reflect.Zero(v.Type()))
+	err = a.Reader.Get(ctx, key, live)
+	if apierrors.IsNotFound(err) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("reading %T %s: %w", live, key, err)
+	}
+	return true, false, nil
+}
+
+// convert copies an apply configuration holding an API server's answer into
+// the typed object, through their shared JSON form.
+func convert(from any, to client.Object) error {
+	data, err := json.Marshal(from)
+	if err != nil {
+		return fmt.Errorf("encoding %T: %w", from, err)
+	}
+	if err := json.Unmarshal(data, to); err != nil {
+		return fmt.Errorf("decoding %T: %w", to, err)
+	}
+	return nil
 }
 
 // Key is the object key of an apply configuration.

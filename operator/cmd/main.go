@@ -22,12 +22,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
+	"github.com/inferencestack/inferencestack/operator/internal/metricsauth"
 	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
@@ -36,6 +36,7 @@ type options struct {
 	metricsAddr      string
 	metricsSecure    bool
 	probeAddr        string
+	pprofAddr        string
 	leaderElect      bool
 	leaderElectionID string
 	leaderElectionNS string
@@ -45,6 +46,7 @@ type options struct {
 	retryInterval    time.Duration
 	stackSelector    string
 	takeUnlabeled    bool
+	concurrency      int
 }
 
 func main() {
@@ -55,6 +57,7 @@ func main() {
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, to callers authorized by the API server.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "",
 		"Address of the /healthz and /readyz endpoints (default: one port per major, :8081 for 1, :8082 for 2, ...).")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address of the Go profiler's /debug/pprof endpoints; 0 turns them off.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so only one replica reconciles.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "",
 		"Lease name of the leader election (default: one per major version of the operator, from the pin's operator version).")
@@ -69,6 +72,8 @@ func main() {
 			"The same decision gives servers with workload.stateVolume their fsGroup (none with "+cache.Platform+").")
 	fs.DurationVar(&o.retryInterval, "retry-interval", controller.DefaultRetryInterval,
 		"How soon a stack waiting for a missing Secret or ConfigMap is looked at again.")
+	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 0,
+		"How many InferenceStacks are reconciled (and claimed) at once; 0: 4 per CPU the operator may use (GOMAXPROCS).")
 	fs.StringVar(&o.stackSelector, "stack-selector", "",
 		"Label selector narrowing the InferenceStacks this operator reconciles, within those labelled "+v1alpha1.LabelOperatorMajor+"=<its major>.")
 	fs.BoolVar(&o.takeUnlabeled, "take-unlabeled-stacks", true,
@@ -113,7 +118,7 @@ func run(ctx context.Context, o options) error {
 	}
 	metrics := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure}
 	if o.metricsSecure {
-		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+		metrics.FilterProvider = metricsauth.Filter
 	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -131,6 +136,7 @@ func run(ctx context.Context, o options) error {
 		Scheme:                  scheme,
 		Metrics:                 metrics,
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectionID,
 		LeaderElectionNamespace: o.leaderElectionNS,
@@ -152,12 +158,13 @@ func run(ctx context.Context, o options) error {
 		// fsGroup too.
 		ServerFSGroup: cacheUser,
 		RetryInterval: o.retryInterval,
+		Concurrency:   o.concurrency,
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
 	if o.takeUnlabeled {
-		claimer := &controller.Claimer{Client: mgr.GetClient(), Recorder: recorder, Major: major, Extra: extra}
+		claimer := &controller.Claimer{Client: mgr.GetClient(), Recorder: recorder, Major: major, Extra: extra, Concurrency: o.concurrency}
 		if err := claimer.SetupWithManager(mgr); err != nil {
 			return err
 		}

@@ -13,9 +13,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -90,8 +93,8 @@ func TestTwoMajorsSideBySide(t *testing.T) {
 	ctx := context.Background()
 	binary := buildOperator(t)
 	setupOperatorAccounts(t, "v1", "v2")
-	startOperator(t, binary, "v1", "1.1.0")
-	startOperator(t, binary, "v2", "2.0.0", "--take-unlabeled-stacks=false")
+	v1 := startOperator(t, binary, "v1", "1.1.0")
+	v2 := startOperator(t, binary, "v2", "2.0.0", "--take-unlabeled-stacks=false", "--max-concurrent-reconciles=3")
 
 	// One namespace per stack, so the audit log's namespaces name the stack.
 	unlabelled := createStack(t, "unlabelled", "")
@@ -118,6 +121,35 @@ func TestTwoMajorsSideBySide(t *testing.T) {
 		"v2": {two.Namespace},
 	}
 	checkAudit(t, 0, stacksOf, stacksOf)
+	// At creation each object is written once, and so are the stack's
+	// metadata (the claim label and the finalizer together, or the
+	// finalizer) and status; the claim adds an event: 8 writes for the
+	// unlabelled stack's 5 objects.
+	writes := auditWrites(t, 0)
+	for _, s := range []*v1alpha1.InferenceStack{unlabelled, one, two, moving} {
+		for w, n := range writes[s.Namespace] {
+			if n > 1 {
+				t.Errorf("stack %s: %d times %s", s.Namespace, n, w)
+			}
+		}
+	}
+	if n := sum(slices.Collect(maps.Values(writes[unlabelled.Namespace]))); n > 8 {
+		t.Errorf("the unlabelled stack took %d writes, want at most 8: %v", n, writes[unlabelled.Namespace])
+	}
+	// --max-concurrent-reconciles, and its default of 4 per GOMAXPROCS, for
+	// both controllers.
+	for op, want := range map[*local.Operator]int{v1: 4 * goruntime.GOMAXPROCS(0), v2: 3} {
+		text := metricsText(t, op)
+		for _, c := range []string{"inferencestack", "inferencestack-claim"} {
+			line := fmt.Sprintf("controller_runtime_max_concurrent_reconciles{controller=%q} %d", c, want)
+			if c == "inferencestack-claim" && op == v2 {
+				line = "" // 2.0.0 takes no unlabelled stacks: no claimer runs.
+			}
+			if line != "" && !slices.Contains(strings.Split(text, "\n"), line) {
+				t.Errorf("operator at %s does not serve %q", op.MetricsAddr, line)
+			}
+		}
+	}
 
 	// Hand "moving" over to 2.x by relabelling it.
 	before := objectUIDs(t, moving.Namespace)
@@ -323,13 +355,66 @@ type auditEvent struct {
 		Username string `json:"username"`
 	} `json:"user"`
 	ObjectRef *struct {
-		Resource  string `json:"resource"`
-		Namespace string `json:"namespace"`
-		Name      string `json:"name"`
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
 	} `json:"objectRef"`
 	ResponseStatus struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
+}
+
+// auditWrites counts, by namespace, the write requests the operators made
+// from offset on, failed ones too, by "verb resource[/subresource] name".
+func auditWrites(t *testing.T, offset int64) map[string]map[string]int {
+	t.Helper()
+	f, err := os.Open(auditLog)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.Seek(offset, 0)
+	require.NoError(t, err)
+	out := map[string]map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e auditEvent
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &e))
+		if !strings.HasPrefix(e.User.Username, "system:serviceaccount:"+operatorsNS+":operator-") || e.ObjectRef == nil {
+			continue
+		}
+		ref := e.ObjectRef
+		what := e.Verb + " " + ref.Resource
+		if ref.Subresource != "" {
+			what += "/" + ref.Subresource
+		}
+		what += " " + ref.Name
+		if out[ref.Namespace] == nil {
+			out[ref.Namespace] = map[string]int{}
+		}
+		out[ref.Namespace][what]++
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+func sum(ns []int) int {
+	total := 0
+	for _, n := range ns {
+		total += n
+	}
+	return total
+}
+
+// metricsText reads an operator's metrics.
+func metricsText(t *testing.T, op *local.Operator) string {
+	t.Helper()
+	resp, err := http.Get("http://" + op.MetricsAddr + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(data)
 }
 
 func auditSize(t *testing.T) int64 {

@@ -35,13 +35,15 @@ func cacheStep(ctx context.Context, s *state, p cachecomp.Pod) error {
 	if err := ensureCachePassword(ctx, s); err != nil {
 		return err
 	}
-	if _, err := apply.Apply(ctx, s.Client, apply.PersistentVolumeClaim, cachecomp.PVC(stack)); err != nil {
+	if _, _, err := apply.Apply(ctx, s.Applier, apply.PersistentVolumeClaim, cachecomp.PVC(stack)); err != nil {
 		return err
 	}
-	if _, err := apply.Apply(ctx, s.Client, apply.Deployment, cachecomp.Deployment(stack, p)); err != nil {
+	dep, _, err := apply.Apply(ctx, s.Applier, apply.Deployment, cachecomp.Deployment(stack, p))
+	if err != nil {
 		return err
 	}
-	_, err := apply.Apply(ctx, s.Client, apply.Service, cachecomp.Service(stack))
+	s.live.cacheDeployment = dep
+	_, _, err = apply.Apply(ctx, s.Applier, apply.Service, cachecomp.Service(stack))
 	return err
 }
 
@@ -58,7 +60,12 @@ func ensureCachePassword(ctx context.Context, s *state) error {
 	}
 	// The cache holds only labelled Secrets: ask the API server before
 	// creating, so a Secret someone else made under this name is not hidden.
-	if err := s.APIReader.Get(ctx, key, &corev1.Secret{}); err == nil {
+	// (One the operator made may not have reached its cache yet.)
+	existing := &corev1.Secret{}
+	if err := s.APIReader.Get(ctx, key, existing); err == nil {
+		if components.Unowned(s.Stack)(existing) {
+			return nil
+		}
 		return errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonCacheNotReady,
 			"Secret %s exists but was not made by the operator (label %s=%s missing): "+
 				"delete or rename it, or label it if it holds the cache password under key %s",

@@ -21,12 +21,12 @@ import (
 func serverStep(ctx context.Context, s *state, out rendered, fsGroup *int64) error {
 	stack := s.Stack
 	if sa := server.ServiceAccount(stack); sa != nil {
-		if _, err := apply.Apply(ctx, s.Client, apply.ServiceAccount, sa); err != nil {
+		if _, _, err := apply.Apply(ctx, s.Applier, apply.ServiceAccount, sa); err != nil {
 			return err
 		}
 	}
 	if pvc := server.StatePVC(stack); pvc != nil {
-		if _, err := apply.Apply(ctx, s.Client, apply.PersistentVolumeClaim, pvc); err != nil {
+		if _, _, err := apply.Apply(ctx, s.Applier, apply.PersistentVolumeClaim, pvc); err != nil {
 			return err
 		}
 	}
@@ -35,21 +35,27 @@ func serverStep(ctx context.Context, s *state, out rendered, fsGroup *int64) err
 		return err
 	}
 	in := server.Inputs{Image: out.Image, Config: out.Config, ConfigMapName: out.ConfigMapName, ReferencesHash: out.ReferencesHash, OperatorMajor: major, FSGroup: fsGroup}
-	if _, err := apply.Apply(ctx, s.Client, apply.Deployment, server.Deployment(stack, in)); err != nil {
+	dep, _, err := apply.Apply(ctx, s.Applier, apply.Deployment, server.Deployment(stack, in))
+	if err != nil {
 		return err
 	}
-	_, err = apply.Apply(ctx, s.Client, apply.Service, server.Service(stack))
-	return err
+	s.live.serverDeployment = dep
+	svc, _, err := apply.Apply(ctx, s.Applier, apply.Service, server.Service(stack))
+	if err != nil {
+		return err
+	}
+	s.live.serverService = svc
+	return nil
 }
 
 // networkStep applies the NetworkPolicies.
 func networkStep(ctx context.Context, s *state) error {
 	stack := s.Stack
-	if _, err := apply.Apply(ctx, s.Client, apply.NetworkPolicy, network.ServerPolicy(stack)); err != nil {
+	if _, _, err := apply.Apply(ctx, s.Applier, apply.NetworkPolicy, network.ServerPolicy(stack)); err != nil {
 		return err
 	}
 	if cachecomp.Enabled(stack) {
-		_, err := apply.Apply(ctx, s.Client, apply.NetworkPolicy, network.CachePolicy(stack))
+		_, _, err := apply.Apply(ctx, s.Applier, apply.NetworkPolicy, network.CachePolicy(stack))
 		return err
 	}
 	_, err := apply.Delete(ctx, s.Client, &networkingv1.NetworkPolicy{
@@ -64,14 +70,14 @@ func scalingStep(ctx context.Context, s *state) error {
 	stack := s.Stack
 	meta := metav1.ObjectMeta{Name: server.Name(stack), Namespace: stack.Namespace}
 	if hpa := scaling.HorizontalPodAutoscaler(stack); hpa != nil {
-		if _, err := apply.Apply(ctx, s.Client, apply.HorizontalPodAutoscaler, hpa); err != nil {
+		if _, _, err := apply.Apply(ctx, s.Applier, apply.HorizontalPodAutoscaler, hpa); err != nil {
 			return err
 		}
 	} else if _, err := apply.Delete(ctx, s.Client, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: meta}, components.Owned(stack)); err != nil {
 		return err
 	}
 	if pdb := scaling.PodDisruptionBudget(stack); pdb != nil {
-		_, err := apply.Apply(ctx, s.Client, apply.PodDisruptionBudget, pdb)
+		_, _, err := apply.Apply(ctx, s.Applier, apply.PodDisruptionBudget, pdb)
 		return err
 	}
 	_, err := apply.Delete(ctx, s.Client, &policyv1.PodDisruptionBudget{ObjectMeta: meta}, components.Owned(stack))

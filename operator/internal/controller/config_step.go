@@ -94,11 +94,11 @@ func configStep(ctx context.Context, s *state) (rendered, error) {
 			return out, errorf(v1alpha1.TypeConfigGenerated, v1alpha1.ReasonInvalidConfig,
 				"spec.storage.sql.connectionString: Secret %s key %s: %v", sql.Name, sql.Key, err)
 		}
-		if _, err := apply.Apply(ctx, s.Client, apply.Secret, config.SQLSecret(stack, parts)); err != nil {
+		if _, _, err := apply.Apply(ctx, s.Applier, apply.Secret, config.SQLSecret(stack, parts)); err != nil {
 			return out, err
 		}
 	}
-	if _, err := apply.Apply(ctx, s.Client, apply.ConfigMap, config.ConfigMap(stack, result)); err != nil {
+	if _, _, err := apply.Apply(ctx, s.Applier, apply.ConfigMap, config.ConfigMap(stack, result)); err != nil {
 		return out, err
 	}
 	out.Config = result
@@ -135,52 +135,68 @@ func readReferences(ctx context.Context, s *state) (map[string]map[string]string
 }
 
 func readReference(ctx context.Context, s *state, ref config.Reference) (map[string]string, bool, error) {
-	var (
-		obj  client.Object
-		read func() map[string]string
-	)
-	switch ref.Kind {
-	case config.KindSecret:
-		sec := &corev1.Secret{}
-		obj, read = sec, func() map[string]string {
-			out := map[string]string{}
-			for k, v := range sec.Data {
-				out[k] = string(v)
-			}
-			for k, v := range sec.StringData {
-				out[k] = v
-			}
-			return out
+	newObject := func() client.Object {
+		if ref.Kind == config.KindSecret {
+			return &corev1.Secret{}
 		}
-	default:
-		cm := &corev1.ConfigMap{}
-		obj, read = cm, func() map[string]string {
-			out := maps.Clone(cm.Data)
-			if out == nil {
-				out = map[string]string{}
-			}
-			for k, v := range cm.BinaryData {
-				out[k] = string(v)
-			}
-			return out
-		}
+		return &corev1.ConfigMap{}
 	}
 	key := client.ObjectKey{Namespace: s.Stack.Namespace, Name: ref.Name}
+	obj := newObject()
 	err := s.Client.Get(ctx, key, obj)
-	if apierrors.IsNotFound(err) {
-		// Not labelled yet, so not in the cache: ask the API server.
+	if err == nil && trimmed(obj) {
+		// One of the operator's own, whose data its cache does not hold.
+		obj = newObject()
 		err = s.APIReader.Get(ctx, key, obj)
+	}
+	if apierrors.IsNotFound(err) {
+		// Not labelled yet (or not seen by the cache yet), so ask the API
+		// server, and label it. Stacks that reference the same object and are
+		// reconciled at the same time share one read and one label patch.
+		var shared any
+		shared, err, _ = s.Watching.Do(config.IndexKey(ref.Kind, key.String()), func() (any, error) {
+			fresh := newObject()
+			if err := s.APIReader.Get(ctx, key, fresh); err != nil {
+				return nil, err
+			}
+			if fresh.GetLabels()[components.LabelWatched] != "true" {
+				if err := watch(ctx, s.Client, fresh); err != nil {
+					return nil, err
+				}
+			}
+			return fresh, nil
+		})
 		if apierrors.IsNotFound(err) {
 			return nil, false, nil
 		}
-		if err == nil && obj.GetLabels()[components.LabelWatched] != "true" {
-			err = watch(ctx, s.Client, obj)
+		if err == nil {
+			obj = shared.(client.Object)
 		}
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("reading %s %s: %w", ref.Kind, key, err)
 	}
-	return read(), true, nil
+	return objectData(obj), true, nil
+}
+
+// objectData is the data of a Secret or ConfigMap, by key.
+func objectData(obj client.Object) map[string]string {
+	out := map[string]string{}
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		for k, v := range o.Data {
+			out[k] = string(v)
+		}
+		for k, v := range o.StringData {
+			out[k] = v
+		}
+	case *corev1.ConfigMap:
+		maps.Copy(out, o.Data)
+		for k, v := range o.BinaryData {
+			out[k] = string(v)
+		}
+	}
+	return out
 }
 
 // watch adds the watched label to a user object with a merge patch of that

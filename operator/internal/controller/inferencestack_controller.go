@@ -8,23 +8,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -80,6 +79,29 @@ type InferenceStackReconciler struct {
 	// FinalizerTimeout bounds how long a failing cleanup holds a deleted
 	// stack; after it the finalizer is removed with a warning event.
 	FinalizerTimeout time.Duration
+	// Concurrency is how many stacks are reconciled at once; 0 means
+	// DefaultConcurrency.
+	Concurrency int
+
+	// applier applies the stacks' objects; SetupWithManager makes it.
+	applier *apply.Applier
+	// watching shares the reads and label patches of user objects between
+	// concurrent reconciles.
+	watching singleflight.Group
+}
+
+// DefaultConcurrency is how many stacks are reconciled at once unless told
+// otherwise: a reconcile spends most of its time waiting for the API
+// server, so a few per CPU the process may use (GOMAXPROCS, which follows
+// the container's CPU limit) keep both the operator and the API server
+// busy.
+func DefaultConcurrency() int { return 4 * runtime.GOMAXPROCS(0) }
+
+func concurrency(n int) int {
+	if n > 0 {
+		return n
+	}
+	return DefaultConcurrency()
 }
 
 // +kubebuilder:rbac:groups=inferencestack.io,resources=inferencestacks,verbs=get;list;watch;update;patch
@@ -99,6 +121,15 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := r.Client.Get(ctx, req.NamespacedName, original); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if r.applier.Behind(original) {
+		// The cache has not seen this operator's last write of the stack
+		// yet; compared with an older status, the same status would be
+		// written again.
+		original = &v1alpha1.InferenceStack{}
+		if err := r.APIReader.Get(ctx, req.NamespacedName, original); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
 	stack := original.DeepCopy()
 	if !stack.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, original, stack)
@@ -107,23 +138,38 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		if err := r.Client.Patch(ctx, stack, client.MergeFrom(original)); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding finalizer %s: %w", Finalizer, err)
 		}
+		r.applier.Wrote(stack)
 		original = stack.DeepCopy()
 	}
 
-	s := &state{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, Stack: stack, Pin: r.Pin}
+	s := &state{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, Stack: stack, Pin: r.Pin, Applier: r.applier, Watching: &r.watching}
 	stepErr := r.runSteps(ctx, s)
 	r.setStatus(ctx, s, stepErr)
 	if !equality.Semantic.DeepEqual(original.Status, stack.Status) {
 		if err := r.Client.Status().Patch(ctx, stack, client.MergeFrom(original)); err != nil {
 			return ctrl.Result{}, errors.Join(stepErr, fmt.Errorf("writing status: %w", err))
 		}
+		r.applier.Wrote(stack)
 	}
 	var ce *conditionError
 	if errors.As(stepErr, &ce) {
-		// The user has to act; look again now and then, without error backoff.
-		return ctrl.Result{RequeueAfter: r.retryInterval()}, nil
+		// The user has to act. Where the act shows in an event (a spec
+		// change, a watched object's change), that event brings the stack
+		// back; where it does not (an object the cache does not hold yet, or
+		// any more), look again now and then, without error backoff.
+		if slices.Contains(waitingOutsideTheCache, ce.Reason) {
+			return ctrl.Result{RequeueAfter: r.retryInterval()}, nil
+		}
+		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, stepErr
+}
+
+// waitingOutsideTheCache are the reasons of conditions that wait for a user
+// object that does not exist, or is not labelled, so no event of the cache
+// tells when it changes.
+var waitingOutsideTheCache = []string{
+	v1alpha1.ReasonSecretNotFound, v1alpha1.ReasonOverrideConfigNotFound, v1alpha1.ReasonCacheNotReady,
 }
 
 // finalize cleans up a deleted stack and removes the finalizer.
@@ -214,37 +260,6 @@ func (r *InferenceStackReconciler) finalizerTimeout() time.Duration {
 	return DefaultFinalizerTimeout
 }
 
-// ownedTypes are the kinds the operator makes; each carries the managed-by
-// label, which is all the manager's cache holds of them.
-func ownedTypes() []client.Object {
-	return []client.Object{
-		&appsv1.Deployment{}, &corev1.Service{}, &corev1.ServiceAccount{}, &corev1.PersistentVolumeClaim{},
-		&networkingv1.NetworkPolicy{}, &autoscalingv2.HorizontalPodAutoscaler{}, &policyv1.PodDisruptionBudget{},
-	}
-}
-
-// CacheOptions restrict the manager's cache to the operator's own objects
-// and the user objects stacks reference (which the operator labels), so
-// unrelated Secrets and ConfigMaps in the cluster cost it no memory. A
-// non-nil stacks selector also restricts the InferenceStacks it sees.
-func CacheOptions(stacks labels.Selector) cache.Options {
-	managed := labels.SelectorFromSet(labels.Set{components.LabelManagedBy: components.ManagedBy})
-	watched := labels.SelectorFromSet(labels.Set{components.LabelWatched: "true"})
-	by := map[client.Object]cache.ByObject{
-		&corev1.Secret{}:    {Label: watched},
-		&corev1.ConfigMap{}: {Label: watched},
-		// The stacks' pods, for image pull errors in the status.
-		&corev1.Pod{}: {Label: managed},
-	}
-	for _, obj := range ownedTypes() {
-		by[obj] = cache.ByObject{Label: managed}
-	}
-	if stacks != nil {
-		by[&v1alpha1.InferenceStack{}] = cache.ByObject{Label: stacks}
-	}
-	return cache.Options{ByObject: by}
-}
-
 // SetupWithManager registers the controller, its index and its watches.
 func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.InferenceStack{}, referencesIndex, func(obj client.Object) []string {
@@ -257,43 +272,108 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	if err != nil {
 		return fmt.Errorf("indexing InferenceStacks by reference: %w", err)
 	}
-	toStacks := handler.EnqueueRequestsFromMapFunc(r.stacksOf)
+	r.applier = &apply.Applier{Client: r.Client, Reader: r.APIReader}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("inferencestack").
-		For(&v1alpha1.InferenceStack{}, builder.WithPredicates(predicate.Or(
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency(r.Concurrency)}).
+		For(&v1alpha1.InferenceStack{}, builder.WithPredicates(r.observed(), predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
 			predicate.AnnotationChangedPredicate{}, deletionPredicate())))
 	for _, obj := range append(ownedTypes(), &corev1.Secret{}, &corev1.ConfigMap{}) {
-		b = b.Watches(obj, toStacks)
+		b = b.Watches(obj, r.objectHandler(), builder.WithPredicates(r.notOwnWrites()))
 	}
-	b = b.Watches(&corev1.Pod{}, toStacks, builder.WithPredicates(podPullPredicate()))
+	b = b.Watches(&corev1.Pod{}, r.objectHandler(), builder.WithPredicates(podPullPredicate()))
 	return b.Complete(r)
 }
 
-// deletionPredicate passes updates that mark a stack deleted or change its
-// finalizers, which the generation does not count.
+// deletionPredicate passes the updates of a stack that the generation does
+// not count and that need a reconcile: it was marked deleted, or lost the
+// finalizer while alive. (The finalizer's addition, by the Claimer or by
+// Reconcile, needs none.)
 func deletionPredicate() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return !e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp()) ||
-			len(e.ObjectNew.GetFinalizers()) != len(e.ObjectOld.GetFinalizers())
+			(e.ObjectNew.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(e.ObjectNew, Finalizer) &&
+				controllerutil.ContainsFinalizer(e.ObjectOld, Finalizer))
 	}}
 }
 
+// notOwnWrites drops the events of the objects that say only what the
+// operator itself just wrote: the creation of its own objects (the reconcile
+// that created one wrote the status from the API server's answer, and the
+// stacks are reconciled anyway when the operator starts) and the update to
+// exactly the version it applied. What others do to its objects (edits,
+// deletions, the Deployment controller's status) and user objects coming
+// into the cache pass. It also tells the Applier what the cache has seen.
+func (r *InferenceStackReconciler) notOwnWrites() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool {
+			r.applier.Observe(e.Object)
+			return !ours(e.Object)
+		},
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return !r.applier.Observe(e.ObjectNew)
+		},
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			r.applier.Observe(e.Object)
+			return true
+		},
+	}
+}
+
+// observed tells the Applier what the cache saw of the stacks, and passes
+// every event.
+func (r *InferenceStackReconciler) observed() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool { r.applier.Observe(e.ObjectNew); return true },
+		DeleteFunc: func(e event.DeleteEvent) bool { r.applier.Observe(e.Object); return true },
+	}
+}
+
+// ours reports whether the operator made obj.
+func ours(obj client.Object) bool {
+	return obj.GetLabels()[components.LabelManagedBy] == components.ManagedBy
+}
+
+// objectHandler maps the events of an object to the InferenceStacks it
+// belongs to or that reference it; a user object's arrival in the cache
+// (the operator labelled it, or it was made labelled) matters only to the
+// stacks that reference it and are Degraded (waiting for it): the others
+// read it already.
+func (r *InferenceStackReconciler) objectHandler() handler.EventHandler {
+	enqueue := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], arriving bool) {
+		for _, req := range r.stacksOf(ctx, obj, arriving) {
+			q.Add(req)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q, true)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.ObjectNew, q, false)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q, false)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q, false)
+		},
+	}
+}
+
 // stacksOf maps an object to the InferenceStacks it belongs to or that
-// reference it.
-func (r *InferenceStackReconciler) stacksOf(ctx context.Context, obj client.Object) []reconcile.Request {
+// reference it (of these, when arriving, only the Degraded ones).
+func (r *InferenceStackReconciler) stacksOf(ctx context.Context, obj client.Object, arriving bool) []reconcile.Request {
 	var reqs []reconcile.Request
 	add := func(ns, name string) {
 		req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
-		for _, have := range reqs {
-			if have == req {
-				return
-			}
+		if !slices.Contains(reqs, req) {
+			reqs = append(reqs, req)
 		}
-		reqs = append(reqs, req)
 	}
 	l := obj.GetLabels()
-	if l[components.LabelManagedBy] == components.ManagedBy && l[components.LabelInstance] != "" {
+	if ours(obj) && l[components.LabelInstance] != "" {
 		ns := obj.GetNamespace()
 		if ns == "" {
 			ns = l[components.LabelStackNamespace]
@@ -316,6 +396,9 @@ func (r *InferenceStackReconciler) stacksOf(ctx context.Context, obj client.Obje
 		return reqs
 	}
 	for _, s := range stacks.Items {
+		if arriving && !meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.TypeDegraded) {
+			continue
+		}
 		add(s.Namespace, s.Name)
 	}
 	return reqs

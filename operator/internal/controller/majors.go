@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +12,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -50,11 +51,12 @@ func unlabeled(extra labels.Selector) labels.Selector {
 }
 
 // Claimer gives unlabelled InferenceStacks to one major: it labels each with
-// v1alpha1.LabelOperatorMajor=Major, after which that major's cache sees it.
-// Run it in exactly one major (the one whose release takes unlabelled
-// stacks); if two did, the optimistic lock of the label patch still lets only
-// the first one claim a stack. It holds only the metadata of unlabelled
-// stacks, in a cache of its own.
+// v1alpha1.LabelOperatorMajor=Major, after which that major's cache sees it,
+// and adds the Finalizer in the same patch, so the stack's first reconcile
+// finds its metadata complete and writes none. Run it in exactly one major
+// (the one whose release takes unlabelled stacks); if two did, the
+// optimistic lock of the patch still lets only the first one claim a stack.
+// It holds only the metadata of unlabelled stacks, in a cache of its own.
 type Claimer struct {
 	// Client writes the label.
 	Client client.Client
@@ -64,6 +66,9 @@ type Claimer struct {
 	Major string
 	// Extra narrows the stacks it claims, like StackSelector's (nil: all).
 	Extra labels.Selector
+	// Concurrency is how many stacks are claimed at once; 0 means
+	// DefaultConcurrency.
+	Concurrency int
 
 	cache cache.Cache
 }
@@ -76,6 +81,7 @@ func (c *Claimer) SetupWithManager(mgr ctrl.Manager) error {
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),
 		DefaultLabelSelector: unlabeled(c.Extra),
+		DefaultTransform:     cache.TransformStripManagedFields(),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the cache of unlabelled InferenceStacks: %w", err)
@@ -85,6 +91,7 @@ func (c *Claimer) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("inferencestack-claim").
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency(c.Concurrency)}).
 		WatchesRawSource(source.Kind(c.cache, stackMetadata(),
 			&handler.TypedEnqueueRequestForObject[*metav1.PartialObjectMetadata]{})).
 		Complete(c)
@@ -96,7 +103,8 @@ func stackMetadata() *metav1.PartialObjectMetadata {
 	return m
 }
 
-// Reconcile labels one unlabelled InferenceStack with the Claimer's major.
+// Reconcile labels one unlabelled InferenceStack with the Claimer's major and
+// adds the Finalizer, in one patch.
 func (c *Claimer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	stack := stackMetadata()
 	if err := c.cache.Get(ctx, req.NamespacedName, stack); err != nil {
@@ -111,13 +119,16 @@ func (c *Claimer) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		stack.Labels = map[string]string{}
 	}
 	stack.Labels[v1alpha1.LabelOperatorMajor] = c.Major
+	controllerutil.AddFinalizer(stack, Finalizer)
 	if err := c.Client.Patch(ctx, stack, patch); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			// Changed (perhaps labelled by someone else) or deleted meanwhile:
-			// look again once the cache has caught up.
-			return reconcile.Result{RequeueAfter: time.Second}, nil
+			// the cache's event of that change brings it back, if it is still
+			// unlabelled.
+			return reconcile.Result{}, nil
 		}
-		return reconcile.Result{}, fmt.Errorf("labelling InferenceStack %s with %s=%s: %w", req, v1alpha1.LabelOperatorMajor, c.Major, err)
+		return reconcile.Result{}, fmt.Errorf("labelling InferenceStack %s with %s=%s and adding finalizer %s: %w",
+			req, v1alpha1.LabelOperatorMajor, c.Major, Finalizer, err)
 	}
 	stack.SetGroupVersionKind(stackMetadata().GroupVersionKind())
 	c.Recorder.Eventf(stack, nil, "Normal", "AssignedToMajor", "Assign",

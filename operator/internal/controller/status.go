@@ -69,8 +69,9 @@ func (r *InferenceStackReconciler) setStatus(ctx context.Context, s *state, step
 	}
 
 	st.URL = ""
-	svc := &corev1.Service{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: server.Name(stack)}, svc); err == nil {
+	if s.live.serverService != nil {
+		st.URL = server.URL(stack)
+	} else if err := r.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: server.Name(stack)}, &corev1.Service{}); err == nil {
 		st.URL = server.URL(stack)
 	}
 	r.setRollout(ctx, s, set)
@@ -84,9 +85,15 @@ func (r *InferenceStackReconciler) setRollout(ctx context.Context, s *state,
 	set func(string, metav1.ConditionStatus, string, string)) {
 	stack := s.Stack
 	st := &stack.Status
-	dep := &appsv1.Deployment{}
-	key := client.ObjectKey{Namespace: stack.Namespace, Name: server.Name(stack)}
-	if err := r.Client.Get(ctx, key, dep); err != nil {
+	dep := s.live.serverDeployment
+	if dep == nil {
+		dep = &appsv1.Deployment{}
+		key := client.ObjectKey{Namespace: stack.Namespace, Name: server.Name(stack)}
+		if err := r.Client.Get(ctx, key, dep); err != nil {
+			dep = nil
+		}
+	}
+	if dep == nil {
 		st.Replicas, st.ReadyReplicas, st.AvailableReplicas = 0, 0, 0
 		set(v1alpha1.TypeAvailable, metav1.ConditionFalse, v1alpha1.ReasonDeploying, "the server Deployment does not exist yet")
 		set(v1alpha1.TypeProgressing, metav1.ConditionTrue, v1alpha1.ReasonDeploying, "creating the server Deployment")
@@ -114,7 +121,7 @@ func (r *InferenceStackReconciler) setRollout(ctx context.Context, s *state,
 	case ds.AvailableReplicas < 1:
 		set(v1alpha1.TypeAvailable, metav1.ConditionFalse, v1alpha1.ReasonMinimumReplicasUnavailable,
 			fmt.Sprintf("no server replica is ready (0 of %d)", desired))
-	case cachecomp.Enabled(stack) && !r.cacheAvailable(ctx, stack):
+	case cachecomp.Enabled(stack) && !r.cacheAvailable(ctx, s):
 		set(v1alpha1.TypeAvailable, metav1.ConditionFalse, v1alpha1.ReasonCacheNotReady, "the PostgreSQL cache is not ready")
 	default:
 		set(v1alpha1.TypeAvailable, metav1.ConditionTrue, v1alpha1.ReasonMinimumReplicasAvailable,
@@ -146,9 +153,12 @@ func resolvedDistribution(s *state, dep *appsv1.Deployment) *v1alpha1.ResolvedDi
 	}
 }
 
-func (r *InferenceStackReconciler) cacheAvailable(ctx context.Context, stack *v1alpha1.InferenceStack) bool {
+func (r *InferenceStackReconciler) cacheAvailable(ctx context.Context, s *state) bool {
+	if dep := s.live.cacheDeployment; dep != nil {
+		return dep.Status.AvailableReplicas > 0
+	}
 	dep := &appsv1.Deployment{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: cachecomp.Name(stack)}, dep)
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.Stack.Namespace, Name: cachecomp.Name(s.Stack)}, dep)
 	return err == nil && dep.Status.AvailableReplicas > 0
 }
 

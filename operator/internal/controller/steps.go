@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 
+	"golang.org/x/sync/singleflight"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/apply"
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
@@ -29,8 +33,26 @@ type state struct {
 	Stack *v1alpha1.InferenceStack
 	// Pin is the operand pin of this operator release.
 	Pin pin.Pin
+	// Applier applies the builders' objects, skipping writes that would
+	// change nothing.
+	Applier *apply.Applier
+	// Watching makes concurrent reconciles that read and label the same user
+	// object (by config.IndexKey of its kind and key) share that work.
+	Watching *singleflight.Group
 	// rendered is the config step's output (as far as it got).
 	rendered rendered
+	// live holds the objects the status describes as the steps left them
+	// (read, or as the API server answered their write), so the status
+	// written after a step wrote them need not wait for the cache.
+	live live
+}
+
+// live are the objects the status describes; nil: not applied by this
+// reconcile (the status reads them from the cache).
+type live struct {
+	serverDeployment *appsv1.Deployment
+	serverService    *corev1.Service
+	cacheDeployment  *appsv1.Deployment
 }
 
 // rendered is what the config step makes, and the server step's input.

@@ -66,6 +66,9 @@ var testPin = pin.Pin{OperatorVersion: "1.0.0", LlamaStackVersion: "0.2.23", Ope
 type operator struct {
 	writes *writeCounter
 	stop   func()
+	// reconciler is the running reconciler; cache is its manager's cache.
+	reconciler *controller.InferenceStackReconciler
+	cache      client.Reader
 }
 
 // operatorOption changes how startOperator runs the controller.
@@ -74,6 +77,21 @@ type operatorOption func(*operatorSetup)
 type operatorSetup struct {
 	// stacks selects the InferenceStacks in the cache; nil: all.
 	stacks labels.Selector
+	// claimer, when set, is the major of a Claimer that runs beside the
+	// controller, its writes counted with the controller's.
+	claimer string
+	// concurrency is the reconciler's Concurrency.
+	concurrency int
+}
+
+// withClaimer runs a Claimer of major beside the controller.
+func withClaimer(major string) operatorOption {
+	return func(o *operatorSetup) { o.claimer = major }
+}
+
+// withConcurrency sets how many stacks are reconciled at once.
+func withConcurrency(n int) operatorOption {
+	return func(o *operatorSetup) { o.concurrency = n }
 }
 
 // onlyMajor keeps to the stacks of one major, as the operator binary does.
@@ -104,20 +122,30 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := &operator{writes: &writeCounter{}}
+	op := &operator{writes: &writeCounter{}, cache: mgr.GetCache()}
+	counted := &countingClient{Client: mgr.GetClient(), counter: op.writes}
 	r := &controller.InferenceStackReconciler{
-		Client:           &countingClient{Client: mgr.GetClient(), counter: op.writes},
+		Client:           counted,
 		APIReader:        mgr.GetAPIReader(),
 		Recorder:         mgr.GetEventRecorder("inferencestack-operator"),
 		Pin:              testPin,
 		CacheImage:       "docker.io/library/postgres:16.4",
 		RetryInterval:    500 * time.Millisecond,
 		FinalizerTimeout: 10 * time.Second,
+		Concurrency:      setup.concurrency,
 	}
+	op.reconciler = r
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		cancel()
 		t.Fatal(err)
+	}
+	if setup.claimer != "" {
+		c := &controller.Claimer{Client: counted, Recorder: r.Recorder, Major: setup.claimer}
+		if err := c.SetupWithManager(mgr); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
 	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,12 +39,20 @@ func unwatch(ctx context.Context, c client.Client, reader client.Reader, stack *
 	if len(candidates) == 0 {
 		return nil
 	}
-	cached := &v1alpha1.InferenceStackList{}
-	if err := c.List(ctx, cached, client.InNamespace(namespace)); err != nil {
-		return err
-	}
+	// The cache's copy of stack is older than stack (or gone): skip it.
 	gone := stack.UID
-	dropReferenced(candidates, cached.Items, gone)
+	for key := range candidates {
+		// The index finds the stacks that reference the object; two are
+		// enough to know whether one is not stack.
+		referencing := &v1alpha1.InferenceStackList{}
+		if err := c.List(ctx, referencing, client.InNamespace(namespace), client.MatchingFields{referencesIndex: key},
+			client.Limit(2), client.UnsafeDisableDeepCopy); err != nil {
+			return err
+		}
+		if slices.ContainsFunc(referencing.Items, func(s v1alpha1.InferenceStack) bool { return s.UID != gone }) {
+			delete(candidates, key)
+		}
+	}
 	if len(candidates) == 0 {
 		return nil
 	}
@@ -53,6 +62,7 @@ func unwatch(ctx context.Context, c client.Client, reader client.Reader, stack *
 	}
 	dropReferenced(candidates, all.Items, gone)
 	for _, obj := range candidates {
+		obj = obj.DeepCopyObject().(client.Object) // the cache's own object
 		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
 		l := maps.Clone(obj.GetLabels())
 		delete(l, components.LabelWatched)
@@ -67,11 +77,13 @@ func unwatch(ctx context.Context, c client.Client, reader client.Reader, stack *
 
 // watchedUserObjects are the Secrets and ConfigMaps of namespace in the
 // cache that carry the watched label and are not the operator's own, by
-// config.IndexKey.
+// config.IndexKey: the cache's own objects, not copies, which the caller
+// must not change.
 func watchedUserObjects(ctx context.Context, c client.Client, namespace string) (map[string]client.Object, error) {
 	watched, _ := labels.NewRequirement(components.LabelWatched, selection.Equals, []string{"true"})
 	notOwn, _ := labels.NewRequirement(components.LabelManagedBy, selection.DoesNotExist, nil)
-	opts := []client.ListOption{client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*watched, *notOwn)}}
+	opts := []client.ListOption{client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*watched, *notOwn)},
+		client.UnsafeDisableDeepCopy}
 	out := map[string]client.Object{}
 	secrets := &corev1.SecretList{}
 	if err := c.List(ctx, secrets, opts...); err != nil {

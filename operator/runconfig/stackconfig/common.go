@@ -140,6 +140,19 @@ func required[T any](p *problems, at string, v *T) {
 	}
 }
 
+// checkTop checks what both lines' StackRunConfig require at the top:
+// version 2 (the run-config version of both tags), an image_name and the
+// providers mapping.
+func checkTop(p *problems, version *int64, imageName *string, providers map[string][]Provider) {
+	if version != nil && *version != 2 {
+		p.add("version", "%d is not 2", *version)
+	}
+	required(p, "image_name", imageName)
+	if providers == nil {
+		p.add("providers", "required")
+	}
+}
+
 func (s ServerConfig) check(p *problems) {
 	if s.Port != nil && (*s.Port < 1024 || *s.Port > 65535) {
 		p.add("server.port", "%d is outside 1024-65535", *s.Port)

@@ -48,13 +48,7 @@ var storesV02 = map[string][]storeKey{
 }
 
 func (c *V02) check(p *problems, w *writes) {
-	if c.Version != nil && *c.Version != 2 {
-		p.add("version", "%d is not 2", *c.Version)
-	}
-	required(p, "image_name", c.ImageName)
-	if c.Providers == nil {
-		p.add("providers", "required")
-	}
+	checkTop(p, c.Version, c.ImageName, c.Providers)
 	if c.MetadataStore != nil {
 		checkInlineStore(p, w, "metadata_store", c.MetadataStore, kvConfig)
 	}

@@ -127,13 +127,7 @@ var (
 )
 
 func (c *V03) check(p *problems, w *writes) {
-	if c.Version != nil && *c.Version != 2 {
-		p.add("version", "%d is not 2", *c.Version)
-	}
-	required(p, "image_name", c.ImageName)
-	if c.Providers == nil {
-		p.add("providers", "required")
-	}
+	checkTop(p, c.Version, c.ImageName, c.Providers)
 	if c.Storage == nil || c.Storage.Backends == nil {
 		p.add("storage", "required: 0.3 servers need storage.backends (e.g. kv_default of type kv_sqlite, sql_default of type sql_sqlite) and storage.stores")
 		c.Storage = &Storage{}

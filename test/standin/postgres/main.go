@@ -131,7 +131,7 @@ func prepare(data string) error {
 		return nil
 	}
 	if os.Getenv("POSTGRES_PASSWORD") == "" {
-		return errors.New("docker-entrypoint.sh: Database is uninitialized and superuser password is not specified. " +
+		return errors.New("database is uninitialized and superuser password is not specified (the official image says so and exits): " +
 			"You must specify POSTGRES_PASSWORD to a non-empty value for the superuser")
 	}
 	entries, err := os.ReadDir(data)

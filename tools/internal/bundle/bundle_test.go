@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/inferencestack/inferencestack/tools/internal/atomicfs/atomicfstest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -63,34 +65,19 @@ func copyPath(src, dst string) error {
 	return os.WriteFile(dst, data, 0o644)
 }
 
-func readTree(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(dir, p)
-		out[filepath.ToSlash(rel)] = string(data)
-		return err
-	}))
-	return out
-}
-
 func TestGolden(t *testing.T) {
 	g := fixture(t, nil)
 	res, err := g.Run(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, []string{StateWritten, StateWritten}, states(res))
 
-	got := readTree(t, g.OutputDir)
+	got := atomicfstest.Tree(t, g.OutputDir)
 	golden := "testdata/golden/bundle"
 	if *update {
 		require.NoError(t, os.RemoveAll(golden))
 		require.NoError(t, os.CopyFS(golden, os.DirFS(g.OutputDir)))
 	}
-	want := readTree(t, golden)
+	want := atomicfstest.Tree(t, golden)
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("bundles differ from %s (-want +got); run go test -update:\n%s", golden, d)
 	}
@@ -100,12 +87,12 @@ func TestRegenerateIsIdentical(t *testing.T) {
 	g := fixture(t, nil)
 	_, err := g.Run(context.Background())
 	require.NoError(t, err)
-	first := readTree(t, g.OutputDir)
+	first := atomicfstest.Tree(t, g.OutputDir)
 
 	res, err := g.Run(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, []string{StateUnchanged, StateUnchanged}, states(res), "a second run must find the bundles identical")
-	require.Equal(t, first, readTree(t, g.OutputDir))
+	require.Equal(t, first, atomicfstest.Tree(t, g.OutputDir))
 
 	g.Check = true
 	_, err = g.Run(context.Background())
@@ -276,13 +263,13 @@ func TestErrors(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(&g)
 			}
-			before := readTreeIfExists(t, g.OutputDir)
+			before := atomicfstest.TreeIfExists(t, g.OutputDir)
 			_, err := g.Run(context.Background())
 			require.Error(t, err)
 			for _, w := range tc.want {
 				require.Contains(t, err.Error(), w)
 			}
-			require.Equal(t, before, readTreeIfExists(t, g.OutputDir), "bundle/ must be untouched on error")
+			require.Equal(t, before, atomicfstest.TreeIfExists(t, g.OutputDir), "bundle/ must be untouched on error")
 		})
 	}
 }
@@ -340,13 +327,6 @@ func TestBaseFieldsSurvive(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(crds), "displayName: Llama Stack")
 	require.Contains(t, string(crds), "description: Hand-written.")
-}
-
-func readTreeIfExists(t *testing.T, dir string) map[string]string {
-	if _, err := os.Stat(dir); err != nil {
-		return nil
-	}
-	return readTree(t, dir)
 }
 
 // TestTakesUnlabeledStacks: a release that does not take unlabelled stacks

@@ -155,7 +155,7 @@ func TestPublishedReleaseIsFrozen(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "repo")
 			require.NoError(t, os.CopyFS(root, os.DirFS(base)))
 			tc.edit(t, root)
-			before := readTreeIfExists(t, root)
+			before := atomicfstest.TreeIfExists(t, root)
 			for _, check := range []bool{true, false} {
 				g := generate(root)
 				g.Check, g.Regenerate = check, tc.regenerate
@@ -167,7 +167,7 @@ func TestPublishedReleaseIsFrozen(t *testing.T) {
 					}
 					require.ErrorContains(t, err, w, "check=%v", check)
 				}
-				require.Equal(t, before, readTreeIfExists(t, root), "nothing may change")
+				require.Equal(t, before, atomicfstest.TreeIfExists(t, root), "nothing may change")
 			}
 			// The bundle Verify (what catalog relies on) refuses it as well.
 			_, err := generate(root).Verify(context.Background())
@@ -180,11 +180,11 @@ func TestPublishedReleaseIsFrozen(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "repo")
 	require.NoError(t, os.CopyFS(root, os.DirFS(base)))
 	rewrite(t, filepath.Join(root, "manager.yaml"), "- name: manager", "- name: manager\n          workingDir: /")
-	before := readTreeIfExists(t, root)
+	before := atomicfstest.TreeIfExists(t, root)
 	res, err := generate(root).Run(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, []string{StateFrozen, StateFrozen}, states(res))
-	require.Equal(t, before, readTreeIfExists(t, root))
+	require.Equal(t, before, atomicfstest.TreeIfExists(t, root))
 }
 
 const killRootEnv = "BUNDLE_TEST_KILL_ROOT"
@@ -212,7 +212,7 @@ func TestKilledRunLeavesOldOrNew(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(g.ReleasesDir, "1.1.0.yaml"), bytes.ReplaceAll(data, []byte("1.0.0"), []byte("1.1.0")), 0o644))
 	rewrite(t, g.LockPath, "images:\n", "images:\n  quay.io/inferencestack/inferencestack-operator:v1.1.0: unresolved\n")
-	oldTree := readTree(t, g.OutputDir)
+	oldTree := atomicfstest.Tree(t, g.OutputDir)
 	entries := func(dir string) []string {
 		es, err := os.ReadDir(dir)
 		require.NoError(t, err)
@@ -228,7 +228,7 @@ func TestKilledRunLeavesOldOrNew(t *testing.T) {
 	require.NoError(t, os.CopyFS(newer, os.DirFS(base)))
 	_, err = generate(newer).Run(context.Background())
 	require.NoError(t, err)
-	newTree := readTree(t, filepath.Join(newer, "bundle"))
+	newTree := atomicfstest.Tree(t, filepath.Join(newer, "bundle"))
 	require.NotEqual(t, oldTree, newTree)
 
 	gitignore, err := os.ReadFile(filepath.Join(repo, ".gitignore"))
@@ -244,7 +244,7 @@ func TestKilledRunLeavesOldOrNew(t *testing.T) {
 		},
 		func(n int, killed bool, log string) {
 			t.Logf("step %d: killed %v: %s", n, killed, lastLine(log))
-			got := readTree(t, filepath.Join(root, "bundle"))
+			got := atomicfstest.Tree(t, filepath.Join(root, "bundle"))
 			switch {
 			case equalTree(got, oldTree):
 				seen["old"] = true
@@ -267,7 +267,7 @@ func TestKilledRunLeavesOldOrNew(t *testing.T) {
 			// The next run cleans up and ends with the new tree.
 			_, err := generate(root).Run(context.Background())
 			require.NoError(t, err, "the run after step %d", n)
-			require.True(t, equalTree(readTree(t, filepath.Join(root, "bundle")), newTree))
+			require.True(t, equalTree(atomicfstest.Tree(t, filepath.Join(root, "bundle")), newTree))
 			require.ElementsMatch(t, baseEntries, entries(root), "the next run removes the leftovers of step %d", n)
 		})
 	require.Equal(t, map[string]bool{"old": true, "new": true}, seen, "the kills fall on both sides of the step that makes the release visible")
@@ -321,7 +321,7 @@ func TestEveryReleaseChecked(t *testing.T) {
 			require.NoError(t, err)
 			root := filepath.Dir(g.ReleasesDir)
 			tc.edit(t, root)
-			before := readTree(t, g.OutputDir)
+			before := atomicfstest.Tree(t, g.OutputDir)
 			for _, check := range []bool{true, false} {
 				g.Check = check
 				_, err = g.Run(context.Background())
@@ -331,7 +331,7 @@ func TestEveryReleaseChecked(t *testing.T) {
 					}
 					require.ErrorContains(t, err, w, "check=%v", check)
 				}
-				require.Equal(t, before, readTree(t, g.OutputDir))
+				require.Equal(t, before, atomicfstest.Tree(t, g.OutputDir))
 			}
 			_, err = g.Verify(context.Background())
 			require.Error(t, err)

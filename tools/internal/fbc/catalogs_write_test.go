@@ -3,7 +3,6 @@ package fbc_test
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -16,29 +15,6 @@ import (
 	"github.com/inferencestack/inferencestack/tools/internal/atomicfs/atomicfstest"
 	"github.com/inferencestack/inferencestack/tools/internal/fbc"
 )
-
-func readTree(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(dir, p)
-		out[filepath.ToSlash(rel)] = string(data)
-		return err
-	}))
-	return out
-}
-
-func readTreeIfExists(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	return readTree(t, dir)
-}
 
 // demo copies the demo-operator channels into a temporary folder and
 // returns a Catalogs over it that writes into a fresh folder.
@@ -128,15 +104,15 @@ func TestCatalogsRefuse(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(c.OutDir, "graph.md"), []byte("kept\n"), 0o644))
 			require.NoError(t, os.WriteFile(filepath.Join(c.OutDir, ".indexignore"), []byte("*.md\n"), 0o644))
 			tc.setup(t, &c)
-			before := readTree(t, filepath.Dir(c.ChannelsDir))
-			beforeOut := readTreeIfExists(t, c.OutDir)
+			before := atomicfstest.Tree(t, filepath.Dir(c.ChannelsDir))
+			beforeOut := atomicfstest.TreeIfExists(t, c.OutDir)
 			_, err := c.Run(context.Background())
 			require.Error(t, err)
 			for _, w := range tc.want {
 				require.ErrorContains(t, err, w)
 			}
-			require.Equal(t, before, readTree(t, filepath.Dir(c.ChannelsDir)), "the inputs are untouched")
-			require.Equal(t, beforeOut, readTreeIfExists(t, c.OutDir), "the output is untouched")
+			require.Equal(t, before, atomicfstest.Tree(t, filepath.Dir(c.ChannelsDir)), "the inputs are untouched")
+			require.Equal(t, beforeOut, atomicfstest.TreeIfExists(t, c.OutDir), "the output is untouched")
 		})
 	}
 }
@@ -151,7 +127,7 @@ func TestCatalogsKeepOtherFiles(t *testing.T) {
 	}
 	_, err := c.Run(context.Background())
 	require.NoError(t, err)
-	got := readTree(t, c.OutDir)
+	got := atomicfstest.Tree(t, c.OutDir)
 	require.Equal(t, "*.svg\n", got["demo-operator/graph.svg"])
 	require.Equal(t, "*.svg\n", got[".indexignore"])
 	require.Contains(t, got["demo-operator/catalog.yaml"], "name: demo-operator")
@@ -217,12 +193,12 @@ func TestKilledCatalogRunLeavesOldOrNew(t *testing.T) {
 	oldOut := filepath.Join(base, "catalog")
 	_, err := fbc.Catalogs{ChannelsDir: oldChannels, Root: oldRoot, OutDir: oldOut}.Run(context.Background())
 	require.NoError(t, err)
-	oldTree := readTree(t, oldOut)
+	oldTree := atomicfstest.Tree(t, oldOut)
 	newOut := filepath.Join(t.TempDir(), "catalog")
 	require.NoError(t, os.CopyFS(newOut, os.DirFS(oldOut)))
 	_, err = fbc.Catalogs{ChannelsDir: newChannels, Root: root, OutDir: newOut}.Run(context.Background())
 	require.NoError(t, err)
-	newTree := readTree(t, newOut)
+	newTree := atomicfstest.Tree(t, newOut)
 	for _, pkg := range []string{"inferencestack-crds", "inferencestack-operator"} {
 		require.NotContains(t, oldTree[pkg+"/catalog.yaml"], pkg+".v2.0.0")
 		require.Contains(t, newTree[pkg+"/catalog.yaml"], pkg+".v2.0.0")
@@ -239,7 +215,7 @@ func TestKilledCatalogRunLeavesOldOrNew(t *testing.T) {
 		},
 		func(n int, killed bool, log string) {
 			t.Logf("step %d: killed %v: %s", n, killed, lastLine(log))
-			got := readTree(t, out)
+			got := atomicfstest.Tree(t, out)
 			switch {
 			case equal(got, oldTree):
 				seen["old"] = true
@@ -260,7 +236,7 @@ func TestKilledCatalogRunLeavesOldOrNew(t *testing.T) {
 			}
 			_, err = fbc.Catalogs{ChannelsDir: newChannels, Root: root, OutDir: out}.Run(context.Background())
 			require.NoError(t, err, "the run after step %d", n)
-			require.True(t, equal(readTree(t, out), newTree))
+			require.True(t, equal(atomicfstest.Tree(t, out), newTree))
 			entries, err = os.ReadDir(work)
 			require.NoError(t, err)
 			require.Len(t, entries, 1, "the next run removes the leftovers of step %d", n)

@@ -1,0 +1,347 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/yaml"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/apply"
+	"github.com/inferencestack/inferencestack/operator/components/config"
+	"github.com/inferencestack/inferencestack/operator/internal/controller"
+	"github.com/inferencestack/inferencestack/operator/internal/testutil"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
+)
+
+// starterSample is the starter sample as users apply it, in namespace ns.
+func starterSample(t *testing.T, ns string) *v1alpha1.InferenceStack {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "inferencestack_v1alpha1_starter.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &v1alpha1.InferenceStack{}
+	if err := yaml.UnmarshalStrict(data, s); err != nil {
+		t.Fatal(err)
+	}
+	s.Namespace = ns
+	return s
+}
+
+// TestCreationWritesEachObjectOnce: unlabelled stacks claimed by the
+// operator's major, the starter sample and one of each feature mix, get one
+// patch of their metadata (the claim label and the finalizer together), one
+// write of each object, one status write and one event: 8 writes for the
+// starter sample. The user objects they share are labelled once, and each
+// stack is reconciled once.
+func TestCreationWritesEachObjectOnce(t *testing.T) {
+	op := startOperator(t, onlyMajor(t, "1"), withClaimer("1"))
+	ns := namespace(t)
+	override, err := runconfig.Base(stackconfig.Line02, string(v1alpha1.DistributionStarter)) // testPin pins 0.2.23
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range testutil.FeatureObjects(ns, override) {
+		create(t, obj)
+	}
+	before := reconciles(t)
+	starter := starterSample(t, ns)
+	create(t, starter)
+	names := []string{starter.Name}
+	for i := range testutil.FeatureVariants {
+		names = append(names, fmt.Sprintf("feature%d", i))
+		create(t, testutil.FeatureStack(ns, names[i+1], i))
+	}
+	for _, name := range names {
+		converged(t, ns, name)
+	}
+	// One more reconcile of each: had a write of the creation been left to
+	// a later reconcile, it would show now.
+	reconcileAll(t, ns, names, "after-creation")
+	// Nor did the operator's own writes bring the stacks back.
+	if n := reconciles(t) - before; n != 2*len(names) {
+		t.Errorf("%d stacks were reconciled %d times, want once at creation and once more", len(names), n)
+	}
+
+	writes := op.writes.Writes()
+	seen := map[string]int{}
+	for _, w := range writes {
+		seen[w]++
+	}
+	for w, n := range seen {
+		if n > 1 {
+			t.Errorf("written %d times: %s", n, w)
+		}
+	}
+	for _, name := range names {
+		key := ns + "/" + name
+		var metadata, status int
+		for _, w := range writes {
+			switch {
+			case strings.HasPrefix(w, "status patch ") && strings.HasSuffix(w, " "+key):
+				status++
+			case strings.HasPrefix(w, "patch ") && strings.HasSuffix(w, " "+key):
+				metadata++
+			}
+		}
+		if metadata != 1 || status != 1 {
+			t.Errorf("stack %s: %d patches of its metadata and %d of its status, want 1 and 1", name, metadata, status)
+		}
+		eventually(t, timeout, func() error {
+			if n := eventsOf(t, ns, name); n != 1 {
+				return fmt.Errorf("stack %s has %d events, want 1 (AssignedToMajor)", name, n)
+			}
+			return nil
+		})
+	}
+	var ofStarter []string
+	for _, w := range writes {
+		if strings.HasSuffix(w, " "+ns+"/"+starter.Name) || strings.Contains(w, " "+ns+"/"+starter.Name+"-") {
+			ofStarter = append(ofStarter, w)
+		}
+	}
+	// Its ConfigMap, ServiceAccount, Deployment, Service and NetworkPolicy,
+	// the claim and the status; the event is the 8th.
+	if len(ofStarter) != 7 {
+		t.Errorf("the starter sample took %d writes and an event, want 7 and an event:\n%s", len(ofStarter), strings.Join(ofStarter, "\n"))
+	}
+}
+
+// eventsOf counts the events.k8s.io Events about stack name.
+func eventsOf(t *testing.T, ns, name string) int {
+	t.Helper()
+	var events eventsv1.EventList
+	if err := env.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range events.Items {
+		if e.Regarding.Kind == "InferenceStack" && e.Regarding.Name == name {
+			n++
+		}
+	}
+	return n
+}
+
+// TestCacheHoldsOnlyWhatTheOperatorReads: the manager's cache holds no
+// managed fields, the digest of the fields the operator owns on its
+// objects instead, its Deployments trimmed to what the status reads and its
+// own ConfigMaps without their data; user objects keep their data.
+// (TestSteadyStateMakesNoWrites and TestHandEditsAreRepaired show the
+// digest does what the managed fields did.)
+func TestCacheHoldsOnlyWhatTheOperatorReads(t *testing.T) {
+	op := startOperator(t)
+	ns := namespace(t)
+	for _, obj := range testutil.FeatureObjects(ns, nil) {
+		create(t, obj)
+	}
+	create(t, testutil.FeatureStack(ns, "lean", 0))
+	converged(t, ns, "lean")
+	ctx := context.Background()
+	key := func(name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+
+	dep := &appsv1.Deployment{}
+	eventually(t, timeout, func() error { return op.cache.Get(ctx, key("lean"), dep) })
+	if len(dep.ManagedFields) != 0 {
+		t.Errorf("the cached Deployment has %d managed fields entries", len(dep.ManagedFields))
+	}
+	if dep.Annotations[apply.DigestAnnotation] == "" {
+		t.Errorf("the cached Deployment has no %s annotation: %v", apply.DigestAnnotation, dep.Annotations)
+	}
+	pod := dep.Spec.Template.Spec
+	if len(pod.Containers) != 1 || pod.Containers[0].Image == "" || len(pod.Containers[0].Env) != 0 || len(pod.Volumes) != 0 {
+		t.Errorf("the cached Deployment's pod holds more than its containers' names and images: %+v", pod)
+	}
+	if dep.Spec.Replicas == nil {
+		t.Error("the cached Deployment lost its replicas, which the status reports")
+	}
+
+	cm := &corev1.ConfigMap{}
+	if err := op.cache.Get(ctx, key(config.ConfigMapName("lean")), cm); err != nil {
+		t.Fatal(err)
+	}
+	if len(cm.Data) != 0 || len(cm.ManagedFields) != 0 {
+		t.Errorf("the cached run config ConfigMap holds %d data keys and %d managed fields entries, want none", len(cm.Data), len(cm.ManagedFields))
+	}
+	user := &corev1.Secret{}
+	eventually(t, timeout, func() error { return op.cache.Get(ctx, key(testutil.FeatureAPIKeySecret), user) })
+	if len(user.Data) == 0 || len(user.ManagedFields) != 0 {
+		t.Errorf("the cached user Secret holds %d data keys (want its data) and %d managed fields entries (want none)",
+			len(user.Data), len(user.ManagedFields))
+	}
+	stack := &v1alpha1.InferenceStack{}
+	if err := op.cache.Get(ctx, key("lean"), stack); err != nil {
+		t.Fatal(err)
+	}
+	if len(stack.ManagedFields) != 0 {
+		t.Errorf("the cached InferenceStack has %d managed fields entries", len(stack.ManagedFields))
+	}
+}
+
+// notFound is a cache that never sees anything: the worst case of a cache
+// behind the API server.
+type notFound struct{}
+
+func (notFound) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	return apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("any").GroupResource(), key.Name)
+}
+
+func (notFound) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+// TestApplierWritesOnceBeforeItsCacheCatchesUp: an object the Applier wrote
+// and its cache has not seen is not written again (the API server says it
+// holds it already), but is written again once deleted.
+func TestApplierWritesOnceBeforeItsCacheCatchesUp(t *testing.T) {
+	ns := namespace(t)
+	stale, err := client.New(env.Config, client.Options{Scheme: scheme(), Cache: &client.CacheOptions{Reader: notFound{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &writeCounter{}
+	a := &apply.Applier{Client: &countingClient{Client: stale, counter: counter}, Reader: env.Client}
+	desired := func() *corev1ac.ConfigMapApplyConfiguration {
+		return corev1ac.ConfigMap("written-once", ns).WithData(map[string]string{"a": "1"})
+	}
+	ctx := context.Background()
+	for range 3 {
+		if _, _, err := apply.Apply(ctx, a, apply.ConfigMap, desired()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := counter.Writes(); len(w) != 1 {
+		t.Errorf("3 applies of one ConfigMap before the cache saw it wrote %d times, want 1: %v", len(w), w)
+	}
+	if err := env.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "written-once"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, wrote, err := apply.Apply(ctx, a, apply.ConfigMap, desired()); err != nil || !wrote {
+		t.Errorf("applying a deleted ConfigMap again: wrote %v, err %v; want a write", wrote, err)
+	}
+	live, err := get(t, &corev1.ConfigMap{}, ns, "written-once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Once its cache has seen the last write, nothing is pending.
+	if a.Observe(live); a.Pending() != 0 {
+		t.Errorf("%d writes pending after the cache saw the object", a.Pending())
+	}
+}
+
+// TestRequeuesOnlyWhatNoEventBrings: a stack waiting for a user object that
+// does not exist is looked at again after RetryInterval (the cache holds no
+// such object, so no event comes); one whose fix shows in an event (its
+// spec, or a watched object it references) is not requeued.
+func TestRequeuesOnlyWhatNoEventBrings(t *testing.T) {
+	op := startOperator(t)
+	ns := namespace(t)
+	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "broken-override"},
+		Data: map[string]string{"run.yaml": "version: [not a run config"}})
+	tests := []struct {
+		name        string
+		stack       *v1alpha1.InferenceStack
+		wantReason  string
+		wantRequeue bool
+	}{{
+		name: "missing Secret",
+		stack: testutil.Stack("missing", testutil.WithNamespace(ns),
+			testutil.WithProviders("inference", testutil.Provider("openai", testutil.WithAPIKey("absent", "key")))),
+		wantReason:  v1alpha1.ReasonSecretNotFound,
+		wantRequeue: true,
+	}, {
+		name:       "invalid override config",
+		stack:      testutil.Stack("invalid", testutil.WithNamespace(ns), testutil.WithOverrideConfig("broken-override")),
+		wantReason: v1alpha1.ReasonInvalidConfig,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			create(t, tc.stack)
+			eventually(t, timeout, func() error {
+				s, err := get(t, &v1alpha1.InferenceStack{}, ns, tc.stack.Name)
+				if err != nil {
+					return err
+				}
+				for _, c := range s.Status.Conditions {
+					if c.Reason == tc.wantReason {
+						return nil
+					}
+				}
+				return fmt.Errorf("no condition with reason %s: %+v", tc.wantReason, s.Status.Conditions)
+			})
+			res, err := op.reconciler.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.stack)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.RequeueAfter > 0; got != tc.wantRequeue {
+				t.Errorf("requeued after %s, want a requeue: %v", res.RequeueAfter, tc.wantRequeue)
+			}
+		})
+	}
+}
+
+// TestConcurrencyIsConfigurable: the reconciler runs Concurrency workers,
+// by default 4 per GOMAXPROCS.
+func TestConcurrencyIsConfigurable(t *testing.T) {
+	tests := []struct {
+		name string
+		opts []operatorOption
+		want int
+	}{
+		{name: "default", want: 4 * runtime.GOMAXPROCS(0)},
+		{name: "set", opts: []operatorOption{withConcurrency(3)}, want: 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			op := startOperator(t, tc.opts...)
+			eventually(t, timeout, func() error {
+				if got := gauge(t, "controller_runtime_max_concurrent_reconciles", "inferencestack"); got != tc.want {
+					return fmt.Errorf("controller_runtime_max_concurrent_reconciles = %d, want %d", got, tc.want)
+				}
+				return nil
+			})
+			op.stop()
+		})
+	}
+	if controller.DefaultConcurrency() != 4*runtime.GOMAXPROCS(0) {
+		t.Errorf("DefaultConcurrency() = %d, want 4 per GOMAXPROCS", controller.DefaultConcurrency())
+	}
+}
+
+// gauge reads a gauge of controller-runtime's registry for one controller.
+func gauge(t *testing.T, name, ctrlName string) int {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+				return l.GetName() == "controller" && l.GetValue() == ctrlName
+			}) {
+				return int(m.GetGauge().GetValue())
+			}
+		}
+	}
+	return -1
+}
