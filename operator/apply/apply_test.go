@@ -65,7 +65,7 @@ func TestSetDigest(t *testing.T) {
 	live := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", ManagedFields: []metav1.ManagedFieldsEntry{{
 			Manager: apply.FieldOwner, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1",
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)},
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields),
 		}}},
 		Data: map[string]string{"k": "v", "other": "kept by someone else"},
 	}
