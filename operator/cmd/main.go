@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"syscall"
 	"time"
@@ -49,7 +50,16 @@ type options struct {
 	concurrency      int
 }
 
+// gcPercent is the operator's GOGC unless the GOGC variable sets one: most
+// of its heap is the short-lived garbage of reconciles, so collecting at 1.5
+// times the live heap rather than twice costs little CPU and a third of
+// its memory.
+const gcPercent = 50
+
 func main() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(gcPercent)
+	}
 	var o options
 	fs := flag.CommandLine
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "",

@@ -137,9 +137,12 @@ func TestTwoMajorsSideBySide(t *testing.T) {
 		t.Errorf("the unlabelled stack took %d writes, want at most 8: %v", n, writes[unlabelled.Namespace])
 	}
 	// --max-concurrent-reconciles, and its default of 4 per GOMAXPROCS, for
-	// both controllers.
+	// both controllers; the operator's GOGC unless the variable sets one.
 	for op, want := range map[*local.Operator]int{v1: 4 * goruntime.GOMAXPROCS(0), v2: 3} {
 		text := metricsText(t, op)
+		if _, set := os.LookupEnv("GOGC"); !set && !slices.Contains(strings.Split(text, "\n"), "go_gc_gogc_percent 50") {
+			t.Errorf("operator at %s does not run with GOGC 50", op.MetricsAddr)
+		}
 		for _, c := range []string{"inferencestack", "inferencestack-claim"} {
 			line := fmt.Sprintf("controller_runtime_max_concurrent_reconciles{controller=%q} %d", c, want)
 			if c == "inferencestack-claim" && op == v2 {

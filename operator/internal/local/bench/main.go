@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	"github.com/inferencestack/inferencestack/internal/testenv"
@@ -80,6 +82,9 @@ func main() {
 		"Unrelated objects of each kind the operator watches (Secrets, ConfigMaps, Deployments, Services, PVCs) to create before measuring RSS again; 0 skips them.")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "Give up when the stacks of one size are not applied after this long.")
 	flag.Parse()
+	// envtest logs through controller-runtime's logger; the bench prints
+	// its own progress.
+	ctrllog.SetLogger(logr.Discard())
 	if err := o.parse(sizes, operatorFlags); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
@@ -232,7 +237,8 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 		return r, err
 	}
 	for _, obj := range objects {
-		if err := c.Create(ctx, obj); err != nil {
+		// A copy: the objects serve every size, each on a new control plane.
+		if err := c.Create(ctx, obj.DeepCopyObject().(client.Object)); err != nil {
 			return r, err
 		}
 	}
