@@ -63,7 +63,7 @@ manager: ## Build the operator binary into bin/manager.
 
 .PHONY: demo
 demo: controlplane manager ## Run the operator on a local control plane, apply a sample stack, print what it made; Ctrl-C stops.
-	go run -tags $(GO_TAGS) ./operator/internal/local/demo $(DEMO_FLAGS)
+	go run -tags $(GO_TAGS) ./hack/demo $(DEMO_FLAGS)
 
 .PHONY: controlplane
 controlplane: ## Build etcd, kube-apiserver and kube-controller-manager for tests into bin/controlplane (skipped when current).
@@ -91,13 +91,13 @@ E2E_FLAGS ?=
 
 .PHONY: test-e2e
 test-e2e: controlplane olm ## Run the OLM v1 end-to-end tests: install and upgrade the release's catalog with real catalogd and operator-controller (needs root or user namespaces for unshare).
-	go test -tags $(GO_TAGS),e2e -count=1 -timeout 15m $(E2E_FLAGS) ./tools/internal/e2e/
+	go test -tags $(GO_TAGS),e2e -count=1 -timeout 15m $(E2E_FLAGS) ./test/olm/e2e/
 
 NODE_FLAGS ?=
 
 .PHONY: test-node
 test-node: controlplane olm node ## Run the end-to-end tests on a real node: kubelet, kube-proxy, kube-scheduler, containerd; pods of images from an in-process registry (needs root).
-	go test -tags $(GO_TAGS),e2e -count=1 -timeout 20m $(NODE_FLAGS) ./tools/internal/nodetest/... ./tools/internal/nodee2e/
+	go test -tags $(GO_TAGS),e2e -count=1 -timeout 20m $(NODE_FLAGS) ./test/node/...
 
 .PHONY: verify
 verify: ## Regenerate every generated file and fail, naming them, if any differs from what is committed.
@@ -179,10 +179,10 @@ STACK_BENCH_FLAGS ?=
 
 .PHONY: bench
 bench: controlplane manager ## Create 200 InferenceStacks on the local control plane; print time to applied, writes per stack and at steady state, operator RSS.
-	go run -tags $(GO_TAGS) ./operator/internal/local/bench $(STACK_BENCH_FLAGS)
+	go run -tags $(GO_TAGS) ./hack/bench/operator $(STACK_BENCH_FLAGS)
 
 BENCH_FLAGS ?=
 
 .PHONY: bench-catalog
 bench-catalog: ## Render+validate a synthetic 2,000-bundle catalog with bundlegen and with opm (images from an in-process registry); print times, peak RSS, equality.
-	go run -tags $(GO_TAGS) ./tools/internal/benchcatalog $(BENCH_FLAGS)
+	go run -tags $(GO_TAGS) ./hack/bench/catalog $(BENCH_FLAGS)

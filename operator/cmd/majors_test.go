@@ -37,9 +37,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/inferencestack/inferencestack/internal/testenv"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
-	"github.com/inferencestack/inferencestack/operator/internal/local"
+	"github.com/inferencestack/inferencestack/test/local"
+	"github.com/inferencestack/inferencestack/test/testenv"
 )
 
 // operatorsNS holds the operators' ServiceAccounts and leader election Leases.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/components/cache"
-	"github.com/inferencestack/inferencestack/operator/internal/testutil"
+	"github.com/inferencestack/inferencestack/test/testutil"
 )
 
 func TestDataOutlivesTheStack(t *testing.T) {

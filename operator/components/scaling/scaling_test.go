@@ -7,7 +7,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/inferencestack/inferencestack/operator/components/scaling"
-	"github.com/inferencestack/inferencestack/operator/internal/testutil"
+	"github.com/inferencestack/inferencestack/test/testutil"
 )
 
 func TestOnlyWhenAsked(t *testing.T) {

@@ -26,9 +26,9 @@ import (
 	"github.com/inferencestack/inferencestack/operator/apply"
 	"github.com/inferencestack/inferencestack/operator/components/config"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
-	"github.com/inferencestack/inferencestack/operator/internal/testutil"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
+	"github.com/inferencestack/inferencestack/test/testutil"
 )
 
 // starterSample is the starter sample as users apply it, in namespace ns.

@@ -29,9 +29,9 @@ import (
 	"github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/components/config"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
-	"github.com/inferencestack/inferencestack/operator/internal/testutil"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
+	"github.com/inferencestack/inferencestack/test/testutil"
 )
 
 const timeout = 30 * time.Second

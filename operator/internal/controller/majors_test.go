@@ -19,7 +19,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
-	"github.com/inferencestack/inferencestack/operator/internal/testutil"
+	"github.com/inferencestack/inferencestack/test/testutil"
 )
 
 // startClaimer runs a Claimer of major (narrowed by extra) in a manager of

@@ -18,7 +18,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
-	"github.com/inferencestack/inferencestack/operator/internal/testutil"
+	"github.com/inferencestack/inferencestack/test/testutil"
 )
 
 // pullError is what a kubelet (v1.35, containerd) writes when the registry

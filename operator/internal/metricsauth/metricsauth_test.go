@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/inferencestack/inferencestack/internal/testenv"
 	"github.com/inferencestack/inferencestack/operator/internal/metricsauth"
+	"github.com/inferencestack/inferencestack/test/testenv"
 )
 
 var env *testenv.Env

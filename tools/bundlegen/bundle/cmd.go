@@ -7,8 +7,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/inferencestack/inferencestack/internal/bundle"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/repopath"
-	"github.com/inferencestack/inferencestack/tools/internal/bundle"
 )
 
 // NewCmd returns `bundlegen bundle`.

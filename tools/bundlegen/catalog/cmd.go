@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferencestack/inferencestack/internal/bundle"
+	"github.com/inferencestack/inferencestack/internal/fbc"
 	bundlecmd "github.com/inferencestack/inferencestack/tools/bundlegen/bundle"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/repopath"
-	"github.com/inferencestack/inferencestack/tools/internal/bundle"
-	"github.com/inferencestack/inferencestack/tools/internal/fbc"
 )
 
 type options struct {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferencestack/inferencestack/internal/graph"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/repopath"
-	"github.com/inferencestack/inferencestack/tools/internal/graph"
 )
 
 type options struct {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/inferencestack/inferencestack/tools/internal/image"
-	"github.com/inferencestack/inferencestack/tools/internal/validate"
+	"github.com/inferencestack/inferencestack/internal/image"
+	"github.com/inferencestack/inferencestack/internal/validate"
 )
 
 // options are the flags shared by `image bundle` and `image catalog`.

@@ -14,9 +14,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/require"
 
+	"github.com/inferencestack/inferencestack/internal/image"
+	"github.com/inferencestack/inferencestack/test/registry"
 	imagecmd "github.com/inferencestack/inferencestack/tools/bundlegen/image"
-	"github.com/inferencestack/inferencestack/tools/internal/image"
-	"github.com/inferencestack/inferencestack/tools/internal/image/imagetest"
 )
 
 // catalogYAML is a one-bundle catalog whose bundle image is image.
@@ -44,7 +44,7 @@ properties:
 }
 
 func TestCatalogCmd(t *testing.T) {
-	host := imagetest.Registry(t)
+	host := registry.Registry(t)
 	// The bundle image the catalog names, by the digest the registry gives it.
 	img, err := random.Image(64, 1)
 	require.NoError(t, err)
@@ -86,7 +86,7 @@ func TestCatalogCmd(t *testing.T) {
 // TestRefused: the bad outputs and pushes tried; each is refused before
 // anything is written or pushed, naming the path or the image.
 func TestRefused(t *testing.T) {
-	host := imagetest.Registry(t)
+	host := registry.Registry(t)
 	tagged := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(tagged, "demo"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(tagged, "demo", "catalog.yaml"), []byte(catalogYAML("quay.io/x/demo-bundle:v1.0.0")), 0o600))
@@ -157,11 +157,11 @@ func mustRef(t *testing.T, ref string) name.Reference {
 
 func TestOperatorCmd(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "manager")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "../../internal/image/testdata/static")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "../../../internal/image/testdata/static")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	host := imagetest.Registry(t)
+	host := registry.Registry(t)
 
 	run := func(args ...string) (string, error) {
 		cmd := imagecmd.NewCmd()

@@ -6,9 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferencestack/inferencestack/internal/image"
+	"github.com/inferencestack/inferencestack/internal/release"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/repopath"
-	"github.com/inferencestack/inferencestack/tools/internal/image"
-	"github.com/inferencestack/inferencestack/tools/internal/release"
 )
 
 // NewCmd returns `bundlegen pin`.

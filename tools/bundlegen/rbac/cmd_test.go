@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/inferencestack/inferencestack/tools/internal/rbacdrift"
+	"github.com/inferencestack/inferencestack/internal/rbacdrift"
 )
 
 const repo = "../../.."

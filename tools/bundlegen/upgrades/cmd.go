@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferencestack/inferencestack/internal/fbc"
+	"github.com/inferencestack/inferencestack/internal/olmgraph"
+	"github.com/inferencestack/inferencestack/internal/upgrades"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/repopath"
-	"github.com/inferencestack/inferencestack/tools/internal/fbc"
-	"github.com/inferencestack/inferencestack/tools/internal/olmgraph"
-	"github.com/inferencestack/inferencestack/tools/internal/upgrades"
 )
 
 // defaultPackage is the package users install; inferencestack-crds follows it.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/inferencestack/inferencestack/tools/internal/validate"
+	"github.com/inferencestack/inferencestack/internal/validate"
 )
 
 func newBundleCmd() *cobra.Command {

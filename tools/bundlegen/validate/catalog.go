@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferencestack/inferencestack/internal/validate"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/repopath"
-	"github.com/inferencestack/inferencestack/tools/internal/validate"
 )
 
 type catalogOptions struct {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/inferencestack/inferencestack/tools/internal/repo"
+	"github.com/inferencestack/inferencestack/internal/repo"
 )
 
 // Resolve sets each named flag that the user left at its relative default

@@ -1,0 +1,495 @@
+package bundle
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/blang/semver/v4"
+
+	"github.com/inferencestack/inferencestack/internal/atomicfs"
+	"github.com/inferencestack/inferencestack/internal/release"
+	"github.com/inferencestack/inferencestack/internal/validate"
+)
+
+// Packages are the packages of every release, in the order bundles are reported.
+var Packages = []string{PackageCRDs, PackageOperator}
+
+// Generate makes, checks and writes the bundles of the releases in
+// ReleasesDir. Every release is checked on every run: the bundles of a
+// published release must hash as recorded in the published sum, those of
+// the others must be byte for byte what their inputs generate now.
+type Generate struct {
+	// ReleasesDir holds channels/releases/<version>.yaml.
+	ReleasesDir string
+	// LockPath is the image digest lock.
+	LockPath string
+	// SumPath is the published sum (channels/published.sum).
+	SumPath string
+	// Version limits writing to one release; empty writes the missing
+	// bundles of every release. Every release is checked either way.
+	Version string
+	// CRDDir holds the generated CRDs.
+	CRDDir string
+	// RBACDir holds role.yaml and the bindings.
+	RBACDir string
+	// ManagerPath is the manager Deployment manifest.
+	ManagerPath string
+	// SamplesDir holds the samples for alm-examples.
+	SamplesDir string
+	// BasesDir holds the base CSVs, <package>.clusterserviceversion.yaml.
+	BasesDir string
+	// OutputDir is the bundle/ root.
+	OutputDir string
+	// AllowTags lets images the lock does not list through, by tag.
+	AllowTags bool
+	// Check compares instead of writing: it fails when a bundle is missing
+	// or differs, or a published release is not yet frozen.
+	Check bool
+	// Regenerate rewrites the bundles of unpublished releases that differ
+	// from what their inputs generate. Published releases never change.
+	Regenerate bool
+	// Warnings receives warnings; nil discards.
+	Warnings io.Writer
+}
+
+// States of a bundle in a Result.
+const (
+	StateWritten     = "written"
+	StateRegenerated = "regenerated"
+	StateUnchanged   = "unchanged"
+	StateUpToDate    = "up to date"
+	StateFrozen      = "published, unchanged"
+)
+
+// Bundle is one bundle of a release and what the run did with it.
+type Bundle struct {
+	// Package is the OLM package (PackageCRDs or PackageOperator).
+	Package string `json:"package"`
+	// Version is the release.
+	Version string `json:"version"`
+	// Dir is the bundle directory.
+	Dir string `json:"dir"`
+	// State is one of the State constants.
+	State string `json:"state"`
+	// Published says the release is frozen (published sum).
+	Published bool `json:"published"`
+}
+
+// Result says what happened to each bundle.
+type Result struct {
+	// Bundles of every release, by version then package.
+	Bundles []Bundle
+	// Frozen lists the releases this run recorded in the published sum.
+	Frozen []string
+	// Reports are the validation reports of the bundles of unpublished
+	// releases (published ones were validated before they froze).
+	Reports []validate.Report
+}
+
+// Files is a bundle's content: path relative to the bundle directory -> bytes.
+type Files map[string][]byte
+
+// plan is what Verify found for one release.
+type plan struct {
+	in      release.Input
+	frozen  bool
+	bundles map[string]Files // nil when frozen
+	state   map[string]string
+	// freeze says the release is published but not yet in the sum.
+	freeze bool
+}
+
+// Verify checks every release's bundles against their inputs without
+// writing or validating anything, and returns them (state StateUpToDate or
+// StateFrozen). It is what catalog relies on.
+func (g Generate) Verify(ctx context.Context) ([]Bundle, error) {
+	g.Check = true
+	plans, err := g.plan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return bundles(g.OutputDir, plans), nil
+}
+
+// Run checks every release, then writes the bundles that are missing (of
+// Version only, when set) or, with Regenerate, stale, all in one step:
+// bundle/ holds either all of them or none. Then it records newly published
+// releases in the published sum.
+func (g Generate) Run(ctx context.Context) (Result, error) {
+	if err := atomicfs.CheckOutput("--output", g.OutputDir, g.ReleasesDir, g.LockPath, g.SumPath,
+		g.CRDDir, g.RBACDir, g.SamplesDir, g.BasesDir, g.ManagerPath); err != nil {
+		return Result{}, err
+	}
+	if !g.Check {
+		// A stopped run's leftovers go even when there is nothing to write.
+		for _, p := range []string{g.OutputDir, g.SumPath} {
+			if p == "" {
+				continue
+			}
+			if err := atomicfs.Clean(p); err != nil {
+				return Result{}, err
+			}
+		}
+	}
+	plans, err := g.plan(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Bundles: bundles(g.OutputDir, plans)}
+	var writes []Bundle
+	for _, b := range res.Bundles {
+		if b.State == StateWritten || b.State == StateRegenerated {
+			writes = append(writes, b)
+		}
+	}
+	files := func(b Bundle) Files {
+		i := slices.IndexFunc(plans, func(p plan) bool { return p.in.Version == b.Version })
+		return plans[i].bundles[b.Package]
+	}
+	validateIn := func(root string, b Bundle) error {
+		rbac := ""
+		if b.Package == PackageOperator {
+			rbac = g.RBACDir
+		}
+		in := plans[slices.IndexFunc(plans, func(p plan) bool { return p.in.Version == b.Version })].in
+		rep, err := validate.Bundle{Dir: filepath.Join(root, b.Package, b.Version), RBACDir: rbac, KubeVersion: in.MinKubeVersion}.Run(ctx)
+		if err != nil {
+			return err
+		}
+		rep.Dir = b.Dir
+		res.Reports = append(res.Reports, rep)
+		if rep.HasErrors() {
+			var s strings.Builder
+			rep.Print(&s)
+			return fmt.Errorf("the generated %s bundle of %s does not validate; %s is unchanged:\n%s", b.Package, b.Version, g.OutputDir, s.String())
+		}
+		return nil
+	}
+	for _, b := range res.Bundles {
+		if b.Published || slices.Contains(writes, b) {
+			continue
+		}
+		if err := validateIn(g.OutputDir, b); err != nil {
+			return res, err
+		}
+	}
+	if len(writes) > 0 {
+		err := atomicfs.ReplaceDir(ctx, g.OutputDir, true, func(staging string) error {
+			for _, b := range writes {
+				dir := filepath.Join(staging, b.Package, b.Version)
+				if err := os.RemoveAll(dir); err != nil {
+					return err
+				}
+				if err := write(dir, files(b)); err != nil {
+					return err
+				}
+				if err := validateIn(staging, b); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, g.freeze(ctx, plans, &res)
+}
+
+// bundles lists the plans' bundles, by version then package.
+func bundles(root string, plans []plan) []Bundle {
+	var out []Bundle
+	for _, p := range plans {
+		for _, pkg := range Packages {
+			out = append(out, Bundle{Package: pkg, Version: p.in.Version, Dir: filepath.Join(root, pkg, p.in.Version),
+				State: p.state[pkg], Published: p.frozen})
+		}
+	}
+	return out
+}
+
+// plan loads every release input and compares each release's bundles with
+// their inputs (or, for a frozen release, with the published sum).
+func (g Generate) plan(ctx context.Context) ([]plan, error) {
+	versions, err := release.Versions(g.ReleasesDir)
+	if err != nil {
+		return nil, err
+	}
+	if g.Version != "" && !slices.ContainsFunc(versions, func(v semver.Version) bool { return v.String() == g.Version }) {
+		return nil, fmt.Errorf("release %s: %s does not exist: create it (see docs/release.md)", g.Version, filepath.Join(g.ReleasesDir, g.Version+".yaml"))
+	}
+	if err := release.CheckUnlabeledOwner(g.ReleasesDir); err != nil {
+		return nil, err
+	}
+	lock, err := release.LoadLock(g.LockPath)
+	if err != nil {
+		return nil, err
+	}
+	sum, err := release.LoadSum(g.SumPath)
+	if err != nil {
+		return nil, err
+	}
+	for v := range sum.Releases {
+		if !slices.ContainsFunc(versions, func(x semver.Version) bool { return x.String() == v }) {
+			return nil, fmt.Errorf("release %s is published (%s) but its input %s is gone: a published release never changes; restore it from git",
+				v, g.SumPath, filepath.Join(g.ReleasesDir, v+".yaml"))
+		}
+	}
+	if len(versions) == 0 {
+		return nil, fmt.Errorf("no release inputs (<version>.yaml) in %s: add one, see docs/release.md", g.ReleasesDir)
+	}
+	var plans []plan
+	for _, v := range versions {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		in, err := release.LoadInput(filepath.Join(g.ReleasesDir, v.String()+".yaml"))
+		if err != nil {
+			return nil, err
+		}
+		p := plan{in: in, state: map[string]string{}}
+		if sum.Frozen(in.Version) {
+			if err := g.checkFrozen(in, sum.Releases[in.Version]); err != nil {
+				return nil, err
+			}
+			p.frozen = true
+			for _, pkg := range Packages {
+				p.state[pkg] = StateFrozen
+			}
+			plans = append(plans, p)
+			continue
+		}
+		images, err := release.PinImages(in, lock, g.AllowTags)
+		if err != nil {
+			return nil, err
+		}
+		// Unresolved images are reported by the validation of each bundle,
+		// naming the fields; these the lock does not even list.
+		for _, w := range images.Unlisted {
+			fmt.Fprintln(g.warnings(), w)
+		}
+		if p.bundles, err = g.Build(in, images); err != nil {
+			return nil, err
+		}
+		p.freeze = in.Published
+		for _, pkg := range Packages {
+			if p.state[pkg], err = g.bundleState(in, pkg, p.bundles[pkg]); err != nil {
+				return nil, err
+			}
+		}
+		plans = append(plans, p)
+	}
+	if g.Check {
+		for _, p := range plans {
+			if p.freeze {
+				return nil, fmt.Errorf("release input %s says published: true, but the release is not frozen in %s yet: run `bundlegen bundle` to record it",
+					p.in.Path, g.SumPath)
+			}
+		}
+	}
+	return plans, nil
+}
+
+// bundleState compares one bundle directory with what the release's inputs
+// generate and says what to do with it; a difference it may not repair is an
+// error naming the files.
+func (g Generate) bundleState(in release.Input, pkg string, files Files) (string, error) {
+	dir := filepath.Join(g.OutputDir, pkg, in.Version)
+	same, exists, diff, err := compare(dir, files)
+	switch {
+	case err != nil:
+		return "", err
+	case same && g.Check:
+		return StateUpToDate, nil
+	case same:
+		return StateUnchanged, nil
+	case exists && g.Regenerate && !g.Check:
+		if extra := extraFiles(diff); len(extra) > 0 {
+			return "", fmt.Errorf("%s holds files bundlegen does not generate (%s): it writes only its own files; move them elsewhere, then regenerate",
+				dir, strings.Join(extra, ", "))
+		}
+		return StateRegenerated, nil
+	case exists:
+		return "", fmt.Errorf("%s differs from what its inputs (%s, the image lock, operator/config) generate (%s): a release's bundles never change on their own. "+
+			"If %s was published, restore the bundle and its inputs from git and put the change in channels/releases/<next version>.yaml (see docs/release.md); "+
+			"if it was not, regenerate it with `bundlegen bundle --regenerate` (make release REGENERATE=1)", dir, in.Path, diff, in.Version)
+	case g.Check:
+		return "", fmt.Errorf("%s does not exist: run `make bundle` to generate release %s", dir, in.Version)
+	case g.Version != "" && g.Version != in.Version:
+		return "", fmt.Errorf("%s does not exist: run `bundlegen bundle` without --version (or with --version %s) to generate release %s", dir, in.Version, in.Version)
+	}
+	return StateWritten, nil
+}
+
+func extraFiles(diff string) []string {
+	var out []string
+	for _, d := range strings.Split(diff, ", ") {
+		if name, ok := strings.CutSuffix(d, " extra"); ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// checkFrozen compares a published release's input and bundle files with
+// the hashes of the published sum.
+func (g Generate) checkFrozen(in release.Input, sums map[string]string) error {
+	const restore = "a published release never changes; restore it from git (git checkout -- <file>) and put the change in channels/releases/<next version>.yaml"
+	if !in.Published {
+		return fmt.Errorf("release input %s: field published: release %s is frozen in %s, so it must say published: true; %s", in.Path, in.Version, g.SumPath, restore)
+	}
+	data, err := os.ReadFile(in.Path)
+	if err != nil {
+		return err
+	}
+	if release.Hash(data) != sums[release.SumInput] {
+		return fmt.Errorf("release input %s changed after release %s was published (its SHA-256 is not the one in %s): %s", in.Path, in.Version, g.SumPath, restore)
+	}
+	have := map[string]string{}
+	for _, pkg := range Packages {
+		dir := filepath.Join(g.OutputDir, pkg, in.Version)
+		files, err := readFiles(dir)
+		if err != nil {
+			return fmt.Errorf("bundle %s of published release %s: %w; %s", dir, in.Version, err, restore)
+		}
+		for name, data := range files {
+			have[pkg+"/"+name] = release.Hash(data)
+		}
+	}
+	var diffs []string
+	for _, name := range slices.Sorted(maps.Keys(sums)) {
+		if name == release.SumInput {
+			continue
+		}
+		switch h, ok := have[name]; {
+		case !ok:
+			diffs = append(diffs, g.sumPath(in.Version, name)+" is missing")
+		case h != sums[name]:
+			diffs = append(diffs, g.sumPath(in.Version, name)+" changed")
+		}
+		delete(have, name)
+	}
+	for _, name := range slices.Sorted(maps.Keys(have)) {
+		diffs = append(diffs, g.sumPath(in.Version, name)+" was added")
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("published release %s differs from %s: %s; %s", in.Version, g.SumPath, strings.Join(diffs, ", "), restore)
+	}
+	return nil
+}
+
+// sumPath turns a sum name <package>/<path> into the file's path.
+func (g Generate) sumPath(version, name string) string {
+	pkg, rest, _ := strings.Cut(name, "/")
+	return filepath.Join(g.OutputDir, pkg, version, filepath.FromSlash(rest))
+}
+
+// freeze records the published releases that are not yet in the sum.
+func (g Generate) freeze(ctx context.Context, plans []plan, res *Result) error {
+	var pending []plan
+	for _, p := range plans {
+		if p.freeze {
+			pending = append(pending, p)
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	sum, err := release.LoadSum(g.SumPath)
+	if err != nil {
+		return err
+	}
+	for _, p := range pending {
+		data, err := os.ReadFile(p.in.Path)
+		if err != nil {
+			return err
+		}
+		files := map[string]string{release.SumInput: release.Hash(data)}
+		for _, pkg := range Packages {
+			for name, data := range p.bundles[pkg] {
+				files[pkg+"/"+name] = release.Hash(data)
+			}
+		}
+		sum.Releases[p.in.Version] = files
+		res.Frozen = append(res.Frozen, p.in.Version)
+	}
+	if err := sum.Write(ctx, g.SumPath); err != nil {
+		return err
+	}
+	for i := range res.Bundles {
+		if slices.Contains(res.Frozen, res.Bundles[i].Version) {
+			res.Bundles[i].Published = true
+		}
+	}
+	return nil
+}
+
+func write(dir string, files Files) error {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, files[name], 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readFiles returns the files under dir by slash-separated relative path.
+func readFiles(dir string) (Files, error) {
+	have := Files{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		data, err := os.ReadFile(p)
+		have[filepath.ToSlash(rel)] = data
+		return err
+	})
+	return have, err
+}
+
+// compare reports whether dir holds exactly files; when it exists and does
+// not, diff names each difference ("<file> changed|missing|extra").
+func compare(dir string, files Files) (same, exists bool, diff string, err error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return false, false, "", nil
+	}
+	have, err := readFiles(dir)
+	if err != nil {
+		return false, true, "", err
+	}
+	var diffs []string
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if h, ok := have[name]; !ok {
+			diffs = append(diffs, name+" missing")
+		} else if !bytes.Equal(h, files[name]) {
+			diffs = append(diffs, name+" changed")
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(have)) {
+		if _, ok := files[name]; !ok {
+			diffs = append(diffs, name+" extra")
+		}
+	}
+	return len(diffs) == 0, true, strings.Join(diffs, ", "), nil
+}
+
+func (g Generate) warnings() io.Writer {
+	if g.Warnings == nil {
+		return io.Discard
+	}
+	return g.Warnings
+}
