@@ -72,6 +72,11 @@ const (
 	// the stack (server or cache); the message names the pod, the image and
 	// the kubelet's pull error (Degraded=True).
 	ReasonImagePullFailed = "ImagePullFailed"
+	// ReasonCrashLooping: a container of a pod of the stack (server or
+	// cache) keeps exiting with an error and the kubelet keeps restarting
+	// it; the message names the container, the pod and the exit code, and
+	// how to read the log of the last run (Degraded=True).
+	ReasonCrashLooping = "CrashLooping"
 	// ReasonApplyFailed: writing an owned object to the API server failed.
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonDeleting: the InferenceStack is being deleted.
@@ -83,5 +88,5 @@ var Reasons = []string{
 	ReasonSucceeded, ReasonAsExpected, ReasonInvalidConfig, ReasonOverrideConfigNotFound,
 	ReasonSecretNotFound, ReasonDistributionNotPinned, ReasonUnsupportedOperandVersion, ReasonDeploying,
 	ReasonMinimumReplicasAvailable, ReasonMinimumReplicasUnavailable, ReasonScaledToZero,
-	ReasonCacheNotReady, ReasonImagePullFailed, ReasonApplyFailed, ReasonDeleting,
+	ReasonCacheNotReady, ReasonImagePullFailed, ReasonCrashLooping, ReasonApplyFailed, ReasonDeleting,
 }

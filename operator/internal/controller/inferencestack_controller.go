@@ -282,7 +282,7 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	for _, obj := range append(ownedTypes(), &corev1.Secret{}, &corev1.ConfigMap{}) {
 		b = b.Watches(obj, r.objectHandler(), builder.WithPredicates(r.notOwnWrites()))
 	}
-	b = b.Watches(&corev1.Pod{}, r.objectHandler(), builder.WithPredicates(podPullPredicate()))
+	b = b.Watches(&corev1.Pod{}, r.objectHandler(), builder.WithPredicates(podFailurePredicate()))
 	return b.Complete(r)
 }
 

@@ -17,7 +17,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/components/server"
 )
 
-// rbac: the status reads the stacks' pods (its cache holds only those labelled managed-by it) for the kubelet's image pull errors
+// rbac: the status reads the stacks' pods (its cache holds only those labelled managed-by it) for image pull errors and crash loops
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 
 // pullFailureReasons are the waiting reasons the kubelet gives a container
@@ -28,12 +28,14 @@ var pullFailureReasons = []string{
 	"RegistryUnavailable", "SignatureValidationFailed",
 }
 
-// imagePullFailure describes the first container of the stack's pods (the
-// server's, then the cache's) that waits because the kubelet cannot pull
-// its image, or returns "" when none does. Only pods of the Deployments'
-// current pod templates count: an image the spec no longer names does not
-// keep the stack degraded while the rollout replaces its pods.
-func (r *InferenceStackReconciler) imagePullFailure(ctx context.Context, stack *v1alpha1.InferenceStack) (string, error) {
+// podFailure describes the first container of the stack's pods (the
+// server's, then the cache's) that cannot run: the kubelet cannot pull its
+// image (reason ImagePullFailed), or it keeps exiting and the kubelet keeps
+// restarting it (reason CrashLooping). It returns "" when none fails. Only
+// pods of the Deployments' current pod templates count: an image the spec
+// no longer names does not keep the stack degraded while the rollout
+// replaces its pods.
+func (r *InferenceStackReconciler) podFailure(ctx context.Context, stack *v1alpha1.InferenceStack) (reason, message string, err error) {
 	names := []string{server.Name(stack)}
 	if cachecomp.Enabled(stack) {
 		names = append(names, cachecomp.Name(stack))
@@ -42,7 +44,7 @@ func (r *InferenceStackReconciler) imagePullFailure(ctx context.Context, stack *
 		dep := &appsv1.Deployment{}
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, dep); err != nil {
 			if client.IgnoreNotFound(err) != nil {
-				return "", err
+				return "", "", err
 			}
 			continue
 		}
@@ -51,7 +53,7 @@ func (r *InferenceStackReconciler) imagePullFailure(ctx context.Context, stack *
 		}
 		pods := &corev1.PodList{}
 		if err := r.Client.List(ctx, pods, client.InNamespace(stack.Namespace), client.MatchingLabels(dep.Spec.Selector.MatchLabels)); err != nil {
-			return "", err
+			return "", "", err
 		}
 		slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 		var images []string
@@ -63,12 +65,53 @@ func (r *InferenceStackReconciler) imagePullFailure(ctx context.Context, stack *
 			if !pod.DeletionTimestamp.IsZero() {
 				continue
 			}
-			if image, msg, ok := pullFailure(pod); ok && slices.Contains(images, image) {
-				return fmt.Sprintf("pod %s cannot pull image %s: %s", pod.Name, image, msg), nil
+			if reason, image, msg, ok := containerFailure(pod); ok && slices.Contains(images, image) {
+				return reason, msg, nil
 			}
 		}
 	}
-	return "", nil
+	return "", "", nil
+}
+
+// containerFailure returns the reason, image and message of the first
+// container of pod that cannot run, as podFailure describes it.
+func containerFailure(pod *corev1.Pod) (reason, image, message string, ok bool) {
+	if image, msg, ok := pullFailure(pod); ok {
+		return v1alpha1.ReasonImagePullFailed, image, fmt.Sprintf("pod %s cannot pull image %s: %s", pod.Name, image, msg), true
+	}
+	if c, ok := crashLoop(pod); ok {
+		last := c.LastTerminationState.Terminated
+		msg := fmt.Sprintf("container %s of pod %s exits with code %d", c.Name, pod.Name, last.ExitCode)
+		if last.Reason != "" && last.Reason != "Error" {
+			msg += " (" + last.Reason + ")"
+		}
+		if m := strings.TrimSpace(last.Message); m != "" {
+			msg += ": " + m
+		}
+		msg += fmt.Sprintf(" and the kubelet keeps restarting it; `kubectl logs -n %s %s -c %s --previous` shows why", pod.Namespace, pod.Name, c.Name)
+		return v1alpha1.ReasonCrashLooping, c.Image, msg, true
+	}
+	return "", "", "", false
+}
+
+// crashLoop returns the first container of pod that the kubelet restarts
+// because it exited with an error, and that has not been ready since. Such
+// a container goes round waiting in CrashLoopBackOff, running (not ready)
+// and terminated; it counts in all three, so the status does not change
+// with each turn. The last termination's exit code and reason are what
+// the message says (its restart count would change it every turn).
+func crashLoop(pod *corev1.Pod) (corev1.ContainerStatus, bool) {
+	for _, c := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
+		last := c.LastTerminationState.Terminated
+		if c.Ready || c.RestartCount == 0 || last == nil || last.ExitCode == 0 {
+			continue
+		}
+		if t := c.State.Terminated; t != nil && t.ExitCode == 0 {
+			continue
+		}
+		return c, true
+	}
+	return corev1.ContainerStatus{}, false
 }
 
 // pullFailure returns the image and the kubelet's message of the first
@@ -97,18 +140,18 @@ func pullFailure(pod *corev1.Pod) (image, message string, ok bool) {
 	return "", "", false
 }
 
-// podPullPredicate passes the pod events that can change a stack's image
-// pull failure: a pod created or deleted with one, or an update that
+// podFailurePredicate passes the pod events that can change a stack's pod
+// failure (podFailure): a pod created or deleted with one, or an update that
 // changes it. The kubelet's other status updates (and there are many) do
 // not reach the reconciler; the Deployment's status carries readiness.
-func podPullPredicate() predicate.Predicate {
+func podFailurePredicate() predicate.Predicate {
 	failure := func(obj client.Object) string {
 		pod, ok := obj.(*corev1.Pod)
 		if !ok {
 			return ""
 		}
-		image, msg, _ := pullFailure(pod)
-		return image + "\x00" + msg
+		reason, image, msg, _ := containerFailure(pod)
+		return reason + "\x00" + image + "\x00" + msg
 	}
 	none := failure(&corev1.Pod{})
 	return predicate.Funcs{

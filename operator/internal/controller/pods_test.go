@@ -164,3 +164,94 @@ func podNames(list *corev1.PodList) []string {
 	}
 	return names
 }
+
+// TestCrashLoopDegradesTheStack: a server container that exits with an
+// error and that the kubelet restarts (its statuses written here as a
+// kubelet writes them: no kubelet runs) makes the stack Degraded with
+// reason CrashLooping, naming the container, the pod and the exit code;
+// the turns of the loop (running not ready, terminated, CrashLoopBackOff
+// with a longer back-off) change nothing and write nothing; the condition
+// clears once the container is ready.
+func TestCrashLoopDegradesTheStack(t *testing.T) {
+	op := startOperator(t)
+	ns := namespace(t)
+	create(t, testutil.Stack("crash", testutil.WithNamespace(ns)))
+	converged(t, ns, "crash")
+	var dep *appsv1.Deployment
+	eventually(t, timeout, func() error {
+		var err error
+		dep, err = get(t, &appsv1.Deployment{}, ns, "crash")
+		return err
+	})
+	image := dep.Spec.Template.Spec.Containers[0].Image
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crash-abc", Labels: dep.Spec.Template.Labels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Image: image}}},
+	}
+	create(t, pod)
+	exited := func(code int32) corev1.ContainerState {
+		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error",
+			StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}
+	}
+	backOff := func(d string) corev1.ContainerState {
+		return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+			Message: fmt.Sprintf("back-off %s restarting failed container=server pod=crash-abc_%s(%s)", d, ns, pod.UID)}}
+	}
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
+	status := func(state corev1.ContainerState, restarts int32, ready bool) {
+		t.Helper()
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "server", Image: image, State: state,
+			LastTerminationState: exited(1), RestartCount: restarts, Ready: ready, Started: ptr.To(state.Running != nil)}}
+		if err := env.Client.Status().Update(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	degraded := func() (*metav1.Condition, *v1alpha1.InferenceStack) {
+		stack, err := get(t, &v1alpha1.InferenceStack{}, ns, "crash")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded), stack
+	}
+
+	status(backOff("10s"), 1, false)
+	want := fmt.Sprintf("container server of pod crash-abc exits with code 1 and the kubelet keeps restarting it; "+
+		"`kubectl logs -n %s crash-abc -c server --previous` shows why", ns)
+	eventually(t, timeout, func() error {
+		c, stack := degraded()
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonCrashLooping || c.Message != want {
+			return fmt.Errorf("Degraded %+v, want True/%s %q", c, v1alpha1.ReasonCrashLooping, want)
+		}
+		if stack.Status.Phase != v1alpha1.PhaseDegraded {
+			return fmt.Errorf("phase %s, want Degraded", stack.Status.Phase)
+		}
+		return nil
+	})
+
+	// The loop turns: the container runs (not ready), exits again, waits
+	// longer. Each turn reaches the operator's cache within a round.
+	op.writes.Reset()
+	for i, turn := range []struct {
+		state    corev1.ContainerState
+		restarts int32
+	}{{running, 2}, {exited(1), 2}, {backOff("20s"), 2}, {running, 3}} {
+		status(turn.state, turn.restarts, false)
+		reconcileAll(t, ns, []string{"crash"}, fmt.Sprintf("turn-%d", i))
+	}
+	reconcileAll(t, ns, []string{"crash"}, "turns-done")
+	if c, _ := degraded(); c.Reason != v1alpha1.ReasonCrashLooping || c.Message != want {
+		t.Errorf("after the loop turned: Degraded %+v, want it unchanged", c)
+	}
+	if w := slices.DeleteFunc(op.writes.Writes(), func(w string) bool { return !strings.Contains(w, " "+ns+"/") }); len(w) != 0 {
+		t.Errorf("the turns of the crash loop made the operator write:\n%s", strings.Join(w, "\n"))
+	}
+
+	// The container stays up and passes its readiness probe.
+	status(running, 3, true)
+	eventually(t, timeout, func() error {
+		if c, _ := degraded(); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonAsExpected {
+			return fmt.Errorf("Degraded %+v after the container became ready, want False/%s", c, v1alpha1.ReasonAsExpected)
+		}
+		return nil
+	})
+}

@@ -52,17 +52,18 @@ func (r *InferenceStackReconciler) setStatus(ctx context.Context, s *state, step
 	case stepErr != nil:
 		set(v1alpha1.TypeDegraded, metav1.ConditionTrue, v1alpha1.ReasonApplyFailed, stepErr.Error())
 	default:
-		// The objects match the spec, but a pod may not start: its image
-		// cannot be pulled (a typo, a private registry, an offline node).
-		failure, err := r.imagePullFailure(ctx, stack)
+		// The objects match the spec, but a pod may not run: its image
+		// cannot be pulled (a typo, a private registry, an offline node),
+		// or its container keeps exiting.
+		reason, failure, err := r.podFailure(ctx, stack)
 		switch {
 		case err != nil:
-			log.FromContext(ctx).Error(err, "reading the stack's pods for image pull errors")
-			if c := meta.FindStatusCondition(st.Conditions, v1alpha1.TypeDegraded); c == nil || c.Reason != v1alpha1.ReasonImagePullFailed {
+			log.FromContext(ctx).Error(err, "reading the stack's pods for image pull errors and crash loops")
+			if c := meta.FindStatusCondition(st.Conditions, v1alpha1.TypeDegraded); c == nil || (c.Reason != v1alpha1.ReasonImagePullFailed && c.Reason != v1alpha1.ReasonCrashLooping) {
 				set(v1alpha1.TypeDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, "the stack's objects match its spec")
 			}
 		case failure != "":
-			set(v1alpha1.TypeDegraded, metav1.ConditionTrue, v1alpha1.ReasonImagePullFailed, failure)
+			set(v1alpha1.TypeDegraded, metav1.ConditionTrue, reason, failure)
 		default:
 			set(v1alpha1.TypeDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, "the stack's objects match its spec")
 		}
