@@ -213,27 +213,13 @@ func (a *Applier) Wrote(obj client.Object) {
 // whether it wrote.
 func Apply[O client.Object, C Config](ctx context.Context, a *Applier, kind Kind[O, C], desired C) (O, bool, error) {
 	key := Key(desired)
-	live := kind.New()
 	want, err := Digest(desired)
 	if err != nil {
-		return live, false, err
+		return kind.New(), false, err
 	}
-	found, cached, err := a.read(ctx, key, live)
-	if err != nil {
+	live, holds, err := Holds(ctx, a, kind, key, want)
+	if err != nil || holds {
 		return live, false, err
-	}
-	if found {
-		digest := kind.Digest
-		if cached {
-			digest = kind.cachedDigest
-		}
-		have, err := digest(live)
-		if err != nil {
-			return live, false, err
-		}
-		if have == want {
-			return live, false, nil
-		}
 	}
 	if err := a.Client.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return live, false, fmt.Errorf("applying %T %s: %w", live, key, err)
@@ -245,6 +231,29 @@ func Apply[O client.Object, C Config](ctx context.Context, a *Applier, kind Kind
 	}
 	a.Wrote(applied)
 	return applied, true, nil
+}
+
+// Holds reports whether the object named key exists and the fields the
+// operator owns on it have the digest want (the Digest of an apply
+// configuration), reading and comparing it as Apply does; it returns the
+// live object as read. A caller that remembers the digest of what it
+// applied can so learn that nothing changed without building the apply
+// configuration again.
+func Holds[O client.Object, C Config](ctx context.Context, a *Applier, kind Kind[O, C], key types.NamespacedName, want string) (O, bool, error) {
+	live := kind.New()
+	found, cached, err := a.read(ctx, key, live)
+	if err != nil || !found {
+		return live, false, err
+	}
+	digest := kind.Digest
+	if cached {
+		digest = kind.cachedDigest
+	}
+	have, err := digest(live)
+	if err != nil {
+		return live, false, err
+	}
+	return live, have == want, nil
 }
 
 // read reads the live object into live, from the cache, or from the API

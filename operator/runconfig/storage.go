@@ -1,6 +1,7 @@
 package runconfig
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
@@ -322,8 +323,14 @@ func eachProviderStore(cfg *runConfig, key string, store func(file, namespace st
 }
 
 // usesPostgresEnv reports whether the config refers to the POSTGRES_*
-// variables.
+// variables: whether a string of it holds the reference. The JSON form
+// holds every string of the config (and escapes neither "$" nor "{"); it
+// costs a fraction of the YAML form, which serves when a value has no
+// JSON form.
 func usesPostgresEnv(cfg *runConfig, line stackconfig.Line) bool {
-	data, err := marshal(*cfg, line)
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		data, err = marshal(*cfg, line)
+	}
 	return err == nil && strings.Contains(string(data), "${env."+EnvPostgresHost)
 }

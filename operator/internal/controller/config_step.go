@@ -61,7 +61,7 @@ func configStep(ctx context.Context, s *state) (rendered, error) {
 	if err := unwatch(ctx, s.Client, s.APIReader, stack, false); err != nil {
 		return out, err
 	}
-	var result runconfig.Result
+	var override *string
 	if o := stack.Spec.OverrideConfig; o != nil {
 		text, ok := data[config.IndexKey(config.KindConfigMap, o.ConfigMapName)][o.KeyOrDefault()]
 		if !ok {
@@ -69,18 +69,34 @@ func configStep(ctx context.Context, s *state) (rendered, error) {
 				"spec.overrideConfig: ConfigMap %s/%s with key %s not found: create it, or remove overrideConfig",
 				stack.Namespace, o.ConfigMapName, o.KeyOrDefault())
 		}
-		result, err = runconfig.FromOverride(stack.Name, stack.Spec, operand(s), []byte(text))
-	} else {
-		result, err = runconfig.Generate(stack.Name, stack.Spec, operand(s))
+		override = &text
 	}
-	var unknown *stackconfig.UnknownVersionError
-	if errors.As(err, &unknown) {
-		return out, errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonUnsupportedOperandVersion,
-			"operator %s: %v; no run config is written rather than a guessed one: install an operator release that pins a known version",
-			s.Pin.OperatorVersion, err)
+	generate := func() (runconfig.Result, error) {
+		var result runconfig.Result
+		var err error
+		if override != nil {
+			result, err = runconfig.FromOverride(stack.Name, stack.Spec, operand(s), []byte(*override))
+		} else {
+			result, err = runconfig.Generate(stack.Name, stack.Spec, operand(s))
+		}
+		var unknown *stackconfig.UnknownVersionError
+		if errors.As(err, &unknown) {
+			return result, errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonUnsupportedOperandVersion,
+				"operator %s: %v; no run config is written rather than a guessed one: install an operator release that pins a known version",
+				s.Pin.OperatorVersion, err)
+		}
+		if err != nil {
+			return result, errorf(v1alpha1.TypeConfigGenerated, v1alpha1.ReasonInvalidConfig, "%v", err)
+		}
+		return result, nil
 	}
-	if err != nil {
-		return out, errorf(v1alpha1.TypeConfigGenerated, v1alpha1.ReasonInvalidConfig, "%v", err)
+	inputs := configInputs(stack, s.Pin.LlamaStackVersion, override)
+	memo, remembered := s.Configs.get(stack.UID, inputs)
+	result := memo.result
+	if !remembered {
+		if result, err = generate(); err != nil {
+			return out, err
+		}
 	}
 	if len(missing) > 0 {
 		return out, errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonSecretNotFound,
@@ -98,11 +114,33 @@ func configStep(ctx context.Context, s *state) (rendered, error) {
 			return out, err
 		}
 	}
-	if _, _, err := apply.Apply(ctx, s.Applier, apply.ConfigMap, config.ConfigMap(stack, result)); err != nil {
-		return out, err
+	cmKey := client.ObjectKey{Namespace: stack.Namespace, Name: config.ConfigMapName(stack.Name)}
+	if remembered {
+		// The ConfigMap may have been changed or deleted since.
+		_, holds, err := apply.Holds(ctx, s.Applier, apply.ConfigMap, cmKey, memo.digest)
+		if err != nil {
+			return out, err
+		}
+		if !holds {
+			if result, err = generate(); err != nil {
+				return out, err
+			}
+			remembered = false
+		}
+	}
+	if !remembered {
+		cm := config.ConfigMap(stack, result)
+		digest, err := apply.Digest(cm)
+		if err != nil {
+			return out, err
+		}
+		if _, _, err := apply.Apply(ctx, s.Applier, apply.ConfigMap, cm); err != nil {
+			return out, err
+		}
+		s.Configs.put(stack.UID, inputs, result, digest)
 	}
 	out.Config = result
-	out.ConfigMapName = config.ConfigMapName(stack.Name)
+	out.ConfigMapName = cmKey.Name
 	out.ReferencesHash = config.HashReferences(config.References(stack.Spec), data)
 	return out, nil
 }

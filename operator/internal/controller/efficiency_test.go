@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -344,4 +346,101 @@ func gauge(t *testing.T, name, ctrlName string) int {
 		}
 	}
 	return -1
+}
+
+// TestRunConfigMadeOnlyWhenItsInputsChange: the config step makes a stack's
+// run config (the pipeline, or the override's check) once for each set of
+// its inputs: reconciles that change nothing make none; a spec change, an
+// edit of the override's text, a hand edit of the run-config ConfigMap and
+// its deletion each make one, and the edit and the deletion are repaired.
+func TestRunConfigMadeOnlyWhenItsInputsChange(t *testing.T) {
+	op := startOperator(t)
+	ns := namespace(t)
+	base, err := runconfig.Base(stackconfig.Line02, string(v1alpha1.DistributionStarter)) // testPin pins 0.2.23
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "override"}, Data: map[string]string{"run.yaml": string(base)}})
+	create(t, testutil.Stack("gen", testutil.WithNamespace(ns)))
+	create(t, testutil.Stack("ovr", testutil.WithNamespace(ns), testutil.WithOverrideConfig("override")))
+	names := []string{"gen", "ovr"}
+	uids := map[string]types.UID{}
+	for _, name := range names {
+		uids[name] = converged(t, ns, name).UID
+	}
+	want := map[string]int{"gen": 1, "ovr": 1}
+	check := func(what string) {
+		t.Helper()
+		for _, name := range names {
+			if got := op.reconciler.RunConfigsMade(uids[name]); got != want[name] {
+				t.Errorf("%s: %d run configs made for stack %s, want %d", what, got, name, want[name])
+			}
+		}
+	}
+	check("at creation")
+	reconcileAll(t, ns, names, "same-1")
+	reconcileAll(t, ns, names, "same-2")
+	check("after two reconciles of each with the same inputs")
+
+	configOf := func(name string) *corev1.ConfigMap {
+		t.Helper()
+		cm, err := get(t, &corev1.ConfigMap{}, ns, config.ConfigMapName(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cm
+	}
+	update(t, ns, "gen", testutil.WithEnv("EXTRA", "1"))
+	converged(t, ns, "gen")
+	want["gen"]++
+	check("after a spec change")
+
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "override"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["run.yaml"] += "# edited\n"
+	if err := env.Client.Update(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, func() error {
+		if got := configOf("ovr").Data[runconfig.ConfigKey]; got != cm.Data["run.yaml"] {
+			return errors.New("the run-config ConfigMap does not hold the edited override yet")
+		}
+		return nil
+	})
+	want["ovr"]++
+	check("after the override was edited")
+
+	edited := configOf("gen")
+	text := edited.Data[runconfig.ConfigKey]
+	edited.Data[runconfig.ConfigKey] = "version: 2\n"
+	if err := env.Client.Update(context.Background(), edited); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, func() error {
+		if configOf("gen").Data[runconfig.ConfigKey] != text {
+			return errors.New("the hand edit of the run config is not repaired yet")
+		}
+		return nil
+	})
+	want["gen"]++
+	check("after a hand edit of the run-config ConfigMap")
+
+	gone := configOf("gen")
+	if err := env.Client.Delete(context.Background(), gone); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, func() error {
+		again, err := get(t, &corev1.ConfigMap{}, ns, config.ConfigMapName("gen"))
+		if err != nil {
+			return err
+		}
+		if again.UID == gone.UID || again.Data[runconfig.ConfigKey] != text {
+			return errors.New("the deleted run-config ConfigMap is not made again yet")
+		}
+		return nil
+	})
+	want["gen"]++
+	check("after the run-config ConfigMap was deleted")
 }

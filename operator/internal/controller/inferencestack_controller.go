@@ -88,7 +88,16 @@ type InferenceStackReconciler struct {
 	// watching shares the reads and label patches of user objects between
 	// concurrent reconciles.
 	watching singleflight.Group
+	// configs remembers each stack's run config and what it was made from.
+	configs configMemo
 }
+
+// RunConfigsMade is how many run configs the reconciler has made and applied
+// (generated, or taken from an override and checked) for the stack with uid
+// since it started: a reconcile whose stack generation, pin and override
+// are as they were, and whose ConfigMap still holds what it applied, makes
+// none.
+func (r *InferenceStackReconciler) RunConfigsMade(uid types.UID) int { return r.configs.made(uid) }
 
 // DefaultConcurrency is how many stacks are reconciled at once unless told
 // otherwise: a reconcile spends most of its time waiting for the API
@@ -142,7 +151,8 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		original = stack.DeepCopy()
 	}
 
-	s := &state{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, Stack: stack, Pin: r.Pin, Applier: r.applier, Watching: &r.watching}
+	s := &state{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, Stack: stack, Pin: r.Pin, Applier: r.applier, Watching: &r.watching,
+		Configs: &r.configs}
 	stepErr := r.runSteps(ctx, s)
 	r.setStatus(ctx, s, stepErr)
 	if !equality.Semantic.DeepEqual(original.Status, stack.Status) {
@@ -199,6 +209,7 @@ func (r *InferenceStackReconciler) finalize(ctx context.Context, original, stack
 	if err := r.Client.Patch(ctx, stack, client.MergeFrom(patchBase)); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	r.configs.forget(stack.UID)
 	return ctrl.Result{}, nil
 }
 

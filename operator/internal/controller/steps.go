@@ -39,6 +39,8 @@ type state struct {
 	// Watching makes concurrent reconciles that read and label the same user
 	// object (by config.IndexKey of its kind and key) share that work.
 	Watching *singleflight.Group
+	// Configs remembers the run config made for each stack and from what.
+	Configs *configMemo
 	// rendered is the config step's output (as far as it got).
 	rendered rendered
 	// live holds the objects the status describes as the steps left them
