@@ -136,6 +136,49 @@ func imagePullFailure(t *testing.T, in *install) {
 	deleteStack(t, s)
 }
 
+// crashLoop: a stack whose override run config makes the server write where
+// its pod has no writable volume (external_providers_dir on the read-only
+// root filesystem: `llama stack run` creates that folder at start and exits
+// when it cannot, at v0.2.23 and v0.3.0, and so does the stand-in) becomes
+// Degraded with reason CrashLooping, naming the container and its exit code,
+// instead of staying Deploying; with a run config that writes only to its
+// volumes it becomes Ready.
+func crashLoop(t *testing.T, in *install) {
+	ctx := context.Background()
+	const ns = "crash"
+	restrictedNamespace(t, ns)
+	s := sample(t, "override")
+	s.Name, s.Namespace = "crash", ns
+	in.label(s)
+	good, err := runconfig.Generate(s.Name, sample(t, "starter").Spec, runconfig.Operand{LlamaStackVersion: in.pin.LlamaStackVersion})
+	require.NoError(t, err)
+	dir := "external_providers_dir: " + runconfig.ProvidersDir + "\n"
+	require.Contains(t, string(good.YAML), dir)
+	bad := strings.Replace(string(good.YAML), dir, "external_providers_dir: /opt/llama-stack/providers.d\n", 1)
+	o := s.Spec.OverrideConfig
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: o.ConfigMapName, Namespace: ns}, Data: map[string]string{o.KeyOrDefault(): bad}}
+	require.NoError(t, kube.Create(ctx, cm))
+	start := time.Now()
+	require.NoError(t, kube.Create(ctx, s))
+	stack := waitStack(t, s, podTimeout, "Degraded=True reason CrashLooping", func(st *v1alpha1.InferenceStack) bool {
+		c := meta.FindStatusCondition(st.Status.Conditions, v1alpha1.TypeDegraded)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonCrashLooping
+	})
+	c := meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded)
+	t.Logf("stack %s %s in %s: %s", s.Name, stack.Status.Phase, time.Since(start).Round(100*time.Millisecond), c.Message)
+	require.Equal(t, v1alpha1.PhaseDegraded, stack.Status.Phase)
+	require.Regexp(t, `^container server of pod crash-[a-z0-9]+-[a-z0-9]+ exits with code 1 and the kubelet keeps restarting it; `+
+		"`kubectl logs -n crash crash-[a-z0-9]+-[a-z0-9]+ -c server --previous` shows why$", c.Message)
+
+	start = time.Now()
+	cm.Data[o.KeyOrDefault()] = string(good.YAML)
+	require.NoError(t, kube.Update(ctx, cm))
+	stack = waitStack(t, s, podTimeout, "Ready", isReady)
+	t.Logf("stack %s Ready %s after its run config was fixed; Degraded: %s", s.Name, time.Since(start).Round(100*time.Millisecond),
+		meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded).Reason)
+	deleteStack(t, s)
+}
+
 // readyStacks: on every line (one per installed major), in a namespace
 // enforcing the restricted Pod Security Standard, every sample and the
 // variants (kubernetes auth, TLS, mutual TLS) reach Ready through the
