@@ -71,11 +71,14 @@ func CacheOptions(stacks labels.Selector) cache.Options {
 		&policyv1.PodDisruptionBudget{}: {Label: managed, Transform: owned(apply.PodDisruptionBudget, func(o *policyv1.PodDisruptionBudget) {
 			o.Spec, o.Status = policyv1.PodDisruptionBudgetSpec{}, policyv1.PodDisruptionBudgetStatus{}
 		})},
-		// The stacks' pods, for image pull errors in the status (pods.go):
-		// their metadata and container statuses.
+		// The stacks' pods, for image pull errors and crash loops in the
+		// status (pods.go): their metadata, their containers' names and
+		// images (a running container's status names its image by the
+		// runtime's ID, not as the Deployment does) and container statuses.
 		&corev1.Pod{}: {Label: managed, Transform: func(in any) (any, error) {
 			if p, ok := in.(*corev1.Pod); ok {
-				p.ManagedFields, p.Spec = nil, corev1.PodSpec{}
+				p.ManagedFields = nil
+				p.Spec = corev1.PodSpec{InitContainers: namesAndImages(p.Spec.InitContainers), Containers: namesAndImages(p.Spec.Containers)}
 				p.Status = corev1.PodStatus{ContainerStatuses: p.Status.ContainerStatuses, InitContainerStatuses: p.Status.InitContainerStatuses}
 			}
 			return in, nil
@@ -146,4 +149,16 @@ func userOrOwned[O client.Object, C apply.Config](kind apply.Kind[O, C], keep fu
 func trimmed(obj client.Object) bool {
 	_, ok := obj.GetAnnotations()[apply.DigestAnnotation]
 	return ok && ours(obj)
+}
+
+// namesAndImages keeps only the name and image of each container.
+func namesAndImages(containers []corev1.Container) []corev1.Container {
+	if len(containers) == 0 {
+		return nil
+	}
+	out := make([]corev1.Container, len(containers))
+	for i, c := range containers {
+		out[i] = corev1.Container{Name: c.Name, Image: c.Image}
+	}
+	return out
 }

@@ -73,13 +73,22 @@ func (r *InferenceStackReconciler) podFailure(ctx context.Context, stack *v1alph
 	return "", "", nil
 }
 
-// containerFailure returns the reason, image and message of the first
-// container of pod that cannot run, as podFailure describes it.
+// containerFailure returns the reason, image (as the pod's spec names it)
+// and message of the first container of pod that cannot run, as podFailure
+// describes it.
 func containerFailure(pod *corev1.Pod) (reason, image, message string, ok bool) {
 	if image, msg, ok := pullFailure(pod); ok {
 		return v1alpha1.ReasonImagePullFailed, image, fmt.Sprintf("pod %s cannot pull image %s: %s", pod.Name, image, msg), true
 	}
 	if c, ok := crashLoop(pod); ok {
+		// The status of a container that ran names its image by the
+		// runtime's ID (containerd: sha256:<config digest>).
+		image := c.Image
+		for _, sc := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+			if sc.Name == c.Name {
+				image = sc.Image
+			}
+		}
 		last := c.LastTerminationState.Terminated
 		msg := fmt.Sprintf("container %s of pod %s exits with code %d", c.Name, pod.Name, last.ExitCode)
 		if last.Reason != "" && last.Reason != "Error" {
@@ -89,7 +98,7 @@ func containerFailure(pod *corev1.Pod) (reason, image, message string, ok bool) 
 			msg += ": " + m
 		}
 		msg += fmt.Sprintf(" and the kubelet keeps restarting it; `kubectl logs -n %s %s -c %s --previous` shows why", pod.Namespace, pod.Name, c.Name)
-		return v1alpha1.ReasonCrashLooping, c.Image, msg, true
+		return v1alpha1.ReasonCrashLooping, image, msg, true
 	}
 	return "", "", "", false
 }

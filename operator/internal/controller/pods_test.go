@@ -200,7 +200,9 @@ func TestCrashLoopDegradesTheStack(t *testing.T) {
 	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
 	status := func(state corev1.ContainerState, restarts int32, ready bool) {
 		t.Helper()
-		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "server", Image: image, State: state,
+		// A kubelet names the image of a container that ran by the
+		// runtime's ID, not as the pod's spec does.
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "server", Image: "sha256:38bbfc15c81645f6e731afbc23b717caeaae5ece38019004347805374c500f96", State: state,
 			LastTerminationState: exited(1), RestartCount: restarts, Ready: ready, Started: ptr.To(state.Running != nil)}}
 		if err := env.Client.Status().Update(context.Background(), pod); err != nil {
 			t.Fatal(err)
