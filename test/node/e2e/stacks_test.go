@@ -171,8 +171,10 @@ func crashLoop(t *testing.T, in *install) {
 		"`kubectl logs -n crash crash-[a-z0-9]+-[a-z0-9]+ -c server --previous` shows why$", c.Message)
 
 	start = time.Now()
-	cm.Data[o.KeyOrDefault()] = string(good.YAML)
-	require.NoError(t, kube.Update(ctx, cm))
+	// A merge patch: the operator has labelled the ConfigMap since.
+	fixed := cm.DeepCopy()
+	fixed.Data[o.KeyOrDefault()] = string(good.YAML)
+	require.NoError(t, kube.Patch(ctx, fixed, client.MergeFrom(cm)))
 	stack = waitStack(t, s, podTimeout, "Ready", isReady)
 	t.Logf("stack %s Ready %s after its run config was fixed; Degraded: %s", s.Name, time.Since(start).Round(100*time.Millisecond),
 		meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded).Reason)
