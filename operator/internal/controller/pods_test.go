@@ -71,13 +71,7 @@ func TestImagePullFailureDegradesTheStack(t *testing.T) {
 		}
 		return p
 	}
-	degraded := func() (*metav1.Condition, *v1alpha1.InferenceStack) {
-		stack, err := get(t, &v1alpha1.InferenceStack{}, ns, "pull")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded), stack
-	}
+	degraded := func() (*metav1.Condition, *v1alpha1.InferenceStack) { return degradedOf(t, ns, "pull") }
 
 	// Neither a pod of an image the Deployment no longer runs nor a pod
 	// outside the operator's cache (no managed-by label) degrades the stack.
@@ -111,16 +105,7 @@ func TestImagePullFailureDegradesTheStack(t *testing.T) {
 
 	failing := pod("pull-abc", image, "ErrImagePull", pullError)
 	want := fmt.Sprintf("pod pull-abc cannot pull image %s: %s", image, pullError)
-	eventually(t, timeout, func() error {
-		c, stack := degraded()
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonImagePullFailed || c.Message != want {
-			return fmt.Errorf("Degraded %+v, want True/%s %q", c, v1alpha1.ReasonImagePullFailed, want)
-		}
-		if stack.Status.Phase != v1alpha1.PhaseDegraded {
-			return fmt.Errorf("phase %s, want Degraded", stack.Status.Phase)
-		}
-		return nil
-	})
+	waitDegraded(t, ns, "pull", v1alpha1.ReasonImagePullFailed, want)
 
 	// The kubelet backs off: same error, another reason and wording.
 	op.writes.Reset()
@@ -152,6 +137,32 @@ func TestImagePullFailureDegradesTheStack(t *testing.T) {
 	eventually(t, timeout, func() error {
 		if c, _ := degraded(); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonAsExpected {
 			return fmt.Errorf("Degraded %+v after the container started, want False/%s", c, v1alpha1.ReasonAsExpected)
+		}
+		return nil
+	})
+}
+
+// degradedOf returns stack name's Degraded condition and the stack.
+func degradedOf(t *testing.T, ns, name string) (*metav1.Condition, *v1alpha1.InferenceStack) {
+	t.Helper()
+	stack, err := get(t, &v1alpha1.InferenceStack{}, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded), stack
+}
+
+// waitDegraded waits until stack name is Degraded (condition and phase)
+// for reason, with message.
+func waitDegraded(t *testing.T, ns, name, reason, message string) {
+	t.Helper()
+	eventually(t, timeout, func() error {
+		c, stack := degradedOf(t, ns, name)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason || c.Message != message {
+			return fmt.Errorf("Degraded %+v, want True/%s %q", c, reason, message)
+		}
+		if stack.Status.Phase != v1alpha1.PhaseDegraded {
+			return fmt.Errorf("phase %s, want Degraded", stack.Status.Phase)
 		}
 		return nil
 	})
@@ -208,27 +219,12 @@ func TestCrashLoopDegradesTheStack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	degraded := func() (*metav1.Condition, *v1alpha1.InferenceStack) {
-		stack, err := get(t, &v1alpha1.InferenceStack{}, ns, "crash")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded), stack
-	}
+	degraded := func() (*metav1.Condition, *v1alpha1.InferenceStack) { return degradedOf(t, ns, "crash") }
 
 	status(backOff("10s"), 1, false)
 	want := fmt.Sprintf("container server of pod crash-abc exits with code 1 and the kubelet keeps restarting it; "+
 		"`kubectl logs -n %s crash-abc -c server --previous` shows why", ns)
-	eventually(t, timeout, func() error {
-		c, stack := degraded()
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonCrashLooping || c.Message != want {
-			return fmt.Errorf("Degraded %+v, want True/%s %q", c, v1alpha1.ReasonCrashLooping, want)
-		}
-		if stack.Status.Phase != v1alpha1.PhaseDegraded {
-			return fmt.Errorf("phase %s, want Degraded", stack.Status.Phase)
-		}
-		return nil
-	})
+	waitDegraded(t, ns, "crash", v1alpha1.ReasonCrashLooping, want)
 
 	// The loop turns: the container runs (not ready), exits again, waits
 	// longer. Each turn reaches the operator's cache within a round.

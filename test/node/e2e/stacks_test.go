@@ -116,21 +116,14 @@ func imagePullFailure(t *testing.T, in *install) {
 	s.Name, s.Namespace = "missing", ns
 	s.Spec.Distribution = v1alpha1.DistributionSpec{Image: missing}
 	in.label(s)
-	start := time.Now()
 	require.NoError(t, kube.Create(ctx, s))
-	stack := waitStack(t, s, podTimeout, "Degraded=True reason ImagePullFailed", func(st *v1alpha1.InferenceStack) bool {
-		c := meta.FindStatusCondition(st.Status.Conditions, v1alpha1.TypeDegraded)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonImagePullFailed
-	})
-	c := meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded)
-	t.Logf("stack %s %s in %s: %s", s.Name, stack.Status.Phase, time.Since(start).Round(100*time.Millisecond), c.Message)
-	require.Equal(t, v1alpha1.PhaseDegraded, stack.Status.Phase)
+	c := waitDegraded(t, s, v1alpha1.ReasonImagePullFailed)
 	require.Contains(t, c.Message, "cannot pull image "+missing+": ")
 	require.Contains(t, c.Message, "not found", "the kubelet's pull error")
 
-	start = time.Now()
+	start := time.Now()
 	update(t, s, func(st *v1alpha1.InferenceStack) { st.Spec.Distribution.Image = in.standIn })
-	stack = waitStack(t, s, podTimeout, "Ready", isReady)
+	stack := waitStack(t, s, podTimeout, "Ready", isReady)
 	t.Logf("stack %s Ready %s after its image was fixed; Degraded: %s", s.Name, time.Since(start).Round(100*time.Millisecond),
 		meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded).Reason)
 	deleteStack(t, s)
@@ -158,27 +151,35 @@ func crashLoop(t *testing.T, in *install) {
 	o := s.Spec.OverrideConfig
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: o.ConfigMapName, Namespace: ns}, Data: map[string]string{o.KeyOrDefault(): bad}}
 	require.NoError(t, kube.Create(ctx, cm))
-	start := time.Now()
 	require.NoError(t, kube.Create(ctx, s))
-	stack := waitStack(t, s, podTimeout, "Degraded=True reason CrashLooping", func(st *v1alpha1.InferenceStack) bool {
-		c := meta.FindStatusCondition(st.Status.Conditions, v1alpha1.TypeDegraded)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonCrashLooping
-	})
-	c := meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded)
-	t.Logf("stack %s %s in %s: %s", s.Name, stack.Status.Phase, time.Since(start).Round(100*time.Millisecond), c.Message)
-	require.Equal(t, v1alpha1.PhaseDegraded, stack.Status.Phase)
+	c := waitDegraded(t, s, v1alpha1.ReasonCrashLooping)
 	require.Regexp(t, `^container server of pod crash-[a-z0-9]+-[a-z0-9]+ exits with code 1 and the kubelet keeps restarting it; `+
 		"`kubectl logs -n crash crash-[a-z0-9]+-[a-z0-9]+ -c server --previous` shows why$", c.Message)
 
-	start = time.Now()
+	start := time.Now()
 	// A merge patch: the operator has labelled the ConfigMap since.
 	fixed := cm.DeepCopy()
 	fixed.Data[o.KeyOrDefault()] = string(good.YAML)
 	require.NoError(t, kube.Patch(ctx, fixed, client.MergeFrom(cm)))
-	stack = waitStack(t, s, podTimeout, "Ready", isReady)
+	stack := waitStack(t, s, podTimeout, "Ready", isReady)
 	t.Logf("stack %s Ready %s after its run config was fixed; Degraded: %s", s.Name, time.Since(start).Round(100*time.Millisecond),
 		meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded).Reason)
 	deleteStack(t, s)
+}
+
+// waitDegraded waits until s, just created, is Degraded for reason (its
+// phase too), logs how long that took and returns the condition.
+func waitDegraded(t *testing.T, s *v1alpha1.InferenceStack, reason string) *metav1.Condition {
+	t.Helper()
+	start := time.Now()
+	stack := waitStack(t, s, podTimeout, "Degraded=True reason "+reason, func(st *v1alpha1.InferenceStack) bool {
+		c := meta.FindStatusCondition(st.Status.Conditions, v1alpha1.TypeDegraded)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason
+	})
+	c := meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded)
+	t.Logf("stack %s %s in %s: %s", s.Name, stack.Status.Phase, time.Since(start).Round(100*time.Millisecond), c.Message)
+	require.Equal(t, v1alpha1.PhaseDegraded, stack.Status.Phase)
+	return c
 }
 
 // readyStacks: on every line (one per installed major), in a namespace
