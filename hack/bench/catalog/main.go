@@ -1,4 +1,4 @@
-// Command benchcatalog compares bundlegen's catalog render with opm's on a
+// Command catalog (make bench-catalog) compares bundlegen's catalog render with opm's on a
 // synthetic package (2,000 bundles over 3 majors and 40 minors by default).
 //
 // It writes the bundle directories and their semver template into a temporary
