@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 
@@ -54,6 +55,29 @@ const (
 	// it, or on "None" in the working directory when it is unset).
 	ProvidersDir = DataDir + "/providers.d"
 )
+
+// WritableMounts are the only folders of the server container on writable
+// volumes (DataDir and HomeDir, which is also its working directory); its
+// root filesystem is read-only. A run config that makes the server write
+// anywhere else is refused: the server would exit at start, or fail at
+// its first write.
+var WritableMounts = []string{DataDir, HomeDir}
+
+// notWritable returns the first of dirs (relative ones are relative to the
+// working directory, HomeDir) that no folder of WritableMounts holds.
+func notWritable(dirs []string) (string, bool) {
+	for _, dir := range dirs {
+		abs := dir
+		if !path.IsAbs(abs) {
+			abs = path.Join(HomeDir, abs)
+		}
+		abs = path.Clean(abs)
+		if !slices.ContainsFunc(WritableMounts, func(w string) bool { return abs == w || strings.HasPrefix(abs, w+"/") }) {
+			return abs, true
+		}
+	}
+	return "", false
+}
 
 //go:embed distributions/*/*.yaml
 var distributions embed.FS
@@ -202,6 +226,10 @@ func finish(line stackconfig.Line, spec v1alpha1.InferenceStackSpec, data []byte
 	}
 	if err != nil {
 		return Result{}, err
+	}
+	if dir, found := notWritable(checked.WritableDirs); found {
+		return Result{}, fmt.Errorf("the server would write to %s, which is on its read-only root filesystem; keep the folders it writes to under %s",
+			dir, strings.Join(WritableMounts, " or "))
 	}
 	return Result{YAML: data, Hash: hash(data), Env: env.list(), Line: line, WritableDirs: checked.WritableDirs}, nil
 }

@@ -397,3 +397,36 @@ func TestLayoutsAreNotInterchangeable(t *testing.T) {
 	_, err = stackconfig.Check(stackconfig.Line02, res03.YAML, opts)
 	require.ErrorContains(t, err, "storage: unknown field: this is the other line's layout")
 }
+
+// TestRefusesWritesOnTheReadOnlyRoot: an override whose folders lie outside
+// the server's writable volumes (WritableMounts) is refused, naming the
+// folder, on both lines: the external providers folder (`llama stack run`
+// creates it at start) and the SQLite stores' folder; the same config with
+// its folders on the volumes, or relative to the working directory, is
+// taken.
+func TestRefusesWritesOnTheReadOnlyRoot(t *testing.T) {
+	for _, l := range lines {
+		spec := v1alpha1.InferenceStackSpec{Distribution: v1alpha1.DistributionSpec{Name: v1alpha1.DistributionStarter}}
+		generated, err := Generate("s", spec, l.operand)
+		require.NoError(t, err)
+		base := string(generated.YAML)
+		spec.OverrideConfig = &v1alpha1.OverrideConfigSpec{ConfigMapName: "override"}
+		_, err = FromOverride("s", spec, l.operand, generated.YAML)
+		require.NoError(t, err, "%s: the generated starter config as an override", l.line)
+		for _, c := range []struct{ from, to, want string }{
+			{"external_providers_dir: " + ProvidersDir, "external_providers_dir: /opt/providers.d", "/opt/providers.d"},
+			{"external_providers_dir: " + ProvidersDir, "external_providers_dir: providers.d", ""},
+			{":=" + DataDir + "}", ":=/srv}", "/srv"},
+			{":=" + DataDir + "}", ":=" + HomeDir + "/stores}", ""},
+		} {
+			data := strings.ReplaceAll(base, c.from, c.to)
+			require.NotEqual(t, base, data, "%s: the config holds no %q", l.line, c.from)
+			_, err := FromOverride("s", spec, l.operand, []byte(data))
+			if c.want == "" {
+				require.NoError(t, err, "%s: %s", l.line, c.to)
+				continue
+			}
+			require.ErrorContains(t, err, "the server would write to "+c.want+", which is on its read-only root filesystem", "%s: %s", l.line, c.to)
+		}
+	}
+}

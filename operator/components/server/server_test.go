@@ -217,7 +217,7 @@ func TestEveryWrittenPathIsOnAWritableVolume(t *testing.T) {
 				if !*c.SecurityContext.ReadOnlyRootFilesystem {
 					t.Fatal("the root filesystem must stay read-only")
 				}
-				for _, dir := range append(slices.Clone(res.WritableDirs), runconfig.HomeDir) {
+				for _, dir := range append(slices.Clone(res.WritableDirs), runconfig.WritableMounts...) {
 					if !filepath.IsAbs(dir) {
 						dir = filepath.Join(*c.WorkingDir, dir)
 					}

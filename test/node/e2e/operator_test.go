@@ -168,7 +168,7 @@ func TestOperatorRunsAsTheInstalledPod(t *testing.T) {
 	var wg sync.WaitGroup
 	for name, run := range map[string]func(*testing.T){
 		"image pull failure": func(t *testing.T) { imagePullFailure(t, installs[0]) },
-		"crash loop":         func(t *testing.T) { crashLoop(t, installs[len(installs)-1]) },
+		"crash loop":         func(t *testing.T) { crashLoop(t, installs[len(installs)-1], standIns) },
 		"ready":              func(t *testing.T) { readyStacks(t, installs, standIns) },
 		"faults":             func(t *testing.T) { faults(t, installs[0]) },
 	} {
