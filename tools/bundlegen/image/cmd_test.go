@@ -157,7 +157,7 @@ func mustRef(t *testing.T, ref string) name.Reference {
 
 func TestOperatorCmd(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "manager")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "../../../internal/image/testdata/static")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/static")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "%s", out)
