@@ -373,9 +373,19 @@ func checkPermissions(c *v1alpha1.ClusterServiceVersion, file, rbacDir string) [
 // RBACDir, without the other validators). Findings name the CSV file
 // relative to the bundle; a bundle without a CSV is an error.
 func Permissions(dir, rbacDir string) ([]Finding, error) {
+	c, file, err := bundleCSV(dir)
+	if err != nil {
+		return nil, err
+	}
+	return checkPermissions(c, file, rbacDir), nil
+}
+
+// bundleCSV reads the ClusterServiceVersion of the bundle in dir and names
+// its file relative to the bundle.
+func bundleCSV(dir string) (*v1alpha1.ClusterServiceVersion, string, error) {
 	docs, err := manifests.ReadDocuments(filepath.Join(dir, "manifests"))
 	if err != nil {
-		return nil, fmt.Errorf("bundle %s: %w", dir, err)
+		return nil, "", fmt.Errorf("bundle %s: %w", dir, err)
 	}
 	for _, d := range docs {
 		if d.Kind != "ClusterServiceVersion" {
@@ -383,9 +393,9 @@ func Permissions(dir, rbacDir string) ([]Finding, error) {
 		}
 		var c v1alpha1.ClusterServiceVersion
 		if err := json.Unmarshal(d.Data, &c); err != nil {
-			return nil, fmt.Errorf("%s: %w", d.File, err)
+			return nil, "", fmt.Errorf("%s: %w", d.File, err)
 		}
-		return checkPermissions(&c, "manifests/"+filepath.Base(d.File), rbacDir), nil
+		return &c, "manifests/" + filepath.Base(d.File), nil
 	}
-	return nil, fmt.Errorf("bundle %s: no ClusterServiceVersion in manifests/", dir)
+	return nil, "", fmt.Errorf("bundle %s: no ClusterServiceVersion in manifests/", dir)
 }

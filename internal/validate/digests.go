@@ -4,7 +4,6 @@
 package validate
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,7 +17,6 @@ import (
 	"github.com/inferencestack/inferencestack/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/internal/csv"
 	"github.com/inferencestack/inferencestack/internal/image"
-	"github.com/inferencestack/inferencestack/internal/manifests"
 )
 
 const tagAdvice = "a tag may come to name another image; record its digest (bundlegen pin --resolve), regenerate, and publish only then"
@@ -76,21 +74,11 @@ func checkDigests(c *v1alpha1.ClusterServiceVersion, file string, requireDigests
 // Digests returns, for the bundle in dir, a finding for every image its CSV
 // names by tag, each an error: the gate of `bundlegen image bundle --push`.
 func Digests(dir string) ([]Finding, error) {
-	docs, err := manifests.ReadDocuments(filepath.Join(dir, "manifests"))
+	c, file, err := bundleCSV(dir)
 	if err != nil {
-		return nil, fmt.Errorf("bundle %s: %w", dir, err)
+		return nil, err
 	}
-	for _, d := range docs {
-		if d.Kind != "ClusterServiceVersion" {
-			continue
-		}
-		var c v1alpha1.ClusterServiceVersion
-		if err := json.Unmarshal(d.Data, &c); err != nil {
-			return nil, fmt.Errorf("%s: %w", d.File, err)
-		}
-		return checkDigests(&c, "manifests/"+filepath.Base(d.File), true), nil
-	}
-	return nil, fmt.Errorf("bundle %s: no ClusterServiceVersion in manifests/", dir)
+	return checkDigests(c, file, true), nil
 }
 
 // catalogDigests reports, for package p, each bundle image and related
