@@ -212,11 +212,17 @@ func (a *Applier) Wrote(obj client.Object) {
 // the live object (as read, or as the API server answered the write) and
 // whether it wrote.
 func Apply[O client.Object, C Config](ctx context.Context, a *Applier, kind Kind[O, C], desired C) (O, bool, error) {
-	key := Key(desired)
 	want, err := Digest(desired)
 	if err != nil {
 		return kind.New(), false, err
 	}
+	return ApplyDigest(ctx, a, kind, desired, want)
+}
+
+// ApplyDigest is Apply for a caller that has the Digest of desired already
+// (it remembers it, see Holds).
+func ApplyDigest[O client.Object, C Config](ctx context.Context, a *Applier, kind Kind[O, C], desired C, want string) (O, bool, error) {
+	key := Key(desired)
 	live, holds, err := Holds(ctx, a, kind, key, want)
 	if err != nil || holds {
 		return live, false, err

@@ -61,6 +61,7 @@ func configStep(ctx context.Context, s *state) (rendered, error) {
 	if err := unwatch(ctx, s.Client, s.APIReader, stack, false); err != nil {
 		return out, err
 	}
+	cmKey := client.ObjectKey{Namespace: stack.Namespace, Name: config.ConfigMapName(stack.Name)}
 	var override *string
 	if o := stack.Spec.OverrideConfig; o != nil {
 		text, ok := data[config.IndexKey(config.KindConfigMap, o.ConfigMapName)][o.KeyOrDefault()]
@@ -71,30 +72,17 @@ func configStep(ctx context.Context, s *state) (rendered, error) {
 		}
 		override = &text
 	}
-	generate := func() (runconfig.Result, error) {
-		var result runconfig.Result
-		var err error
-		if override != nil {
-			result, err = runconfig.FromOverride(stack.Name, stack.Spec, operand(s), []byte(*override))
-		} else {
-			result, err = runconfig.Generate(stack.Name, stack.Spec, operand(s))
-		}
-		var unknown *stackconfig.UnknownVersionError
-		if errors.As(err, &unknown) {
-			return result, errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonUnsupportedOperandVersion,
-				"operator %s: %v; no run config is written rather than a guessed one: install an operator release that pins a known version",
-				s.Pin.OperatorVersion, err)
-		}
-		if err != nil {
-			return result, errorf(v1alpha1.TypeConfigGenerated, v1alpha1.ReasonInvalidConfig, "%v", err)
-		}
-		return result, nil
-	}
 	inputs := configInputs(stack, s.Pin.LlamaStackVersion, override)
 	memo, remembered := s.Configs.get(stack.UID, inputs)
+	if remembered {
+		// The ConfigMap may have been changed or deleted since.
+		if _, remembered, err = apply.Holds(ctx, s.Applier, apply.ConfigMap, cmKey, memo.digest); err != nil {
+			return out, err
+		}
+	}
 	result := memo.result
 	if !remembered {
-		if result, err = generate(); err != nil {
+		if result, err = makeRunConfig(s, override); err != nil {
 			return out, err
 		}
 	}
@@ -114,27 +102,13 @@ func configStep(ctx context.Context, s *state) (rendered, error) {
 			return out, err
 		}
 	}
-	cmKey := client.ObjectKey{Namespace: stack.Namespace, Name: config.ConfigMapName(stack.Name)}
-	if remembered {
-		// The ConfigMap may have been changed or deleted since.
-		_, holds, err := apply.Holds(ctx, s.Applier, apply.ConfigMap, cmKey, memo.digest)
-		if err != nil {
-			return out, err
-		}
-		if !holds {
-			if result, err = generate(); err != nil {
-				return out, err
-			}
-			remembered = false
-		}
-	}
 	if !remembered {
 		cm := config.ConfigMap(stack, result)
 		digest, err := apply.Digest(cm)
 		if err != nil {
 			return out, err
 		}
-		if _, _, err := apply.Apply(ctx, s.Applier, apply.ConfigMap, cm); err != nil {
+		if _, _, err := apply.ApplyDigest(ctx, s.Applier, apply.ConfigMap, cm, digest); err != nil {
 			return out, err
 		}
 		s.Configs.put(stack.UID, inputs, result, digest)
@@ -143,6 +117,29 @@ func configStep(ctx context.Context, s *state) (rendered, error) {
 	out.ConfigMapName = cmKey.Name
 	out.ReferencesHash = config.HashReferences(config.References(stack.Spec), data)
 	return out, nil
+}
+
+// makeRunConfig runs the run-config pipeline for the stack, or checks its
+// override (the text of override, when not nil).
+func makeRunConfig(s *state, override *string) (runconfig.Result, error) {
+	stack := s.Stack
+	var result runconfig.Result
+	var err error
+	if override != nil {
+		result, err = runconfig.FromOverride(stack.Name, stack.Spec, operand(s), []byte(*override))
+	} else {
+		result, err = runconfig.Generate(stack.Name, stack.Spec, operand(s))
+	}
+	var unknown *stackconfig.UnknownVersionError
+	if errors.As(err, &unknown) {
+		return result, errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonUnsupportedOperandVersion,
+			"operator %s: %v; no run config is written rather than a guessed one: install an operator release that pins a known version",
+			s.Pin.OperatorVersion, err)
+	}
+	if err != nil {
+		return result, errorf(v1alpha1.TypeConfigGenerated, v1alpha1.ReasonInvalidConfig, "%v", err)
+	}
+	return result, nil
 }
 
 // readReferences reads every user object the stack references: from the
