@@ -94,14 +94,7 @@ func CacheOptions(stacks labels.Selector) cache.Options {
 
 // keepRollout trims a Deployment to what the status reads of it.
 func keepRollout(d *appsv1.Deployment) {
-	names := func(list []corev1.Container) []corev1.Container {
-		out := make([]corev1.Container, 0, len(list))
-		for _, c := range list {
-			out = append(out, corev1.Container{Name: c.Name, Image: c.Image})
-		}
-		return out
-	}
-	containers, inits := names(d.Spec.Template.Spec.Containers), names(d.Spec.Template.Spec.InitContainers)
+	containers, inits := namesAndImages(d.Spec.Template.Spec.Containers), namesAndImages(d.Spec.Template.Spec.InitContainers)
 	// The selector finds the Deployment's pods (image pull errors: pods.go).
 	d.Spec = appsv1.DeploymentSpec{Replicas: d.Spec.Replicas, Selector: d.Spec.Selector}
 	d.Spec.Template.Spec.Containers, d.Spec.Template.Spec.InitContainers = containers, inits

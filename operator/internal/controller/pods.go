@@ -77,18 +77,12 @@ func (r *InferenceStackReconciler) podFailure(ctx context.Context, stack *v1alph
 // and message of the first container of pod that cannot run, as podFailure
 // describes it.
 func containerFailure(pod *corev1.Pod) (reason, image, message string, ok bool) {
-	if image, msg, ok := pullFailure(pod); ok {
+	if c, msg, ok := pullFailure(pod); ok {
+		image := specImage(pod, c)
 		return v1alpha1.ReasonImagePullFailed, image, fmt.Sprintf("pod %s cannot pull image %s: %s", pod.Name, image, msg), true
 	}
 	if c, ok := crashLoop(pod); ok {
-		// The status of a container that ran names its image by the
-		// runtime's ID (containerd: sha256:<config digest>).
-		image := c.Image
-		for _, sc := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
-			if sc.Name == c.Name {
-				image = sc.Image
-			}
-		}
+		image := specImage(pod, c)
 		last := c.LastTerminationState.Terminated
 		msg := fmt.Sprintf("container %s of pod %s exits with code %d", c.Name, pod.Name, last.ExitCode)
 		if last.Reason != "" && last.Reason != "Error" {
@@ -101,6 +95,18 @@ func containerFailure(pod *corev1.Pod) (reason, image, message string, ok bool) 
 		return v1alpha1.ReasonCrashLooping, image, msg, true
 	}
 	return "", "", "", false
+}
+
+// specImage is the image of container c as the pod's spec names it, which
+// is how the Deployment names it: the status of a container that ran names
+// its image by the runtime's ID (containerd: sha256:<config digest>).
+func specImage(pod *corev1.Pod, c corev1.ContainerStatus) string {
+	for _, sc := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+		if sc.Name == c.Name {
+			return sc.Image
+		}
+	}
+	return c.Image
 }
 
 // crashLoop returns the first container of pod that the kubelet restarts
@@ -123,12 +129,12 @@ func crashLoop(pod *corev1.Pod) (corev1.ContainerStatus, bool) {
 	return corev1.ContainerStatus{}, false
 }
 
-// pullFailure returns the image and the kubelet's message of the first
+// pullFailure returns the status and the kubelet's message of the first
 // container of pod that waits for an image the kubelet cannot pull. The
 // message is the pull error itself: the kubelet alternates ErrImagePull
 // ("<error>") with ImagePullBackOff ("Back-off pulling image \"<image>\":
 // ErrImagePull: <error>"), and the status should not change with it.
-func pullFailure(pod *corev1.Pod) (image, message string, ok bool) {
+func pullFailure(pod *corev1.Pod) (corev1.ContainerStatus, string, bool) {
 	for _, c := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
 		w := c.State.Waiting
 		if w == nil || !slices.Contains(pullFailureReasons, w.Reason) {
@@ -144,9 +150,9 @@ func pullFailure(pod *corev1.Pod) (image, message string, ok bool) {
 		if msg == "" {
 			msg = w.Reason
 		}
-		return c.Image, msg, true
+		return c, msg, true
 	}
-	return "", "", false
+	return corev1.ContainerStatus{}, "", false
 }
 
 // podFailurePredicate passes the pod events that can change a stack's pod
