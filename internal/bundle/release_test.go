@@ -3,6 +3,7 @@ package bundle
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -243,18 +244,18 @@ func TestKilledRunLeavesOldOrNew(t *testing.T) {
 			require.NoError(t, os.CopyFS(root, os.DirFS(base)))
 		},
 		func(n int, killed bool, log string) {
-			t.Logf("step %d: killed %v: %s", n, killed, lastLine(log))
+			t.Logf("step %d: killed %v: %s", n, killed, atomicfstest.LastLine(log))
 			got := atomicfstest.Tree(t, filepath.Join(root, "bundle"))
 			switch {
-			case equalTree(got, oldTree):
+			case maps.Equal(got, oldTree):
 				seen["old"] = true
-			case equalTree(got, newTree):
+			case maps.Equal(got, newTree):
 				seen["new"] = true
 			default:
 				t.Fatalf("killed at step %d (%s): bundle/ is neither the old tree nor the new one", n, log)
 			}
 			if !killed {
-				require.True(t, equalTree(got, newTree), "a run to the end writes the new tree")
+				require.True(t, maps.Equal(got, newTree), "a run to the end writes the new tree")
 			}
 			for _, e := range entries(root) {
 				if slices.Contains(baseEntries, e) {
@@ -267,28 +268,10 @@ func TestKilledRunLeavesOldOrNew(t *testing.T) {
 			// The next run cleans up and ends with the new tree.
 			_, err := generate(root).Run(context.Background())
 			require.NoError(t, err, "the run after step %d", n)
-			require.True(t, equalTree(atomicfstest.Tree(t, filepath.Join(root, "bundle")), newTree))
+			require.True(t, maps.Equal(atomicfstest.Tree(t, filepath.Join(root, "bundle")), newTree))
 			require.ElementsMatch(t, baseEntries, entries(root), "the next run removes the leftovers of step %d", n)
 		})
 	require.Equal(t, map[string]bool{"old": true, "new": true}, seen, "the kills fall on both sides of the step that makes the release visible")
-}
-
-func equalTree(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || v != w {
-			return false
-		}
-	}
-	return true
-}
-
-// lastLine is the child's last line of output (where atomicfstest killed it).
-func lastLine(log string) string {
-	lines := strings.Split(strings.TrimSpace(log), "\n")
-	return lines[len(lines)-1]
 }
 
 // TestEveryReleaseChecked: not only the newest release is protected: a byte

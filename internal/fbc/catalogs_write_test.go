@@ -3,6 +3,7 @@ package fbc_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -214,12 +215,12 @@ func TestKilledCatalogRunLeavesOldOrNew(t *testing.T) {
 			require.NoError(t, os.CopyFS(work, os.DirFS(base)))
 		},
 		func(n int, killed bool, log string) {
-			t.Logf("step %d: killed %v: %s", n, killed, lastLine(log))
+			t.Logf("step %d: killed %v: %s", n, killed, atomicfstest.LastLine(log))
 			got := atomicfstest.Tree(t, out)
 			switch {
-			case equal(got, oldTree):
+			case maps.Equal(got, oldTree):
 				seen["old"] = true
-			case equal(got, newTree):
+			case maps.Equal(got, newTree):
 				seen["new"] = true
 			default:
 				t.Fatalf("killed at step %d (%s): the catalogs are neither both old nor both new", n, log)
@@ -236,28 +237,10 @@ func TestKilledCatalogRunLeavesOldOrNew(t *testing.T) {
 			}
 			_, err = fbc.Catalogs{ChannelsDir: newChannels, Root: root, OutDir: out}.Run(context.Background())
 			require.NoError(t, err, "the run after step %d", n)
-			require.True(t, equal(atomicfstest.Tree(t, out), newTree))
+			require.True(t, maps.Equal(atomicfstest.Tree(t, out), newTree))
 			entries, err = os.ReadDir(work)
 			require.NoError(t, err)
 			require.Len(t, entries, 1, "the next run removes the leftovers of step %d", n)
 		})
 	require.Equal(t, map[string]bool{"old": true, "new": true}, seen)
-}
-
-func equal(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || v != w {
-			return false
-		}
-	}
-	return true
-}
-
-// lastLine is the child's last line of output (where atomicfstest killed it).
-func lastLine(log string) string {
-	lines := strings.Split(strings.TrimSpace(log), "\n")
-	return lines[len(lines)-1]
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -75,4 +76,10 @@ func EveryStep(t *testing.T, helper string, env []string, prepare func(n int), c
 		}
 	}
 	t.Fatalf("the writer still had steps left after %d", maxSteps)
+}
+
+// LastLine is the last line of a child's output (where EveryStep killed it).
+func LastLine(log string) string {
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	return lines[len(lines)-1]
 }
