@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -154,6 +155,24 @@ func FormatConditions(conds []metav1.Condition) string {
 		fmt.Fprintf(&b, "\n  %s=%s reason=%s generation=%d: %s", c.Type, c.Status, c.Reason, c.ObservedGeneration, c.Message)
 	}
 	return b.String()
+}
+
+// ApplyForTest applies objs and, when the test ends, deletes them in reverse
+// order (namespaces too) and waits until they are gone, so the next test
+// starts from a clean cluster.
+func (c *Cluster) ApplyForTest(t testing.TB, timeout time.Duration, objs ...*unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Apply(ctx, objs...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := len(objs) - 1; i >= 0; i-- {
+			if err := c.Delete(ctx, timeout, objs[i]); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	})
 }
 
 // Delete deletes objs and waits until they are gone (OLM's finalizers and the

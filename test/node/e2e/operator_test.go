@@ -301,13 +301,5 @@ func installedPin(t *testing.T, ns string) pin.Pin {
 // test ends, in reverse order.
 func apply(t *testing.T, objs ...*unstructured.Unstructured) {
 	t.Helper()
-	ctx := context.Background()
-	require.NoError(t, cluster.Apply(ctx, objs...))
-	t.Cleanup(func() {
-		for i := len(objs) - 1; i >= 0; i-- {
-			if err := cluster.Delete(ctx, deleteTimeout, objs[i]); err != nil {
-				t.Errorf("cleanup: %v", err)
-			}
-		}
-	})
+	cluster.ApplyForTest(t, deleteTimeout, objs...)
 }

@@ -76,19 +76,10 @@ func sample(t *testing.T, file string) []*unstructured.Unstructured {
 }
 
 // apply applies objs and deletes them (waiting until they are gone) when the
-// test ends, in reverse order, so the next test starts from a clean cluster.
+// test ends, in reverse order.
 func apply(t *testing.T, objs ...*unstructured.Unstructured) {
 	t.Helper()
-	ctx := context.Background()
-	require.NoError(t, cluster.Apply(ctx, objs...))
-	t.Cleanup(func() {
-		for i := len(objs) - 1; i >= 0; i-- {
-			// Namespaces too: the next test may install into the same one.
-			if err := cluster.Delete(ctx, deleteTimeout, objs[i]); err != nil {
-				t.Errorf("cleanup: %v", err)
-			}
-		}
-	})
+	cluster.ApplyForTest(t, deleteTimeout, objs...)
 }
 
 // releaseCatalog returns the repository's release artifacts: bundle/ and
