@@ -9,7 +9,6 @@ package main_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -372,20 +371,8 @@ type auditEvent struct {
 // from offset on, failed ones too, by "verb resource[/subresource] name".
 func auditWrites(t *testing.T, offset int64) map[string]map[string]int {
 	t.Helper()
-	f, err := os.Open(auditLog)
-	require.NoError(t, err)
-	defer f.Close()
-	_, err = f.Seek(offset, 0)
-	require.NoError(t, err)
 	out := map[string]map[string]int{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var e auditEvent
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &e))
-		if !strings.HasPrefix(e.User.Username, "system:serviceaccount:"+operatorsNS+":operator-") || e.ObjectRef == nil {
-			continue
-		}
+	for _, e := range operatorWrites(t, offset) {
 		ref := e.ObjectRef
 		what := e.Verb + " " + ref.Resource
 		if ref.Subresource != "" {
@@ -396,6 +383,32 @@ func auditWrites(t *testing.T, offset int64) map[string]map[string]int {
 			out[ref.Namespace] = map[string]int{}
 		}
 		out[ref.Namespace][what]++
+	}
+	return out
+}
+
+// operatorPrefix begins the user name of each operator's ServiceAccount
+// (operator-<major>).
+const operatorPrefix = "system:serviceaccount:" + operatorsNS + ":operator-"
+
+// operatorWrites reads the audit log from offset: the writes to objects that
+// the operators' ServiceAccounts made.
+func operatorWrites(t *testing.T, offset int64) []auditEvent {
+	t.Helper()
+	f, err := os.Open(auditLog)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.Seek(offset, 0)
+	require.NoError(t, err)
+	var out []auditEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e auditEvent
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &e))
+		if strings.HasPrefix(e.User.Username, operatorPrefix) && e.ObjectRef != nil {
+			out = append(out, e)
+		}
 	}
 	require.NoError(t, sc.Err())
 	return out
@@ -432,21 +445,12 @@ func auditSize(t *testing.T) int64 {
 // operatorsNS), and did write in the namespaces of mustWrite.
 func checkAudit(t *testing.T, offset int64, stacks, mustWrite map[string][]string) {
 	t.Helper()
-	f, err := os.Open(auditLog)
-	require.NoError(t, err)
-	defer f.Close()
-	_, err = f.Seek(offset, 0)
-	require.NoError(t, err)
 	wrote := map[string]map[string]int{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var e auditEvent
-		require.NoError(t, json.NewDecoder(bytes.NewReader(sc.Bytes())).Decode(&e))
-		major := strings.TrimPrefix(e.User.Username, "system:serviceaccount:"+operatorsNS+":operator-")
-		if major == e.User.Username || e.ObjectRef == nil || e.ResponseStatus.Code >= 300 {
+	for _, e := range operatorWrites(t, offset) {
+		if e.ResponseStatus.Code >= 300 {
 			continue
 		}
+		major := strings.TrimPrefix(e.User.Username, operatorPrefix)
 		ns := e.ObjectRef.Namespace
 		if ns == operatorsNS {
 			// The leader election Lease and its events.
@@ -460,7 +464,6 @@ func checkAudit(t *testing.T, offset int64, stacks, mustWrite map[string][]strin
 		}
 		wrote[major][ns]++
 	}
-	require.NoError(t, sc.Err())
 	for major, namespaces := range mustWrite {
 		for _, ns := range namespaces {
 			if wrote[major][ns] == 0 {
