@@ -377,6 +377,20 @@ func TestRunConfigMadeOnlyWhenItsInputsChange(t *testing.T) {
 			}
 		}
 	}
+	// checkSoon is check for a change the test sees in the run-config
+	// ConfigMap: the reconcile that applied it counts what it made just
+	// after the apply returns.
+	checkSoon := func(what string) {
+		t.Helper()
+		eventually(t, timeout, func() error {
+			for _, name := range names {
+				if got := op.reconciler.RunConfigsMade(uids[name]); got != want[name] {
+					return fmt.Errorf("%s: %d run configs made for stack %s, want %d", what, got, name, want[name])
+				}
+			}
+			return nil
+		})
+	}
 	check("at creation")
 	reconcileAll(t, ns, names, "same-1")
 	reconcileAll(t, ns, names, "same-2")
@@ -410,7 +424,7 @@ func TestRunConfigMadeOnlyWhenItsInputsChange(t *testing.T) {
 		return nil
 	})
 	want["ovr"]++
-	check("after the override was edited")
+	checkSoon("after the override was edited")
 
 	edited := configOf("gen")
 	text := edited.Data[runconfig.ConfigKey]
@@ -425,7 +439,7 @@ func TestRunConfigMadeOnlyWhenItsInputsChange(t *testing.T) {
 		return nil
 	})
 	want["gen"]++
-	check("after a hand edit of the run-config ConfigMap")
+	checkSoon("after a hand edit of the run-config ConfigMap")
 
 	gone := configOf("gen")
 	if err := env.Client.Delete(context.Background(), gone); err != nil {
@@ -442,5 +456,5 @@ func TestRunConfigMadeOnlyWhenItsInputsChange(t *testing.T) {
 		return nil
 	})
 	want["gen"]++
-	check("after the run-config ConfigMap was deleted")
+	checkSoon("after the run-config ConfigMap was deleted")
 }
