@@ -1,14 +1,21 @@
-// Package atomicfs is the one write path of the release tools (tools/): it
-// replaces a file, or a whole folder tree, with a single rename, so that
-// readers, and the next run, see either the old content or the new one, never
-// a mix, whatever kills the writer and when.
+// Package atomicfs is the one write path of the release tools (tools/).
 //
-// Temporary entries are made beside what they replace and named
-// .<name>.bundlegen-<kind>-<random> (LeftoverPattern, listed in .gitignore).
-// A killed run can leave them behind; the next write to the same place
-// removes them first (under an exclusive lock on the parent folder, so never
-// those of a run still going). CheckOutput refuses output paths that would
-// make a verb overwrite what it did not write.
+// A verb writes all its files in one transaction (Tx): every target is
+// checked first (no symbolic link, no special file), each new content is
+// staged beside its target under a name that embeds the run's random id,
+// the set is recorded in a journal (<root>/.bundlegen/journal, with a magic
+// header), and the staged files are renamed over their targets one by one.
+// Only the targets change: every other file of those folders stays as it is,
+// including files a user saves while the run goes. A failure puts the targets
+// back; a killed run is finished (past the commit point) or undone by the
+// next Begin or Recover on the same root, which removes exactly the entries
+// the journal lists. Verbs that only read a tree refuse it while a journal is
+// pending (Pending).
+//
+// ReadFile, FS and CheckTree read inputs without following links or opening
+// special files; CheckOutput refuses output paths that would make a verb
+// overwrite what it did not write. ReplaceDir, which swaps a whole folder, is
+// kept for outputs a verb owns entirely (an OCI layout it marked).
 package atomicfs
 
 import (
@@ -20,8 +27,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-
-	"github.com/google/renameio/v2"
 )
 
 // infix marks every temporary entry this package makes.
@@ -73,50 +78,17 @@ func IsLeftover(name string) bool {
 
 func tempPrefix(base, kind string) string { return "." + base + infix + kind + "-" }
 
-// WriteFile replaces path with data (mode 0644) in one rename, after an
-// fsync, creating the parent folders.
-func WriteFile(ctx context.Context, path string, data []byte) (err error) {
+// WriteFile replaces path with data (mode 0644), creating the parent
+// folders: a transaction (Tx) of one file rooted at its folder.
+func WriteFile(ctx context.Context, path string, data []byte) error {
 	path = filepath.Clean(path)
-	dir, base := filepath.Dir(path), filepath.Base(path)
-	defer func() {
-		if err != nil {
-			err = fmt.Errorf("writing %s: %w", path, err)
-		}
-	}()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	unlock, err := lock(dir)
+	tx, err := Begin(ctx, filepath.Dir(path))
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	if err := clean(dir, base); err != nil {
-		return err
-	}
-	step(ctx, path, StepStage)
-	tmp, err := os.MkdirTemp(dir, tempPrefix(base, "tmp"))
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	f, err := renameio.NewPendingFile(path, renameio.WithTempDir(tmp), renameio.WithStaticPermissions(0o644))
-	if err != nil {
-		return err
-	}
-	defer f.Cleanup() //nolint:errcheck // a no-op after the rename; the write error wins otherwise
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	step(ctx, path, StepRename)
-	if err := f.CloseAtomicallyReplace(); err != nil {
-		return err
-	}
-	if err := syncDir(dir); err != nil {
-		return err
-	}
-	step(ctx, path, StepDone)
-	return nil
+	defer tx.Close()
+	tx.Write(path, data)
+	return tx.Commit()
 }
 
 // ReplaceDir replaces the folder target with a tree that fill writes into an

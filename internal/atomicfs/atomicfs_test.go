@@ -44,19 +44,18 @@ func TestWriteFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sub", "a.yaml")
 	var steps []string
-	ctx := WithHook(context.Background(), func(p, step string) {
-		require.Equal(t, path, p)
-		steps = append(steps, step)
-	})
+	ctx := WithHook(context.Background(), func(_, step string) { steps = append(steps, step) })
 	require.NoError(t, WriteFile(ctx, path, []byte("one")))
-	require.Equal(t, []string{StepStage, StepRename, StepDone}, steps)
-	// Leftovers of a stopped run beside it, of this and of earlier bundlegen
-	// versions, go with the next write; other files stay.
+	require.Equal(t, []string{StepJournal, StepStage, StepCommit, StepRename, StepDone}, steps)
+	// Files beside it stay, whatever their names look like.
 	for _, name := range []string{".a.yaml.bundlegen-tmp-1", ".a.yaml.tmp-123", "keep.yaml", ".b.yaml.bundlegen-tmp-2"} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", name), nil, 0o644))
 	}
-	require.NoError(t, WriteFile(context.Background(), path, []byte("two")))
-	require.Equal(t, map[string]string{"a.yaml": "two", "keep.yaml": "", ".b.yaml.bundlegen-tmp-2": ""}, tree(t, filepath.Join(dir, "sub")))
+	steps = nil
+	require.NoError(t, WriteFile(ctx, path, []byte("two")))
+	require.Equal(t, []string{StepJournal, StepStage, StepBackup, StepCommit, StepRename, StepRemoveOld, StepDone}, steps)
+	require.Equal(t, map[string]string{"a.yaml": "two", "keep.yaml": "", ".a.yaml.bundlegen-tmp-1": "", ".a.yaml.tmp-123": "", ".b.yaml.bundlegen-tmp-2": ""},
+		tree(t, filepath.Join(dir, "sub")))
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	require.Equal(t, fs.FileMode(0o644), fi.Mode().Perm())

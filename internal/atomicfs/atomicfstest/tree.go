@@ -9,7 +9,7 @@ import (
 )
 
 // Tree reads every file under dir: slash-separated path relative to dir ->
-// content. A test compares trees to tell the old release from the new one.
+// content (for a link, "symlink -> <target>"; for a special file, its mode). A test compares trees to tell the old release from the new one.
 func Tree(t testing.TB, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -17,8 +17,19 @@ func Tree(t testing.TB, dir string) map[string]string {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		data, err := os.ReadFile(p)
 		rel, _ := filepath.Rel(dir, p)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			// Links and special files are described, never opened (a
+			// named pipe would block).
+			target, err := os.Readlink(p)
+			out[filepath.ToSlash(rel)] = "symlink -> " + target
+			return err
+		case !d.Type().IsRegular():
+			out[filepath.ToSlash(rel)] = "special " + d.Type().String()
+			return nil
+		}
+		data, err := os.ReadFile(p)
 		out[filepath.ToSlash(rel)] = string(data)
 		return err
 	})
