@@ -17,10 +17,18 @@ import (
 // one or a folder that holds one. flag names the option for messages (e.g.
 // "--output"). Paths are compared after resolving symbolic links.
 func CheckOutput(flag, out string, inputs ...string) error {
+	return CheckOutputOf(flag, out, true, inputs...)
+}
+
+// CheckOutputOf is CheckOutput; typed says the user gave out. A default
+// output (the repository's bundle/ or catalog/, found from a subfolder) is
+// not refused for holding the working folder: per-file writes never move a
+// folder, and only a typed `.` or `..` is a likely typo.
+func CheckOutputOf(flag, out string, typed bool, inputs ...string) error {
 	if out == "" {
 		return fmt.Errorf("%s is empty: name the folder to write", flag)
 	}
-	if filepath.Clean(out) == "." || filepath.Clean(out) == ".." || strings.HasSuffix(filepath.Clean(out), string(filepath.Separator)+"..") {
+	if typed && (filepath.Clean(out) == "." || filepath.Clean(out) == ".." || strings.HasSuffix(filepath.Clean(out), string(filepath.Separator)+"..")) {
 		return fmt.Errorf("%s %s: refusing to write to the working folder or a folder above it; name a folder of its own", flag, out)
 	}
 	real, err := realPath(out)
@@ -41,8 +49,10 @@ func CheckOutput(flag, out string, inputs ...string) error {
 		}
 		return nil
 	}
-	if err := holds("the working folder", wd); err != nil {
-		return err
+	if typed {
+		if err := holds("the working folder", wd); err != nil {
+			return err
+		}
 	}
 	for _, start := range []string{wd, filepath.Dir(real)} {
 		if root, err := repo.Root(start); err == nil {

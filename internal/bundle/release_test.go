@@ -201,40 +201,57 @@ func TestKillHelper(t *testing.T) {
 }
 
 // TestKilledRunLeavesOldOrNew kills `bundle` (SIGKILL) before every step of
-// its writes while it adds release 1.1.0's bundles of both packages: bundle/
-// is then the old tree or the new one, never a mix; what the run leaves is
-// git-ignored; the next run removes it and ends with the new tree.
+// its writes while it adds release 1.1.0's bundles of both packages and,
+// since 1.1.0 says published: true, records it in the published sum. After
+// the kill the repository is the old one or the new one, or else bundle/
+// holds the journal, and then `bundle --check` refuses it; the journal's
+// recovery makes it old or new; the user's files in bundle/ (named like
+// leftovers) survive every kill; the next run ends with the new repository,
+// nothing else left.
 func TestKilledRunLeavesOldOrNew(t *testing.T) {
-	g := fixture(t, nil)
+	g := resolvedFixture(t)
 	_, err := g.Run(context.Background())
 	require.NoError(t, err)
 	base := filepath.Dir(g.ReleasesDir)
 	data, err := os.ReadFile(filepath.Join(g.ReleasesDir, "1.0.0.yaml"))
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(g.ReleasesDir, "1.1.0.yaml"), bytes.ReplaceAll(data, []byte("1.0.0"), []byte("1.1.0")), 0o644))
-	rewrite(t, g.LockPath, "images:\n", "images:\n  quay.io/inferencestack/inferencestack-operator:v1.1.0: unresolved\n")
-	oldTree := atomicfstest.Tree(t, g.OutputDir)
-	entries := func(dir string) []string {
-		es, err := os.ReadDir(dir)
-		require.NoError(t, err)
-		var out []string
-		for _, e := range es {
-			out = append(out, e.Name())
+	data = bytes.ReplaceAll(data, []byte("v1.0.0"), []byte("v1.1.0"))
+	data = bytes.Replace(data, []byte("version: 1.0.0\n"), []byte("version: 1.1.0\npublished: true\n"), 1)
+	require.NoError(t, os.WriteFile(filepath.Join(g.ReleasesDir, "1.1.0.yaml"), data, 0o644))
+	in, err := release.LoadInput(filepath.Join(g.ReleasesDir, "1.1.0.yaml"))
+	require.NoError(t, err)
+	prev, err := release.LoadInput(filepath.Join(g.ReleasesDir, "1.0.0.yaml"))
+	require.NoError(t, err)
+	for _, ref := range in.Images() {
+		if slices.Contains(prev.Images(), ref) {
+			continue // 1.0.0's digest stays
 		}
-		return out
+		img, err := random.Image(64, 1)
+		require.NoError(t, err)
+		tag, err := name.NewTag(ref)
+		require.NoError(t, err)
+		require.NoError(t, remote.Write(tag, img))
 	}
-	baseEntries := entries(base)
+	_, err = release.PinRequest{ReleasesDir: g.ReleasesDir, LockPath: g.LockPath, Version: "1.1.0", Resolve: true}.Run(context.Background())
+	require.NoError(t, err)
+	for _, f := range []string{"bundle/.review.tmp-2026", "bundle/.notes.bundlegen-draft", "bundle/inferencestack-operator/.bundlegen-77", "bundle/.bundle.bundlegen-new-1"} {
+		require.NoError(t, os.WriteFile(filepath.Join(base, f), []byte("the user's "+f+"\n"), 0o644))
+	}
+	oldTree := atomicfstest.Tree(t, base)
 
 	newer := filepath.Join(t.TempDir(), "repo")
 	require.NoError(t, os.CopyFS(newer, os.DirFS(base)))
-	_, err = generate(newer).Run(context.Background())
+	res, err := generate(newer).Run(context.Background())
 	require.NoError(t, err)
-	newTree := atomicfstest.Tree(t, filepath.Join(newer, "bundle"))
+	require.Equal(t, []string{"1.1.0"}, res.Frozen)
+	newTree := atomicfstest.Tree(t, newer)
 	require.NotEqual(t, oldTree, newTree)
+	require.NotEqual(t, oldTree["published.sum"], newTree["published.sum"])
 
 	gitignore, err := os.ReadFile(filepath.Join(repo, ".gitignore"))
 	require.NoError(t, err)
 	require.Contains(t, strings.Split(string(gitignore), "\n"), atomicfs.LeftoverPattern)
+	require.Contains(t, strings.Split(string(gitignore), "\n"), atomicfs.JournalDir+"/")
 
 	root := filepath.Join(t.TempDir(), "repo")
 	seen := map[string]bool{}
@@ -245,33 +262,39 @@ func TestKilledRunLeavesOldOrNew(t *testing.T) {
 		},
 		func(n int, killed bool, log string) {
 			t.Logf("step %d: killed %v: %s", n, killed, atomicfstest.LastLine(log))
-			got := atomicfstest.Tree(t, filepath.Join(root, "bundle"))
+			got := atomicfstest.Tree(t, root)
+			if !maps.Equal(got, oldTree) && !maps.Equal(got, newTree) {
+				check := generate(root)
+				check.Check = true
+				_, err := check.Run(context.Background())
+				require.ErrorContains(t, err, "was being written by a bundlegen run that was stopped", "step %d: a mixed tree is refused", n)
+				for name := range got {
+					if _, ok := newTree[name]; !ok && !strings.HasPrefix(name, atomicfs.JournalDir+"/") && !strings.HasPrefix(name, "bundle/"+atomicfs.JournalDir+"/") {
+						ignored, err := path.Match(atomicfs.LeftoverPattern, path.Base(name))
+						require.NoError(t, err)
+						require.True(t, ignored, "step %d left %s, which .gitignore does not ignore", n, name)
+					}
+				}
+				require.NoError(t, atomicfs.Recover(filepath.Join(root, "bundle")))
+				got = atomicfstest.Tree(t, root)
+			}
 			switch {
 			case maps.Equal(got, oldTree):
 				seen["old"] = true
 			case maps.Equal(got, newTree):
 				seen["new"] = true
 			default:
-				t.Fatalf("killed at step %d (%s): bundle/ is neither the old tree nor the new one", n, log)
+				t.Fatalf("killed at step %d (%s): the repository is neither the old one nor the new one", n, log)
 			}
 			if !killed {
 				require.True(t, maps.Equal(got, newTree), "a run to the end writes the new tree")
 			}
-			for _, e := range entries(root) {
-				if slices.Contains(baseEntries, e) {
-					continue
-				}
-				ignored, err := path.Match(atomicfs.LeftoverPattern, e)
-				require.NoError(t, err)
-				require.True(t, ignored, "step %d left %s, which .gitignore does not ignore", n, e)
-			}
-			// The next run cleans up and ends with the new tree.
+			// The next run ends with the new repository.
 			_, err := generate(root).Run(context.Background())
 			require.NoError(t, err, "the run after step %d", n)
-			require.True(t, maps.Equal(atomicfstest.Tree(t, filepath.Join(root, "bundle")), newTree))
-			require.ElementsMatch(t, baseEntries, entries(root), "the next run removes the leftovers of step %d", n)
+			require.True(t, maps.Equal(atomicfstest.Tree(t, root), newTree), "the run after step %d", n)
 		})
-	require.Equal(t, map[string]bool{"old": true, "new": true}, seen, "the kills fall on both sides of the step that makes the release visible")
+	require.Equal(t, map[string]bool{"old": true, "new": true}, seen, "the kills fall on both sides of the commit point")
 }
 
 // TestEveryReleaseChecked: not only the newest release is protected: a byte

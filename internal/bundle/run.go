@@ -59,6 +59,10 @@ type Generate struct {
 	Regenerate bool
 	// Warnings receives warnings; nil discards.
 	Warnings io.Writer
+	// DefaultOutput says OutputDir is the repository's bundle/ (the flag's
+	// default), not a path the user typed: the checks against typos such as
+	// `--output .` do not apply to it.
+	DefaultOutput bool
 }
 
 // States of a bundle in a Result.
@@ -113,6 +117,9 @@ type plan struct {
 // StateFrozen). It is what catalog relies on.
 func (g Generate) Verify(ctx context.Context) ([]Bundle, error) {
 	g.Check = true
+	if err := atomicfs.Pending(g.OutputDir, "bundle"); err != nil {
+		return nil, err
+	}
 	plans, err := g.plan(ctx)
 	if err != nil {
 		return nil, err
@@ -121,23 +128,25 @@ func (g Generate) Verify(ctx context.Context) ([]Bundle, error) {
 }
 
 // Run checks every release, then writes the bundles that are missing (of
-// Version only, when set) or, with Regenerate, stale, all in one step:
-// bundle/ holds either all of them or none. Then it records newly published
-// releases in the published sum.
+// Version only, when set) or, with Regenerate, stale, and records newly
+// published releases in the published sum, all in one transaction
+// (atomicfs.Tx): either every bundle file and the sum are written or none.
+// Only those files are written; every other file of bundle/ stays.
 func (g Generate) Run(ctx context.Context) (Result, error) {
-	if err := atomicfs.CheckOutput("--output", g.OutputDir, g.ReleasesDir, g.LockPath, g.SumPath,
-		g.CRDDir, g.RBACDir, g.SamplesDir, g.BasesDir, g.ManagerPath); err != nil {
-		return Result{}, err
-	}
-	if !g.Check {
-		// A stopped run's leftovers go even when there is nothing to write.
-		for _, p := range []string{g.OutputDir, g.SumPath} {
-			if p == "" {
-				continue
-			}
-			if err := atomicfs.Clean(p); err != nil {
-				return Result{}, err
-			}
+	if g.Check {
+		// Nothing is written: no output checks, but a half-written tree is
+		// not checked either.
+		if err := atomicfs.Pending(g.OutputDir, "bundle"); err != nil {
+			return Result{}, err
+		}
+	} else {
+		if err := atomicfs.CheckOutputOf("--output", g.OutputDir, !g.DefaultOutput, g.ReleasesDir, g.LockPath, g.SumPath,
+			g.CRDDir, g.RBACDir, g.SamplesDir, g.BasesDir, g.ManagerPath); err != nil {
+			return Result{}, err
+		}
+		// A stopped run is finished or undone before anything is read.
+		if err := atomicfs.Recover(g.OutputDir); err != nil {
+			return Result{}, err
 		}
 	}
 	plans, err := g.plan(ctx)
@@ -151,17 +160,15 @@ func (g Generate) Run(ctx context.Context) (Result, error) {
 			writes = append(writes, b)
 		}
 	}
-	files := func(b Bundle) Files {
-		i := slices.IndexFunc(plans, func(p plan) bool { return p.in.Version == b.Version })
-		return plans[i].bundles[b.Package]
+	planOf := func(b Bundle) plan {
+		return plans[slices.IndexFunc(plans, func(p plan) bool { return p.in.Version == b.Version })]
 	}
 	validateIn := func(root string, b Bundle) error {
 		rbac := ""
 		if b.Package == PackageOperator {
 			rbac = g.RBACDir
 		}
-		in := plans[slices.IndexFunc(plans, func(p plan) bool { return p.in.Version == b.Version })].in
-		rep, err := validate.Bundle{Dir: filepath.Join(root, b.Package, b.Version), RBACDir: rbac, KubeVersion: in.MinKubeVersion}.Run(ctx)
+		rep, err := validate.Bundle{Dir: filepath.Join(root, b.Package, b.Version), RBACDir: rbac, KubeVersion: planOf(b).in.MinKubeVersion}.Run(ctx)
 		if err != nil {
 			return err
 		}
@@ -182,27 +189,52 @@ func (g Generate) Run(ctx context.Context) (Result, error) {
 			return res, err
 		}
 	}
-	if len(writes) > 0 {
-		err := atomicfs.ReplaceDir(ctx, g.OutputDir, true, func(staging string) error {
-			for _, b := range writes {
-				dir := filepath.Join(staging, b.Package, b.Version)
-				if err := os.RemoveAll(dir); err != nil {
-					return err
-				}
-				if err := write(dir, files(b)); err != nil {
-					return err
-				}
-				if err := validateIn(staging, b); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
+	sum, frozen, err := g.freeze(plans)
+	if err != nil {
+		return res, err
+	}
+	if len(writes) == 0 && len(frozen) == 0 {
+		return res, nil
+	}
+	// The new bundles are validated where they are written first: a
+	// private folder outside the tree.
+	scratch, err := os.MkdirTemp("", "bundlegen-validate-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(scratch)
+	for _, b := range writes {
+		if err := write(filepath.Join(scratch, b.Package, b.Version), planOf(b).bundles[b.Package]); err != nil {
+			return res, err
+		}
+		if err := validateIn(scratch, b); err != nil {
 			return res, err
 		}
 	}
-	return res, g.freeze(ctx, plans, &res)
+	tx, err := atomicfs.Begin(ctx, g.OutputDir)
+	if err != nil {
+		return res, err
+	}
+	defer tx.Close()
+	for _, b := range writes {
+		files := planOf(b).bundles[b.Package]
+		for _, name := range slices.Sorted(maps.Keys(files)) {
+			tx.Write(filepath.Join(b.Dir, filepath.FromSlash(name)), files[name])
+		}
+	}
+	if len(frozen) > 0 {
+		tx.Write(g.SumPath, sum)
+	}
+	if err := tx.Commit(); err != nil {
+		return res, fmt.Errorf("%w; bundle/ and %s are unchanged", err, g.SumPath)
+	}
+	res.Frozen = frozen
+	for i := range res.Bundles {
+		if slices.Contains(res.Frozen, res.Bundles[i].Version) {
+			res.Bundles[i].Published = true
+		}
+	}
+	return res, nil
 }
 
 // bundles lists the plans' bundles, by version then package.
@@ -220,6 +252,13 @@ func bundles(root string, plans []plan) []Bundle {
 // plan loads every release input and compares each release's bundles with
 // their inputs (or, for a frozen release, with the published sum).
 func (g Generate) plan(ctx context.Context) ([]plan, error) {
+	// No link out of the tree and nothing that blocks when opened, before
+	// anything is read.
+	if _, err := os.Lstat(g.OutputDir); err == nil {
+		if err := atomicfs.CheckTree(g.OutputDir); err != nil {
+			return nil, err
+		}
+	}
 	versions, err := release.Versions(g.ReleasesDir)
 	if err != nil {
 		return nil, err
@@ -347,7 +386,7 @@ func (g Generate) checkFrozen(in release.Input, sums map[string]string) error {
 	if !in.Published {
 		return fmt.Errorf("release input %s: field published: release %s is frozen in %s, so it must say published: true; %s", in.Path, in.Version, g.SumPath, restore)
 	}
-	data, err := os.ReadFile(in.Path)
+	data, err := atomicfs.ReadFile(in.Path)
 	if err != nil {
 		return err
 	}
@@ -393,8 +432,9 @@ func (g Generate) sumPath(version, name string) string {
 	return filepath.Join(g.OutputDir, pkg, version, filepath.FromSlash(rest))
 }
 
-// freeze records the published releases that are not yet in the sum.
-func (g Generate) freeze(ctx context.Context, plans []plan, res *Result) error {
+// freeze returns the published sum with the published releases that are
+// not in it yet, and their versions (none: nothing to record).
+func (g Generate) freeze(plans []plan) ([]byte, []string, error) {
 	var pending []plan
 	for _, p := range plans {
 		if p.freeze {
@@ -402,16 +442,20 @@ func (g Generate) freeze(ctx context.Context, plans []plan, res *Result) error {
 		}
 	}
 	if len(pending) == 0 {
-		return nil
+		return nil, nil, nil
+	}
+	if g.SumPath == "" {
+		return nil, nil, errors.New("no path for the published sum: give --published")
 	}
 	sum, err := release.LoadSum(g.SumPath)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
+	var frozen []string
 	for _, p := range pending {
-		data, err := os.ReadFile(p.in.Path)
+		data, err := atomicfs.ReadFile(p.in.Path)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		files := map[string]string{release.SumInput: release.Hash(data)}
 		for _, pkg := range Packages {
@@ -420,17 +464,9 @@ func (g Generate) freeze(ctx context.Context, plans []plan, res *Result) error {
 			}
 		}
 		sum.Releases[p.in.Version] = files
-		res.Frozen = append(res.Frozen, p.in.Version)
+		frozen = append(frozen, p.in.Version)
 	}
-	if err := sum.Write(ctx, g.SumPath); err != nil {
-		return err
-	}
-	for i := range res.Bundles {
-		if slices.Contains(res.Frozen, res.Bundles[i].Version) {
-			res.Bundles[i].Published = true
-		}
-	}
-	return nil
+	return sum.Marshal(), frozen, nil
 }
 
 func write(dir string, files Files) error {
@@ -449,12 +485,15 @@ func write(dir string, files Files) error {
 // readFiles returns the files under dir by slash-separated relative path.
 func readFiles(dir string) (Files, error) {
 	have := Files{}
+	if err := atomicfs.CheckTree(dir); err != nil {
+		return nil, err
+	}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		data, err := os.ReadFile(p)
+		data, err := atomicfs.ReadFile(p)
 		have[filepath.ToSlash(rel)] = data
 		return err
 	})
@@ -464,7 +503,7 @@ func readFiles(dir string) (Files, error) {
 // compare reports whether dir holds exactly files; when it exists and does
 // not, diff names each difference ("<file> changed|missing|extra").
 func compare(dir string, files Files) (same, exists bool, diff string, err error) {
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		return false, false, "", nil
 	}
 	have, err := readFiles(dir)
