@@ -161,6 +161,28 @@ func CheckTree(dir string) error {
 	})
 }
 
+// CheckPath refuses p when it, or a folder between root and p, is a
+// symbolic link or not a folder (p itself may be a file). A p outside root
+// is checked alone. Missing parts are not an error.
+func CheckPath(root, p string) error {
+	stop := filepath.Clean(root)
+	if !Within(p, stop) {
+		stop = filepath.Dir(filepath.Clean(p))
+	}
+	for d := filepath.Clean(p); d != stop && d != filepath.Dir(d); d = filepath.Dir(d) {
+		st, err := os.Lstat(d)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return describe(err)
+		case st.Mode()&fs.ModeSymlink != 0 || d != filepath.Clean(p) && !st.IsDir():
+			return refusal(d, st.Mode())
+		}
+	}
+	return nil
+}
+
 // refusal is the error for a path that is not a regular file or folder.
 func refusal(p string, m fs.FileMode) error {
 	if m&fs.ModeSymlink != 0 {

@@ -1,6 +1,7 @@
 package fbc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,14 +36,18 @@ type Catalogs struct {
 	// run (the release tools check that the bundle is exactly what its
 	// release input makes).
 	CheckBundle func(dir string) error
+	// DefaultOutput says OutDir is the repository's catalog/ (the flag's
+	// default), not a path the user typed: the checks against typos such as
+	// `-o .` do not apply to it.
+	DefaultOutput bool
 }
 
-// Run renders each package's catalog and writes them all in one step:
-// OutDir holds all the new catalogs or none. Nothing is written unless every
-// package renders and the new catalog folder passes validate.Catalog. Existing files of OutDir other
-// than the rendered catalog.yaml files are kept; a catalog.yaml that is not
-// the catalog of its package is never overwritten. It returns the written
-// paths.
+// Run renders each package's catalog and writes them all in one
+// transaction (atomicfs.Tx): OutDir gets all the new catalogs or none.
+// Nothing is written unless every package renders and the new catalog
+// folder passes validate.Catalog. Only the rendered catalog.yaml files are
+// written, every other file of OutDir stays; a catalog.yaml that is not the
+// catalog of its package is never overwritten. It returns the written paths.
 func (c Catalogs) Run(ctx context.Context) ([]string, error) {
 	templates, err := filepath.Glob(filepath.Join(c.ChannelsDir, "*"+TemplateSuffix))
 	if err != nil {
@@ -75,8 +80,26 @@ func (c Catalogs) Run(ctx context.Context) ([]string, error) {
 		}
 		inputs = append(inputs, dirs...)
 	}
-	if err := atomicfs.CheckOutput("--output", c.OutDir, inputs...); err != nil {
+	if err := atomicfs.CheckOutputOf("--output", c.OutDir, !c.DefaultOutput, inputs...); err != nil {
 		return nil, err
+	}
+	// A stopped run is finished or undone first; then no link and nothing
+	// that blocks when opened, in the output or the inputs, before anything
+	// is read.
+	if err := atomicfs.Recover(c.OutDir); err != nil {
+		return nil, err
+	}
+	for i, dir := range append([]string{c.OutDir}, inputs...) {
+		if i > 1 { // a bundle folder: none of its parents below Root may be a link either
+			if err := atomicfs.CheckPath(c.Root, dir); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := os.Lstat(dir); err == nil {
+			if err := atomicfs.CheckTree(dir); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if c.CheckBundle != nil {
 		for _, dir := range inputs[1:] {
@@ -102,33 +125,19 @@ func (c Catalogs) Run(ctx context.Context) ([]string, error) {
 			return nil, err
 		}
 	}
-	err = atomicfs.ReplaceDir(ctx, c.OutDir, true, func(staging string) error {
-		for _, name := range names {
-			dir := filepath.Join(staging, name)
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return err
-			}
-			if err := os.WriteFile(filepath.Join(dir, CatalogFile), rendered[name], 0o644); err != nil {
-				return err
-			}
-		}
-		// The whole new catalog folder, as validate catalog will read it
-		// (messages name OutDir rather than the staging folder).
-		findings, err := validate.Catalog{Dir: staging}.Run(ctx)
-		if err != nil {
-			return fmt.Errorf("the new catalog does not load; %s is unchanged: %s", c.OutDir, strings.ReplaceAll(err.Error(), staging, c.OutDir))
-		}
-		if len(findings) > 0 {
-			lines := make([]string, 0, len(findings))
-			for _, f := range findings {
-				lines = append(lines, "  "+f.String())
-			}
-			return fmt.Errorf("the rendered catalog does not validate; %s is unchanged:\n%s", c.OutDir, strings.Join(lines, "\n"))
-		}
-		return nil
-	})
+	if err := c.validate(ctx, rendered); err != nil {
+		return nil, err
+	}
+	tx, err := atomicfs.Begin(ctx, c.OutDir)
 	if err != nil {
 		return nil, err
+	}
+	defer tx.Close()
+	for _, name := range names {
+		tx.Write(filepath.Join(c.OutDir, name, CatalogFile), rendered[name])
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("%w; %s is unchanged", err, c.OutDir)
 	}
 	var written []string
 	for _, name := range names {
@@ -141,7 +150,7 @@ func (c Catalogs) Run(ctx context.Context) ([]string, error) {
 // bundles (bundle/<package>/<version>) but the template does not list it:
 // its release would be left out of the catalog without a word.
 func checkListed(templatePath, root string) error {
-	data, err := os.ReadFile(templatePath)
+	data, err := atomicfs.ReadFile(templatePath)
 	if err != nil {
 		return fmt.Errorf("read semver template: %w", err)
 	}
@@ -189,7 +198,7 @@ func checkListed(templatePath, root string) error {
 // bundleDirs returns the bundle directories a template references, joined
 // to Root.
 func (c Catalogs) bundleDirs(templatePath string) ([]string, error) {
-	data, err := os.ReadFile(templatePath)
+	data, err := atomicfs.ReadFile(templatePath)
 	if err != nil {
 		return nil, fmt.Errorf("read semver template: %w", err)
 	}
@@ -212,17 +221,67 @@ func (c Catalogs) bundleDirs(templatePath string) ([]string, error) {
 // or the catalog of package pkg: bundlegen overwrites only its own files.
 func (c Catalogs) checkOwn(pkg string) error {
 	path := filepath.Join(c.OutDir, pkg, CatalogFile)
-	f, err := os.Open(path)
+	data, err := atomicfs.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	cfg, err := declcfg.LoadReader(f)
+	cfg, err := declcfg.LoadReader(bytes.NewReader(data))
 	if err == nil && len(cfg.Packages) == 1 && cfg.Packages[0].Name == pkg {
 		return nil
 	}
 	return fmt.Errorf("%s exists and is not the catalog of package %q that bundlegen writes there: it never overwrites other files; move it away or choose another --output", path, pkg)
+}
+
+// validate checks the catalog folder OutDir would be with rendered written
+// into it, as validate catalog will read it: a copy of OutDir's files with
+// the new catalogs, in a private folder outside the tree (messages name
+// OutDir).
+func (c Catalogs) validate(ctx context.Context, rendered map[string][]byte) error {
+	view, err := os.MkdirTemp("", "bundlegen-catalog-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(view)
+	if _, err := os.Lstat(c.OutDir); err == nil {
+		src := atomicfs.FS(c.OutDir)
+		err := fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				return os.MkdirAll(filepath.Join(view, filepath.FromSlash(p)), 0o755)
+			}
+			data, err := fs.ReadFile(src, p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(view, filepath.FromSlash(p)), data, 0o644)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for name, data := range rendered {
+		if err := os.MkdirAll(filepath.Join(view, name), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(view, name, CatalogFile), data, 0o644); err != nil {
+			return err
+		}
+	}
+	findings, err := validate.Catalog{Dir: view}.Run(ctx)
+	if err != nil {
+		return fmt.Errorf("the new catalog does not load; %s is unchanged: %s", c.OutDir, strings.ReplaceAll(err.Error(), view, c.OutDir))
+	}
+	if len(findings) > 0 {
+		lines := make([]string, 0, len(findings))
+		for _, f := range findings {
+			lines = append(lines, "  "+f.String())
+		}
+		return fmt.Errorf("the rendered catalog does not validate; %s is unchanged:\n%s", c.OutDir, strings.Join(lines, "\n"))
+	}
+	return nil
 }

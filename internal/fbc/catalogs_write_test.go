@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -86,6 +87,46 @@ func TestCatalogsRefuse(t *testing.T) {
 			want:  []string{"refusing to write to the input"},
 		},
 		{
+			name: "catalog.yaml is a link to a file outside the tree",
+			setup: func(t *testing.T, c *fbc.Catalogs) {
+				require.NoError(t, os.MkdirAll(filepath.Join(c.OutDir, "demo-operator"), 0o755))
+				require.NoError(t, os.Symlink(outsideFile(t), filepath.Join(c.OutDir, "demo-operator", "catalog.yaml")))
+			},
+			want: []string{"/demo-operator/catalog.yaml is a symbolic link (to ", "never follows links"},
+		},
+		{
+			name: "a package folder that is a link out of the tree",
+			setup: func(t *testing.T, c *fbc.Catalogs) {
+				require.NoError(t, os.Symlink(filepath.Dir(outsideFile(t)), filepath.Join(c.OutDir, "demo-operator")))
+			},
+			want: []string{"/demo-operator is a symbolic link"},
+		},
+		{
+			name: "a named pipe in the output folder",
+			setup: func(t *testing.T, c *fbc.Catalogs) {
+				require.NoError(t, syscall.Mkfifo(filepath.Join(c.OutDir, "pipe"), 0o644))
+			},
+			want: []string{"/pipe is a named pipe (FIFO)", "remove it"},
+		},
+		{
+			name: "a named pipe in a bundle",
+			setup: func(t *testing.T, c *fbc.Catalogs) {
+				c.Root = copyRoot(t, c.Root)
+				require.NoError(t, syscall.Mkfifo(filepath.Join(c.Root, "bundle/demo-operator/1.0.1/manifests/pipe"), 0o644))
+			},
+			want: []string{"bundle/demo-operator/1.0.1/manifests/pipe is a named pipe (FIFO)"},
+		},
+		{
+			name: "a bundle package folder that is a link",
+			setup: func(t *testing.T, c *fbc.Catalogs) {
+				c.Root = copyRoot(t, c.Root)
+				moved := filepath.Join(t.TempDir(), "demo-operator")
+				require.NoError(t, os.Rename(filepath.Join(c.Root, "bundle/demo-operator"), moved))
+				require.NoError(t, os.Symlink(moved, filepath.Join(c.Root, "bundle/demo-operator")))
+			},
+			want: []string{"bundle/demo-operator is a symbolic link"},
+		},
+		{
 			name: "a bundle the check refuses",
 			setup: func(t *testing.T, c *fbc.Catalogs) {
 				c.CheckBundle = func(dir string) error {
@@ -116,6 +157,28 @@ func TestCatalogsRefuse(t *testing.T) {
 			require.Equal(t, beforeOut, atomicfstest.TreeIfExists(t, c.OutDir), "the output is untouched")
 		})
 	}
+}
+
+// outsideFile makes a file outside every tree of the test, and checks at
+// the end that it still holds what it held.
+func outsideFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "outside.yaml")
+	require.NoError(t, os.WriteFile(p, []byte("outside\n"), 0o644))
+	t.Cleanup(func() {
+		data, err := os.ReadFile(p)
+		require.NoError(t, err)
+		require.Equal(t, "outside\n", string(data), "the file outside the tree changed")
+	})
+	return p
+}
+
+// copyRoot copies the bundles under root to a temporary root.
+func copyRoot(t *testing.T, root string) string {
+	t.Helper()
+	dst := t.TempDir()
+	require.NoError(t, os.CopyFS(filepath.Join(dst, "bundle"), os.DirFS(filepath.Join(root, "bundle"))))
+	return dst
 }
 
 // TestCatalogsKeepOtherFiles: the rendered catalogs replace only their own
@@ -185,24 +248,35 @@ func TestKillHelper(t *testing.T) {
 }
 
 // TestKilledCatalogRunLeavesOldOrNew kills `catalog` (SIGKILL) before every
-// step of its writes while it adds release 2.0.0 to both packages' catalogs:
-// the catalog folder is then both old catalogs or both new ones; what the
-// run leaves is git-ignored; the next run removes it.
+// step of its writes while it adds release 2.0.0 to both packages' catalogs.
+// After the kill the folder is both old catalogs or both new ones, or else
+// it holds the journal, and then every reader refuses it; the journal's
+// recovery makes it old or new; the user's files (named like leftovers)
+// survive every kill; the next run ends with the new catalogs, nothing else
+// left.
 func TestKilledCatalogRunLeavesOldOrNew(t *testing.T) {
 	oldChannels, newChannels, oldRoot, root := release(t)
 	base := filepath.Join(t.TempDir(), "out")
 	oldOut := filepath.Join(base, "catalog")
 	_, err := fbc.Catalogs{ChannelsDir: oldChannels, Root: oldRoot, OutDir: oldOut}.Run(context.Background())
 	require.NoError(t, err)
-	oldTree := atomicfstest.Tree(t, oldOut)
-	newOut := filepath.Join(t.TempDir(), "catalog")
-	require.NoError(t, os.CopyFS(newOut, os.DirFS(oldOut)))
-	_, err = fbc.Catalogs{ChannelsDir: newChannels, Root: root, OutDir: newOut}.Run(context.Background())
+	for name, data := range map[string]string{
+		".indexignore":  "*.md\n.review.tmp-*\n.notes.*\n",
+		"notes.md":      "mine\n",
+		".review.tmp-7": "review\n",
+		"inferencestack-crds/.notes.bundlegen-draft": "draft\n",
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(oldOut, name), []byte(data), 0o644))
+	}
+	oldTree := atomicfstest.Tree(t, base)
+	newBase := filepath.Join(t.TempDir(), "out")
+	require.NoError(t, os.CopyFS(newBase, os.DirFS(base)))
+	_, err = fbc.Catalogs{ChannelsDir: newChannels, Root: root, OutDir: filepath.Join(newBase, "catalog")}.Run(context.Background())
 	require.NoError(t, err)
-	newTree := atomicfstest.Tree(t, newOut)
+	newTree := atomicfstest.Tree(t, newBase)
 	for _, pkg := range []string{"inferencestack-crds", "inferencestack-operator"} {
-		require.NotContains(t, oldTree[pkg+"/catalog.yaml"], pkg+".v2.0.0")
-		require.Contains(t, newTree[pkg+"/catalog.yaml"], pkg+".v2.0.0")
+		require.NotContains(t, oldTree["catalog/"+pkg+"/catalog.yaml"], pkg+".v2.0.0")
+		require.Contains(t, newTree["catalog/"+pkg+"/catalog.yaml"], pkg+".v2.0.0")
 	}
 
 	work := filepath.Join(t.TempDir(), "out")
@@ -216,7 +290,20 @@ func TestKilledCatalogRunLeavesOldOrNew(t *testing.T) {
 		},
 		func(n int, killed bool, log string) {
 			t.Logf("step %d: killed %v: %s", n, killed, atomicfstest.LastLine(log))
-			got := atomicfstest.Tree(t, out)
+			got := atomicfstest.Tree(t, work)
+			if !maps.Equal(got, oldTree) && !maps.Equal(got, newTree) {
+				_, err := fbc.Load(context.Background(), out)
+				require.ErrorContains(t, err, "was being written by a bundlegen run that was stopped", "step %d: readers refuse a mixed folder", n)
+				for name := range got {
+					if _, ok := newTree[name]; !ok && !strings.HasPrefix(name, "catalog/"+atomicfs.JournalDir+"/") {
+						ignored, err := path.Match(atomicfs.LeftoverPattern, path.Base(name))
+						require.NoError(t, err)
+						require.True(t, ignored, "step %d left %s, which .gitignore does not ignore", n, name)
+					}
+				}
+				require.NoError(t, atomicfs.Recover(out))
+				got = atomicfstest.Tree(t, work)
+			}
 			switch {
 			case maps.Equal(got, oldTree):
 				seen["old"] = true
@@ -225,22 +312,9 @@ func TestKilledCatalogRunLeavesOldOrNew(t *testing.T) {
 			default:
 				t.Fatalf("killed at step %d (%s): the catalogs are neither both old nor both new", n, log)
 			}
-			entries, err := os.ReadDir(work)
-			require.NoError(t, err)
-			for _, e := range entries {
-				if e.Name() == "catalog" {
-					continue
-				}
-				ignored, err := path.Match(atomicfs.LeftoverPattern, e.Name())
-				require.NoError(t, err)
-				require.True(t, ignored, "step %d left %s, which .gitignore does not ignore", n, e.Name())
-			}
 			_, err = fbc.Catalogs{ChannelsDir: newChannels, Root: root, OutDir: out}.Run(context.Background())
 			require.NoError(t, err, "the run after step %d", n)
-			require.True(t, maps.Equal(atomicfstest.Tree(t, out), newTree))
-			entries, err = os.ReadDir(work)
-			require.NoError(t, err)
-			require.Len(t, entries, 1, "the next run removes the leftovers of step %d", n)
+			require.True(t, maps.Equal(atomicfstest.Tree(t, work), newTree), "the run after step %d", n)
 		})
 	require.Equal(t, map[string]bool{"old": true, "new": true}, seen)
 }

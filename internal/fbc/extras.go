@@ -12,6 +12,7 @@ import (
 	"github.com/blang/semver/v4"
 	"sigs.k8s.io/yaml"
 
+	"github.com/inferencestack/inferencestack/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/internal/image"
 )
 
@@ -81,7 +82,7 @@ func ReleasePath(templatePath string) string { return ExtrasPath(templatePath) }
 // ReadExtras reads a catalog extras file. A missing file yields the zero
 // CatalogExtras (default image template, no deprecations, no bridges).
 func ReadExtras(path string) (CatalogExtras, error) {
-	data, err := os.ReadFile(path)
+	data, err := atomicfs.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return CatalogExtras{}, nil
 	}

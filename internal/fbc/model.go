@@ -3,10 +3,10 @@ package fbc
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 
+	"github.com/inferencestack/inferencestack/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/internal/olmgraph"
 )
 
@@ -18,7 +18,11 @@ type Package = olmgraph.Package
 // loader and returns the upgrade graph of every package in it
 // (olmgraph.Graphs); a bundle whose version cannot be read is an error.
 func Load(ctx context.Context, dir string) ([]olmgraph.Package, error) {
-	cfg, err := declcfg.LoadFS(ctx, os.DirFS(dir))
+	if err := atomicfs.Pending(dir, "catalog"); err != nil {
+		return nil, err
+	}
+	// Never a link out of the folder, never an open that blocks (a named pipe).
+	cfg, err := declcfg.LoadFS(ctx, atomicfs.FS(dir))
 	if err != nil {
 		return nil, fmt.Errorf("load catalog %s: %w", dir, err)
 	}

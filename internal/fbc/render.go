@@ -18,6 +18,8 @@ import (
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	"github.com/operator-framework/operator-registry/alpha/template/api"
 	semvertemplate "github.com/operator-framework/operator-registry/alpha/template/semver"
+
+	"github.com/inferencestack/inferencestack/internal/atomicfs"
 )
 
 // Catalog renders one package's catalog from its semver template.
@@ -35,7 +37,7 @@ type Catalog struct {
 // Run renders the template over the bundle directories and applies the
 // catalog extras. The result is sorted and ready for declcfg.WriteYAML.
 func (c Catalog) Run(ctx context.Context) (*declcfg.DeclarativeConfig, error) {
-	data, err := os.ReadFile(c.Template)
+	data, err := atomicfs.ReadFile(c.Template)
 	if err != nil {
 		return nil, fmt.Errorf("read semver template: %w", err)
 	}

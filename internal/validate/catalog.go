@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 
+	"github.com/inferencestack/inferencestack/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/internal/olmgraph"
 )
 
@@ -84,10 +84,11 @@ type Catalog struct {
 // Run loads the catalog and returns its findings, sorted. The error is only
 // for a catalog that cannot be read or parsed at all.
 func (c Catalog) Run(ctx context.Context) ([]CatalogFinding, error) {
-	if err := leftovers(c.Dir); err != nil {
+	if err := atomicfs.Pending(c.Dir, "catalog"); err != nil {
 		return nil, err
 	}
-	cfg, err := declcfg.LoadFS(ctx, os.DirFS(c.Dir))
+	// Never a link out of the folder, never an open that blocks (a named pipe).
+	cfg, err := declcfg.LoadFS(ctx, atomicfs.FS(c.Dir))
 	if err != nil {
 		return nil, fmt.Errorf("load catalog %s: %w", c.Dir, err)
 	}

@@ -5,8 +5,6 @@ package validate
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -14,7 +12,6 @@ import (
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/inferencestack/inferencestack/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/internal/csv"
 	"github.com/inferencestack/inferencestack/internal/image"
 )
@@ -109,30 +106,4 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
-}
-
-// leftovers names the temporary entries a stopped bundlegen run left in a
-// catalog folder: operator-registry would try to read them as catalog files.
-func leftovers(dir string) error {
-	var found []string
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != dir && atomicfs.IsLeftover(d.Name()) {
-			found = append(found, p)
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("load catalog %s: %w", dir, err)
-	}
-	if len(found) > 0 {
-		return fmt.Errorf("catalog %s holds %s, left by a bundlegen run that was stopped: run `bundlegen catalog` (it removes them) or delete them",
-			dir, strings.Join(found, ", "))
-	}
-	return nil
 }
