@@ -127,7 +127,20 @@ func (s safeFS) ReadDir(name string) ([]fs.DirEntry, error) {
 			return nil, refusal(full, st.Mode())
 		}
 	}
-	return os.ReadDir(full)
+	entries, err := os.ReadDir(full)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		// A write under way or stopped (its journal) at any level: never
+		// read half of it.
+		if e.Name() == JournalDir {
+			if err := Pending(full, ""); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return entries, nil
 }
 
 func (s safeFS) ReadFile(name string) ([]byte, error) {

@@ -257,13 +257,19 @@ func Recover(root string) error {
 }
 
 // Pending fails, naming the journal and what to do, when a run that was
-// stopped while writing under root left it to be finished. Verbs that only
-// read root call it, so they never read a half-written tree.
+// stopped while writing under root left it to be finished (or a run is
+// writing there right now). Verbs that only read root call it, so they never
+// read a half-written tree; verb names the verb that writes root ("" when
+// unknown).
 func Pending(root string, verb string) error {
 	p := filepath.Join(root, JournalDir, journalFile)
 	if _, err := os.Lstat(p); err == nil {
+		what := "the bundlegen verb that wrote it"
+		if verb != "" {
+			what = "`bundlegen " + verb + "`"
+		}
 		return fmt.Errorf("%s was being written by a bundlegen run that was stopped (its journal %s is still there): "+
-			"run `bundlegen %s` again, which finishes or undoes that write first, then retry", root, p, verb)
+			"run %s again, which finishes or undoes that write first, then retry", root, p, what)
 	}
 	return nil
 }

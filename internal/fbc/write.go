@@ -60,5 +60,11 @@ func WriteCatalog(cfg declcfg.DeclarativeConfig, outDir string) (string, error) 
 		return "", err
 	}
 	path := filepath.Join(outDir, cfg.Packages[0].Name, CatalogFile)
-	return path, atomicfs.WriteFile(context.Background(), path, data)
+	tx, err := atomicfs.Begin(context.Background(), outDir)
+	if err != nil {
+		return "", err
+	}
+	defer tx.Close()
+	tx.Write(path, data)
+	return path, tx.Commit()
 }

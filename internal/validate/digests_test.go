@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/inferencestack/inferencestack/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/internal/validate"
 )
 
@@ -60,15 +61,26 @@ func TestCatalogImagesByTag(t *testing.T) {
 	}
 }
 
-// TestCatalogLeftovers: a file left by a stopped run is named, rather than
-// read as a second copy of a package ("duplicate package").
+// TestCatalogLeftovers: a catalog that a bundlegen run is writing (or was
+// stopped while writing) is refused, naming its journal, rather than read
+// half old and half new.
 func TestCatalogLeftovers(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "demo"), 0o755))
 	data := []byte("schema: olm.package\nname: demo\n")
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "demo", "catalog.yaml"), data, 0o644))
-	stray := filepath.Join(dir, "demo", ".catalog.yaml.tmp-123456")
-	require.NoError(t, os.WriteFile(stray, data, 0o644))
-	_, err := validate.Catalog{Dir: dir}.Run(context.Background())
-	require.ErrorContains(t, err, "holds "+stray+", left by a bundlegen run that was stopped")
+	var during error
+	ctx := atomicfs.WithHook(context.Background(), func(_, step string) {
+		if step == atomicfs.StepRename && during == nil {
+			_, during = validate.Catalog{Dir: dir}.Run(context.Background())
+		}
+	})
+	tx, err := atomicfs.Begin(ctx, dir)
+	require.NoError(t, err)
+	tx.Write(filepath.Join(dir, "demo", "catalog.yaml"), []byte("schema: olm.package\nname: demo\ndescription: x\n"))
+	require.NoError(t, tx.Commit())
+	tx.Close()
+	require.ErrorContains(t, during, dir+" was being written by a bundlegen run that was stopped (its journal "+filepath.Join(dir, ".bundlegen", "journal"))
+	_, err = validate.Catalog{Dir: dir}.Run(context.Background())
+	require.NoError(t, err, "once the write is done")
 }
