@@ -17,6 +17,12 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal cancels ctx, which every verb honours (a write past
+	// its commit point still finishes); a second one ends the process at once.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	err := root.NewCmd().ExecuteContext(ctx)
 	stop()
 	if err != nil {

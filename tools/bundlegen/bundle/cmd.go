@@ -41,6 +41,7 @@ Exit status: 0 when every bundle is as it must be, 1 otherwise.`,
 				return err
 			}
 			gen.Warnings = cmd.ErrOrStderr()
+			gen.DefaultOutput = !cmd.Flags().Changed("output")
 			res, err := gen.Run(cmd.Context())
 			for _, r := range res.Reports {
 				r.Print(cmd.ErrOrStderr())

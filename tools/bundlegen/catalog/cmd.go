@@ -45,7 +45,7 @@ See docs/catalog.md.`,
 			if err := repopath.Resolve(cmd, append([]string{"channels", "root", "output"}, paths...)...); err != nil {
 				return err
 			}
-			c := fbc.Catalogs{ChannelsDir: o.channels, Root: o.root, OutDir: o.output, Packages: o.packages}
+			c := fbc.Catalogs{ChannelsDir: o.channels, Root: o.root, OutDir: o.output, Packages: o.packages, DefaultOutput: !cmd.Flags().Changed("output")}
 			if o.verify {
 				check, err := verifier(cmd, o.gen)
 				if err != nil {
