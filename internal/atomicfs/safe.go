@@ -237,7 +237,7 @@ func describe(err error) error {
 		return nil
 	}
 	if errors.Is(err, fs.ErrPermission) {
-		return fmt.Errorf("%w: the file or folder is read-only or immutable; check it with `ls -ld` and `lsattr -d` (chattr -i to clear the immutable flag)", err)
+		return fmt.Errorf("%w: the file, or the folder that holds it, is read-only or immutable; check with `ls -ld` and `lsattr -d` (`chattr -i` clears the immutable flag)", err)
 	}
 	return err
 }

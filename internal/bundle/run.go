@@ -226,7 +226,10 @@ func (g Generate) Run(ctx context.Context) (Result, error) {
 		tx.Write(g.SumPath, sum)
 	}
 	if err := tx.Commit(); err != nil {
-		return res, fmt.Errorf("%w; bundle/ and %s are unchanged", err, g.SumPath)
+		if len(frozen) > 0 {
+			return res, fmt.Errorf("%w; %s and %s are unchanged", err, g.OutputDir, g.SumPath)
+		}
+		return res, fmt.Errorf("%w; %s is unchanged", err, g.OutputDir)
 	}
 	res.Frozen = frozen
 	for i := range res.Bundles {

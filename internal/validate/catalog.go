@@ -18,7 +18,6 @@ import (
 
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 
-	"github.com/inferencestack/inferencestack/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/internal/olmgraph"
 )
 
@@ -84,13 +83,9 @@ type Catalog struct {
 // Run loads the catalog and returns its findings, sorted. The error is only
 // for a catalog that cannot be read or parsed at all.
 func (c Catalog) Run(ctx context.Context) ([]CatalogFinding, error) {
-	if err := atomicfs.Pending(c.Dir, "catalog"); err != nil {
-		return nil, err
-	}
-	// Never a link out of the folder, never an open that blocks (a named pipe).
-	cfg, err := declcfg.LoadFS(ctx, atomicfs.FS(c.Dir))
+	cfg, err := LoadCatalog(ctx, c.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("load catalog %s: %w", c.Dir, err)
+		return nil, err
 	}
 	if len(cfg.Packages)+len(cfg.Channels)+len(cfg.Bundles)+len(cfg.Deprecations)+len(cfg.Others) == 0 {
 		return nil, fmt.Errorf("catalog %s holds no file-based catalog objects (olm.package, olm.channel, olm.bundle): "+

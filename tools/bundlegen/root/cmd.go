@@ -2,8 +2,13 @@
 package root
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -16,6 +21,29 @@ import (
 	"github.com/inferencestack/inferencestack/tools/bundlegen/upgrades"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/validate"
 )
+
+// Main runs bundlegen with args (without the program name) and returns its
+// exit code: 0 on success, 1 on any error, printed to stderr. SIGINT or
+// SIGTERM cancels the context every verb runs with (a write past its commit
+// point still finishes, see internal/atomicfs); a second one ends the
+// process at once.
+func Main(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	cmd := NewCmd()
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "Error:", err)
+		return 1
+	}
+	return 0
+}
 
 // NewCmd returns the bundlegen root command.
 func NewCmd() *cobra.Command {
