@@ -21,6 +21,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/inferencestack/inferencestack/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/internal/manifests"
 )
 
@@ -58,7 +59,7 @@ type Generator struct {
 
 // LoadBase reads a base CSV.
 func LoadBase(path string) (*v1alpha1.ClusterServiceVersion, error) {
-	data, err := os.ReadFile(path)
+	data, err := atomicfs.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("base CSV %s does not exist: create it with the package's description, icon, "+
 			"keywords, maintainers, links, provider and maturity (see docs/release.md)", path)

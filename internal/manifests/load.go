@@ -18,6 +18,8 @@ import (
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/inferencestack/inferencestack/internal/atomicfs"
 )
 
 // Document is one YAML document of a manifest file.
@@ -54,7 +56,7 @@ func ReadDocuments(dir string) ([]Document, error) {
 
 // ReadFileDocuments reads every YAML document of one file.
 func ReadFileDocuments(path string) ([]Document, error) {
-	data, err := os.ReadFile(path)
+	data, err := atomicfs.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

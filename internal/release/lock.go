@@ -39,7 +39,7 @@ type Lock struct {
 // fs.ErrNotExist): a mistyped path would otherwise read as a lock without
 // digests.
 func LoadLock(path string) (Lock, error) {
-	data, err := os.ReadFile(path)
+	data, err := atomicfs.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return Lock{}, fmt.Errorf("image lock %s does not exist: check --lock (default channels/images.lock), "+
 			"or create it with `bundlegen pin --resolve --lock %s`: %w", path, path, err)

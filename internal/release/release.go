@@ -17,6 +17,7 @@ import (
 	"github.com/blang/semver/v4"
 	"sigs.k8s.io/yaml"
 
+	"github.com/inferencestack/inferencestack/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/internal/image"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 )
@@ -89,7 +90,7 @@ func (in Input) Created() string {
 
 // LoadInput reads and checks a release input file.
 func LoadInput(path string) (Input, error) {
-	data, err := os.ReadFile(path)
+	data, err := atomicfs.ReadFile(path)
 	if err != nil {
 		return Input{}, fmt.Errorf("release input: %w", err)
 	}

@@ -48,7 +48,7 @@ func LoadSum(path string) (Sum, error) {
 	if path == "" {
 		return s, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := atomicfs.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return s, nil
 	}
