@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/inferencestack/inferencestack/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/internal/csv"
 	"github.com/inferencestack/inferencestack/internal/manifests"
 )
@@ -117,6 +118,11 @@ type Bundle struct {
 // findings are in the report.
 func (b Bundle) Run(_ context.Context) (Report, error) {
 	r := Report{Dir: b.Dir}
+	// The libraries below open every file themselves: no link out of the
+	// folder, nothing that blocks when opened (a named pipe).
+	if err := atomicfs.CheckTree(b.Dir); err != nil {
+		return r, err
+	}
 	files, err := manifestFiles(filepath.Join(b.Dir, "manifests"))
 	if err != nil {
 		return r, fmt.Errorf("%s is not a readable registry+v1 bundle directory (it must hold manifests/ and metadata/annotations.yaml, as `bundlegen bundle` writes them): %w", b.Dir, err)
