@@ -120,10 +120,11 @@ func (b Bundle) Run(_ context.Context) (Report, error) {
 	r := Report{Dir: b.Dir}
 	// The libraries below open every file themselves: no link out of the
 	// folder, nothing that blocks when opened (a named pipe).
-	if err := atomicfs.CheckTree(b.Dir); err != nil {
-		return r, err
+	err := atomicfs.CheckTree(b.Dir)
+	var files map[fileKey]string
+	if err == nil {
+		files, err = manifestFiles(filepath.Join(b.Dir, "manifests"))
 	}
-	files, err := manifestFiles(filepath.Join(b.Dir, "manifests"))
 	if err != nil {
 		return r, fmt.Errorf("%s is not a readable registry+v1 bundle directory (it must hold manifests/ and metadata/annotations.yaml, as `bundlegen bundle` writes them): %w", b.Dir, err)
 	}
