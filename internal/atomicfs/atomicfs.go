@@ -26,14 +26,15 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 )
 
 // infix marks every temporary entry this package makes.
 const infix = ".bundlegen-"
 
-// LeftoverPattern is the glob (as in .gitignore) of the temporary entries a
-// killed run may leave behind.
+// LeftoverPattern is the glob (as in .gitignore) of the staged and backup
+// files, and ReplaceDir's folders, a killed run may leave behind (beside
+// JournalDir). It is for .gitignore only: nothing is ever removed because its
+// name matches; a recovery removes what the journal lists.
 const LeftoverPattern = ".*" + infix + "*"
 
 // Steps a Hook is called with.
@@ -66,16 +67,6 @@ func step(ctx context.Context, path, name string) {
 	}
 }
 
-// legacyLeftover matches the temporary entries of earlier bundlegen
-// versions: .<file>.tmp-<n> beside a file, .bundlegen-<n> in bundle/.
-var legacyLeftover = regexp.MustCompile(`^(\..+\.tmp-[0-9]+|\.bundlegen-[0-9]+)$`)
-
-// IsLeftover reports whether a file name is one of the temporary entries this
-// package (or an earlier bundlegen) makes.
-func IsLeftover(name string) bool {
-	return strings.HasPrefix(name, ".") && strings.Contains(name, infix) || legacyLeftover.MatchString(name)
-}
-
 func tempPrefix(base, kind string) string { return "." + base + infix + kind + "-" }
 
 // WriteFile replaces path with data (mode 0644), creating the parent
@@ -91,15 +82,15 @@ func WriteFile(ctx context.Context, path string, data []byte) error {
 	return tx.Commit()
 }
 
-// ReplaceDir replaces the folder target with a tree that fill writes into an
-// empty staging folder beside it. With keep, the staging folder first holds a
-// copy of target's current content (leftovers excluded), so fill only adds or
-// replaces entries. The tree becomes visible in one step: an exchange of the
+// ReplaceDir replaces the folder target, one a verb owns entirely (an OCI
+// layout it marked), with a tree that fill writes into an empty staging
+// folder beside it. The tree becomes visible in one step: an exchange of the
 // two folders (renameat2 RENAME_EXCHANGE), or a rename when target does not
 // exist yet. Where the file system cannot exchange, target is renamed aside
 // first, and a run killed between the two renames is rolled back by the next
-// write. When fill fails, target is untouched.
-func ReplaceDir(ctx context.Context, target string, keep bool, fill func(staging string) error) error {
+// write. When fill fails, target is untouched. Trees that hold other files
+// (bundle/, catalog/) are written with Tx instead.
+func ReplaceDir(ctx context.Context, target string, fill func(staging string) error) error {
 	target = filepath.Clean(target)
 	parent, base := filepath.Dir(target), filepath.Base(target)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
@@ -135,11 +126,6 @@ func ReplaceDir(ctx context.Context, target string, keep bool, fill func(staging
 	}()
 	if err := os.Chmod(staging, 0o755); err != nil {
 		return err
-	}
-	if keep && exists {
-		if err := copyTree(target, staging); err != nil {
-			return err
-		}
 	}
 	if err := fill(staging); err != nil {
 		return err
@@ -223,77 +209,46 @@ func swapByRenames(parent, base, staging, target string) (string, error) {
 	return old, nil
 }
 
-// clean removes the leftovers of earlier runs beside parent/base. When a run
-// was killed between the two renames of swapByRenames, target is missing and
-// its old tree is put back first.
+// ownEntry matches the folders ReplaceDir makes beside its target
+// (os.MkdirTemp's random digits): .<base>.bundlegen-new-<n> (staging) and
+// .<base>.bundlegen-old-<n> (the replaced tree).
+var ownEntry = regexp.MustCompile(`^\.(.+)\.bundlegen-(new|old)-[0-9]+$`)
+
+// clean removes the folders an earlier ReplaceDir of parent/base left,
+// and no other entry (a user's file named like one stays). When a run was
+// killed between the two renames of swapByRenames, target is missing and its
+// old tree is put back first.
 func clean(parent, base string) error {
 	entries, err := os.ReadDir(parent)
 	if err != nil {
 		return err
 	}
+	own := func(e fs.DirEntry, kind string) bool {
+		m := ownEntry.FindStringSubmatch(e.Name())
+		return e.IsDir() && m != nil && m[1] == base && (kind == "" || m[2] == kind)
+	}
 	target := filepath.Join(parent, base)
 	_, err = os.Lstat(target)
 	missing := errors.Is(err, fs.ErrNotExist)
 	for _, e := range entries {
-		if missing && strings.HasPrefix(e.Name(), tempPrefix(base, "old")) {
+		if missing && own(e, "old") {
 			if err := os.Rename(filepath.Join(parent, e.Name()), target); err != nil {
-				return fmt.Errorf("restoring %s from %s, left by a run that was stopped: %w", target, e.Name(), err)
+				return fmt.Errorf("restoring %s from %s, left by a run that was stopped: %w", target, e.Name(), describe(err))
 			}
 			missing = false
 		}
 	}
 	for _, e := range entries {
-		name := e.Name()
-		if strings.HasPrefix(name, "."+base+infix) || strings.HasPrefix(name, "."+base+".tmp-") && legacyLeftover.MatchString(name) {
-			if err := os.RemoveAll(filepath.Join(parent, name)); err != nil {
-				return fmt.Errorf("removing %s, left by a run that was stopped: %w", filepath.Join(parent, name), err)
+		if own(e, "") {
+			if _, err := os.Lstat(filepath.Join(parent, e.Name())); errors.Is(err, fs.ErrNotExist) {
+				continue // restored above
+			}
+			if err := os.RemoveAll(filepath.Join(parent, e.Name())); err != nil {
+				return fmt.Errorf("removing %s, left by a run that was stopped: %w", filepath.Join(parent, e.Name()), describe(err))
 			}
 		}
 	}
 	return nil
-}
-
-// copyTree copies the folders, regular files and symbolic links of src into
-// dst, skipping leftovers.
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		if IsLeftover(d.Name()) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		out := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			return os.Mkdir(out, info.Mode().Perm())
-		case d.Type().IsRegular():
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(out, data, info.Mode().Perm())
-		case d.Type()&fs.ModeSymlink != 0:
-			link, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(link, out)
-		default:
-			return fmt.Errorf("%s: cannot copy a %s; remove it", p, d.Type())
-		}
-	})
 }
 
 // syncTree flushes every file and folder of dir to disk, so that the rename

@@ -70,41 +70,39 @@ func TestReplaceDir(t *testing.T) {
 				t.Cleanup(func() { exchangeFunc = orig })
 			}
 			parent := t.TempDir()
-			target := filepath.Join(parent, "bundle")
+			target := filepath.Join(parent, "layout")
+			// The user's files beside the target, named like its staging
+			// folders but not made by it, stay.
+			for _, name := range []string{".layout.bundlegen-draft", ".layout.bundlegen-new-5", ".layout.tmp-123"} {
+				require.NoError(t, os.WriteFile(filepath.Join(parent, name), []byte("mine"), 0o644))
+			}
+			user := names(t, parent)
 
 			// A new folder: one rename.
 			var steps []string
 			ctx := WithHook(context.Background(), func(_, step string) { steps = append(steps, step) })
-			require.NoError(t, ReplaceDir(ctx, target, true, func(s string) error {
+			require.NoError(t, ReplaceDir(ctx, target, func(s string) error {
 				return os.WriteFile(filepath.Join(s, "a"), []byte("1"), 0o644)
 			}))
 			require.Equal(t, []string{StepStage, StepRename, StepDone}, steps)
 
-			// keep: the old content is copied (without leftovers), fill adds.
-			require.NoError(t, os.WriteFile(filepath.Join(target, ".x.bundlegen-tmp-9"), nil, 0o644))
-			require.NoError(t, os.WriteFile(filepath.Join(target, ".bundlegen-123"), nil, 0o644))
+			// The whole tree is replaced: only what fill writes.
 			steps = nil
-			require.NoError(t, ReplaceDir(ctx, target, true, func(s string) error {
-				return os.WriteFile(filepath.Join(s, "b"), []byte("2"), 0o644)
-			}))
-			require.Equal(t, []string{StepStage, StepRename, StepRemoveOld, StepDone}, steps)
-			require.Equal(t, map[string]string{"a": "1", "b": "2"}, tree(t, target))
-			require.Equal(t, []string{"bundle"}, names(t, parent), "no staging folder is left")
-
-			// Without keep: only what fill writes.
-			require.NoError(t, ReplaceDir(context.Background(), target, false, func(s string) error {
+			require.NoError(t, ReplaceDir(ctx, target, func(s string) error {
 				return os.WriteFile(filepath.Join(s, "c"), []byte("3"), 0o644)
 			}))
+			require.Equal(t, []string{StepStage, StepRename, StepRemoveOld, StepDone}, steps)
 			require.Equal(t, map[string]string{"c": "3"}, tree(t, target))
+			require.ElementsMatch(t, append(user, "layout"), names(t, parent), "no staging folder is left, the user's files stay")
 
 			// A failing fill leaves target as it was, and nothing beside it.
-			err := ReplaceDir(context.Background(), target, true, func(s string) error {
+			err := ReplaceDir(context.Background(), target, func(s string) error {
 				require.NoError(t, os.WriteFile(filepath.Join(s, "c"), []byte("changed"), 0o644))
 				return errors.New("boom")
 			})
 			require.ErrorContains(t, err, "boom")
 			require.Equal(t, map[string]string{"c": "3"}, tree(t, target))
-			require.Equal(t, []string{"bundle"}, names(t, parent))
+			require.ElementsMatch(t, append(user, "layout"), names(t, parent))
 		})
 	}
 }
@@ -118,26 +116,9 @@ func TestCleanRestoresOld(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(old, "a"), []byte("old"), 0o644))
 	newer := filepath.Join(parent, ".bundle.bundlegen-new-2")
 	require.NoError(t, os.MkdirAll(newer, 0o755))
-	require.NoError(t, ReplaceDir(context.Background(), filepath.Join(parent, "bundle"), true, func(s string) error {
-		return os.WriteFile(filepath.Join(s, "b"), []byte("new"), 0o644)
-	}))
-	require.Equal(t, map[string]string{"a": "old", "b": "new"}, tree(t, filepath.Join(parent, "bundle")))
+	require.NoError(t, Clean(filepath.Join(parent, "bundle")))
+	require.Equal(t, map[string]string{"a": "old"}, tree(t, filepath.Join(parent, "bundle")))
 	require.Equal(t, []string{"bundle"}, names(t, parent))
-}
-
-func TestIsLeftover(t *testing.T) {
-	for name, want := range map[string]bool{
-		".bundle.bundlegen-new-123":  true,
-		".catalog.yaml.tmp-42":       true,
-		".bundlegen-77":              true,
-		".images.lock.bundlegen-tmp": true,
-		"catalog.yaml":               false,
-		".indexignore":               false,
-		".written-by-bundlegen":      false,
-		"bundlegen-1":                false,
-	} {
-		require.Equal(t, want, IsLeftover(name), name)
-	}
 }
 
 // TestCheckOutput: the output paths tried, each refused naming the flag,

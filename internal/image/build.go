@@ -16,6 +16,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/joelanford/ignore"
 	"sigs.k8s.io/yaml"
+
+	"github.com/inferencestack/inferencestack/internal/atomicfs"
 )
 
 const (
@@ -77,7 +79,7 @@ func BuildBundle(dir string) (v1.Image, error) {
 // writes them into bundle.Dockerfile. It checks the keys OLM needs.
 func bundleLabels(dir string) (map[string]string, error) {
 	file := filepath.Join(dir, annotationsFile)
-	b, err := os.ReadFile(file)
+	b, err := atomicfs.ReadFile(file)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s not found: %s is not a bundle directory (run `bundlegen bundle` first)", file, dir)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/inferencestack/inferencestack/internal/atomicfs"
 )
 
 // Epoch is the timestamp of every layer entry and of the image config, so a
@@ -96,7 +97,7 @@ func layerFrom(entries []entry) (v1.Layer, error) {
 			hdr.Typeflag = tar.TypeDir
 			hdr.Mode = 0o755
 		case e.src != "":
-			b, err := os.ReadFile(e.src)
+			b, err := atomicfs.ReadFile(e.src)
 			if err != nil {
 				return nil, err
 			}

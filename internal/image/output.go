@@ -68,7 +68,7 @@ func WriteLayout(ctx context.Context, img v1.Image, dir, refName string) error {
 	if err := CheckLayoutDir(dir); err != nil {
 		return err
 	}
-	return atomicfs.ReplaceDir(ctx, dir, false, func(tmp string) error {
+	return atomicfs.ReplaceDir(ctx, dir, func(tmp string) error {
 		p, err := layout.Write(tmp, empty.Index)
 		if err != nil {
 			return fmt.Errorf("writing OCI layout %s: %w", dir, err)
