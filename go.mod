@@ -8,7 +8,6 @@ require (
 	github.com/go-logr/logr v1.4.3
 	github.com/google/go-cmp v0.7.0
 	github.com/google/go-containerregistry v0.22.1
-	github.com/google/renameio/v2 v2.0.2
 	github.com/joelanford/ignore v0.1.1
 	github.com/operator-framework/api v0.45.0
 	github.com/operator-framework/operator-registry v1.65.0
