@@ -199,6 +199,11 @@ func (tx *Tx) Commit() (err error) {
 	}
 	for i, t := range targets {
 		step(tx.ctx, t, StepStage)
+		// Until the commit point a cancelled run (SIGINT, SIGTERM) stops
+		// and undoes what it wrote.
+		if err := tx.ctx.Err(); err != nil {
+			return fmt.Errorf("writing %s: %w", t, err)
+		}
 		if err := writeNew(tx.abs(j.Files[i].Staged), tx.files[t]); err != nil {
 			return describe(fmt.Errorf("writing %s: %w", t, err))
 		}
@@ -216,6 +221,9 @@ func (tx *Tx) Commit() (err error) {
 		return err
 	}
 	step(tx.ctx, tx.root, StepCommit)
+	if err := tx.ctx.Err(); err != nil {
+		return fmt.Errorf("writing under %s: %w", tx.root, err)
+	}
 	j.State = stateCommit
 	if err := writeJournal(tx.root, j); err != nil {
 		return err

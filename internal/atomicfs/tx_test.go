@@ -194,6 +194,41 @@ func TestTxFailureUndoes(t *testing.T) {
 	}
 }
 
+// TestTxCancelled: a run whose context is cancelled (the first SIGINT or
+// SIGTERM) before the commit point stops and undoes what it wrote; after it,
+// the write finishes.
+func TestTxCancelled(t *testing.T) {
+	tests := []struct {
+		name   string
+		at     string
+		want   map[string]string
+		assert require.ErrorAssertionFunc
+	}{
+		{name: "while staging", at: atomicfs.StepStage, want: want(oldFiles), assert: require.Error},
+		{name: "at the commit point", at: atomicfs.StepCommit, want: want(oldFiles), assert: require.Error},
+		{name: "while renaming", at: atomicfs.StepRename, want: want(newFiles), assert: require.NoError},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			fixture(t, dir)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ctx = atomicfs.WithHook(ctx, func(_, step string) {
+				if step == tc.at {
+					cancel()
+				}
+			})
+			err := commit(ctx, dir)
+			tc.assert(t, err)
+			if err != nil {
+				require.ErrorIs(t, err, context.Canceled)
+			}
+			require.Equal(t, tc.want, atomicfstest.Tree(t, dir))
+		})
+	}
+}
+
 func chattr(t *testing.T, flag, path string) {
 	t.Helper()
 	out, err := exec.Command("chattr", flag, path).CombinedOutput()
