@@ -3,6 +3,7 @@ package root_test
 import (
 	"bytes"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -327,4 +328,53 @@ func readFile(t *testing.T, p string) string {
 	data, err := os.ReadFile(p)
 	require.NoError(t, err)
 	return string(data)
+}
+
+// TestSignalStopsARun: SIGTERM to a run that waits on the network (pin
+// --resolve against a registry that accepts the connection and never
+// answers) ends it with exit code 1 and the cause, and nothing is written.
+// The signal is sent once the registry saw the connection: no sleep.
+func TestSignalStopsARun(t *testing.T) {
+	r := repoCopy(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	connected := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			connected <- c // held open, never answered
+		}
+	}()
+	in := filepath.Join(r, "channels/releases/2.0.0.yaml")
+	data := strings.ReplaceAll(readFile(t, in), "docker.io/", l.Addr().String()+"/")
+	data = strings.ReplaceAll(data, "quay.io/", l.Addr().String()+"/")
+	require.NoError(t, os.WriteFile(in, []byte(data), 0o644))
+	before := atomicfstest.Tree(t, r)
+
+	cmd := exec.Command(os.Args[0], "pin", "--resolve", "--version", "2.0.0")
+	cmd.Dir = r
+	cmd.Env = append(os.Environ(), envMain+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case c := <-connected:
+		defer c.Close()
+	case err := <-exited:
+		t.Fatalf("bundlegen ended before it reached the registry: %v\n%s", err, stderr.String())
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	err = <-exited
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "bundlegen ended without an error: %s", stderr.String())
+	require.Equal(t, 1, ee.ExitCode(), "it must end by itself with exit code 1, not be killed by the signal: %s", stderr.String())
+	require.Contains(t, stderr.String(), "terminated signal received")
+	require.Equal(t, before, atomicfstest.Tree(t, r))
 }
