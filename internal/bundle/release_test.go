@@ -350,3 +350,40 @@ func TestEveryReleaseChecked(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrentSaveSurvives: files a user saves into bundle/ while a run
+// writes there (here: between its renames) stay, as do files named like
+// leftovers that were there before.
+func TestConcurrentSaveSurvives(t *testing.T) {
+	g := fixture(t, nil)
+	_, err := g.Run(context.Background())
+	require.NoError(t, err)
+	for _, pkg := range Packages {
+		require.NoError(t, os.RemoveAll(filepath.Join(g.OutputDir, pkg, "1.0.0")))
+	}
+	before := map[string]string{".review.tmp-2026": "review\n", ".notes.bundlegen-draft": "draft\n"}
+	for name, data := range before {
+		require.NoError(t, os.WriteFile(filepath.Join(g.OutputDir, name), []byte(data), 0o644))
+	}
+	saved := map[string]string{}
+	ctx := atomicfs.WithHook(context.Background(), func(_, step string) {
+		if step != atomicfs.StepRename || len(saved) > 0 {
+			return
+		}
+		for _, name := range []string{"notes.txt", "inferencestack-operator/todo.txt"} {
+			saved[name] = "saved during the run\n"
+			require.NoError(t, os.WriteFile(filepath.Join(g.OutputDir, name), []byte(saved[name]), 0o644))
+		}
+	})
+	res, err := g.Run(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{StateWritten, StateWritten}, states(res))
+	require.NotEmpty(t, saved, "the hook ran")
+	got := atomicfstest.Tree(t, g.OutputDir)
+	for name, data := range before {
+		require.Equal(t, data, got[name], name)
+	}
+	for name, data := range saved {
+		require.Equal(t, data, got[name], name)
+	}
+}
