@@ -5,6 +5,7 @@ import (
 	"context"
 	"maps"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -200,19 +201,15 @@ func TestKillHelper(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// TestKilledRunLeavesOldOrNew kills `bundle` (SIGKILL) before every step of
-// its writes while it adds release 1.1.0's bundles of both packages and,
-// since 1.1.0 says published: true, records it in the published sum. After
-// the kill the repository is the old one or the new one, or else bundle/
-// holds the journal, and then `bundle --check` refuses it; the journal's
-// recovery makes it old or new; the user's files in bundle/ (named like
-// leftovers) survive every kill; the next run ends with the new repository,
-// nothing else left.
-func TestKilledRunLeavesOldOrNew(t *testing.T) {
+// withRelease110 is the resolved fixture with its bundles written and a
+// release 1.1.0 that says published: true, its images resolved (in an
+// in-process registry): the next run writes its bundles and records it in
+// the published sum.
+func withRelease110(t *testing.T) Generate {
+	t.Helper()
 	g := resolvedFixture(t)
 	_, err := g.Run(context.Background())
 	require.NoError(t, err)
-	base := filepath.Dir(g.ReleasesDir)
 	data, err := os.ReadFile(filepath.Join(g.ReleasesDir, "1.0.0.yaml"))
 	require.NoError(t, err)
 	data = bytes.ReplaceAll(data, []byte("v1.0.0"), []byte("v1.1.0"))
@@ -234,6 +231,20 @@ func TestKilledRunLeavesOldOrNew(t *testing.T) {
 	}
 	_, err = release.PinRequest{ReleasesDir: g.ReleasesDir, LockPath: g.LockPath, Version: "1.1.0", Resolve: true}.Run(context.Background())
 	require.NoError(t, err)
+	return g
+}
+
+// TestKilledRunLeavesOldOrNew kills `bundle` (SIGKILL) before every step of
+// its writes while it adds release 1.1.0's bundles of both packages and,
+// since 1.1.0 says published: true, records it in the published sum. After
+// the kill the repository is the old one or the new one, or else bundle/
+// holds the journal, and then `bundle --check` refuses it; the journal's
+// recovery makes it old or new; the user's files in bundle/ (named like
+// leftovers) survive every kill; the next run ends with the new repository,
+// nothing else left.
+func TestKilledRunLeavesOldOrNew(t *testing.T) {
+	g := withRelease110(t)
+	base := filepath.Dir(g.ReleasesDir)
 	for _, f := range []string{"bundle/.review.tmp-2026", "bundle/.notes.bundlegen-draft", "bundle/inferencestack-operator/.bundlegen-77", "bundle/.bundle.bundlegen-new-1"} {
 		require.NoError(t, os.WriteFile(filepath.Join(base, f), []byte("the user's "+f+"\n"), 0o644))
 	}
@@ -386,4 +397,21 @@ func TestConcurrentSaveSurvives(t *testing.T) {
 	for name, data := range saved {
 		require.Equal(t, data, got[name], name)
 	}
+}
+
+// TestSumNotWritable: when the published sum cannot be replaced (immutable),
+// the run fails naming it and the cause, and writes no bundle either: the
+// release is not left published but unfrozen.
+func TestSumNotWritable(t *testing.T) {
+	g := withRelease110(t)
+	require.NoError(t, os.WriteFile(g.SumPath, release.Sum{Releases: map[string]map[string]string{}}.Marshal(), 0o644))
+	out, err := exec.Command("chattr", "+i", g.SumPath).CombinedOutput()
+	require.NoError(t, err, "chattr +i (the test needs root and a file system with attributes): %s", out)
+	t.Cleanup(func() { _ = exec.Command("chattr", "-i", g.SumPath).Run() })
+	before := atomicfstest.Tree(t, filepath.Dir(g.ReleasesDir))
+	_, err = g.Run(context.Background())
+	require.ErrorContains(t, err, "replacing "+g.SumPath)
+	require.ErrorContains(t, err, "read-only or immutable")
+	require.ErrorContains(t, err, g.OutputDir+" and "+g.SumPath+" are unchanged")
+	require.Equal(t, before, atomicfstest.Tree(t, filepath.Dir(g.ReleasesDir)))
 }
