@@ -270,22 +270,31 @@ func Recover(root string) error {
 // read a half-written tree; verb names the verb that writes root ("" when
 // unknown).
 func Pending(root string, verb string) error {
-	p := filepath.Join(root, JournalDir, journalFile)
-	if _, err := os.Lstat(p); err == nil {
-		what := "the bundlegen verb that wrote it"
-		if verb != "" {
-			what = "`bundlegen " + verb + "`"
-		}
-		return fmt.Errorf("%s was being written by a bundlegen run that was stopped (its journal %s is still there): "+
-			"run %s again, which finishes or undoes that write first, then retry", root, p, what)
+	dir := filepath.Join(root, JournalDir)
+	if _, err := os.Lstat(dir); err != nil {
+		return nil
 	}
-	return nil
+	p := filepath.Join(dir, journalFile)
+	if _, err := os.Lstat(p); err != nil {
+		p = dir
+	}
+	what := "the bundlegen verb that wrote it"
+	if verb != "" {
+		what = "`bundlegen " + verb + "`"
+	}
+	return fmt.Errorf("%s was being written by a bundlegen run that was stopped, or is being written now (its journal %s is there): "+
+		"run %s again, which finishes or undoes that write first, then retry", root, p, what)
 }
 
 func recoverLocked(root string) error {
 	j, ok, err := readJournal(root)
-	if err != nil || !ok {
+	if err != nil {
 		return err
+	}
+	if !ok {
+		// A run killed while it wrote its first journal leaves only the
+		// journal's temporary file.
+		return removeJournal(root)
 	}
 	switch j.State {
 	case statePrepare:

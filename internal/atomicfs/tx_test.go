@@ -229,6 +229,24 @@ func TestTxCancelled(t *testing.T) {
 	}
 }
 
+// TestRecoverFirstJournal: a run killed while it wrote its first journal
+// leaves only the journal's temporary file: readers refuse the tree, the
+// next writer removes it, and the journal folder with it.
+func TestRecoverFirstJournal(t *testing.T) {
+	dir := t.TempDir()
+	fixture(t, dir)
+	root := filepath.Join(dir, "bundle")
+	require.NoError(t, os.MkdirAll(filepath.Join(root, atomicfs.JournalDir), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, atomicfs.JournalDir, "journal.0123456789abcdef.prepare"),
+		[]byte("bundlegen transaction journal v1\n{\"state\":"), 0o644))
+	require.ErrorContains(t, atomicfs.Pending(root, "bundle"), "bundle/.bundlegen is there")
+	require.NoError(t, atomicfs.Recover(root))
+	require.NoError(t, atomicfs.Pending(root, "bundle"))
+	require.Equal(t, want(oldFiles), atomicfstest.Tree(t, dir))
+	_, err := os.Lstat(filepath.Join(root, atomicfs.JournalDir))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
 func chattr(t *testing.T, flag, path string) {
 	t.Helper()
 	out, err := exec.Command("chattr", flag, path).CombinedOutput()
