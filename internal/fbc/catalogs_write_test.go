@@ -7,15 +7,18 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferencestack/inferencestack/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/internal/atomicfs/atomicfstest"
 	"github.com/inferencestack/inferencestack/internal/fbc"
+	"github.com/inferencestack/inferencestack/internal/graph"
 )
 
 // demo copies the demo-operator channels into a temporary folder and
@@ -317,4 +320,34 @@ func TestKilledCatalogRunLeavesOldOrNew(t *testing.T) {
 			require.True(t, maps.Equal(atomicfstest.Tree(t, work), newTree), "the run after step %d", n)
 		})
 	require.Equal(t, map[string]bool{"old": true, "new": true}, seen)
+}
+
+// TestWriteUnderWayHiddenFromOPM: while catalog writes (its journal and
+// staged files beside the targets), operator-registry's own loader, as opm
+// and catalogd use it, still reads one catalog per package: the
+// .indexignore that graph writes keeps the run's entries out.
+func TestWriteUnderWayHiddenFromOPM(t *testing.T) {
+	c := demo(t)
+	_, err := c.Run(context.Background())
+	require.NoError(t, err)
+	_, err = graph.Graph{CatalogDir: c.OutDir}.Run(context.Background())
+	require.NoError(t, err)
+	var seen []string
+	ctx := atomicfs.WithHook(context.Background(), func(_, step string) {
+		if step != atomicfs.StepRename || seen != nil {
+			return
+		}
+		entries, err := os.ReadDir(filepath.Join(c.OutDir, "demo-operator"))
+		require.NoError(t, err)
+		for _, e := range entries {
+			seen = append(seen, e.Name())
+		}
+		cfg, err := declcfg.LoadFS(context.Background(), os.DirFS(c.OutDir))
+		require.NoError(t, err, "opm's loader during the write")
+		require.Len(t, cfg.Packages, 1)
+	})
+	_, err = fbc.Catalogs{ChannelsDir: c.ChannelsDir, Root: c.Root, OutDir: c.OutDir}.Run(ctx)
+	require.NoError(t, err)
+	require.True(t, slices.ContainsFunc(seen, func(n string) bool { return strings.HasPrefix(n, ".catalog.yaml.bundlegen-") }),
+		"the staged catalog was there: %v", seen)
 }

@@ -129,6 +129,10 @@ type CatalogOptions struct {
 // The image holds no opm binary and cannot serve the catalog itself
 // (`opm serve`), which OLM v1 does not need.
 func BuildCatalog(dir string, opts CatalogOptions) (v1.Image, error) {
+	// Never the files of a write under way, or stopped, in the image.
+	if err := atomicfs.Pending(dir, "catalog"); err != nil {
+		return nil, err
+	}
 	entries, err := tree(dir, strings.TrimPrefix(ConfigsDir, "/"), nil)
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s: %w", dir, err)
