@@ -102,7 +102,8 @@ func TestGolden(t *testing.T) {
 		{name: "error-disabled-dependency", fails: both},
 		{name: "error-redis-password", fails: both},
 		{name: "error-override-0.2-layout-on-0.3", fails: []stackconfig.Line{stackconfig.Line03}},
-		{name: "error-telemetry-provider-on-0.3", fails: []stackconfig.Line{stackconfig.Line03}},
+		{name: "error-telemetry-provider-on-0.3", fails: both},
+		{name: "error-override-missing-store", fails: []stackconfig.Line{stackconfig.Line03}},
 		{name: "remote-vllm-without-vllm", fails: both},
 	}
 	dirs, err := os.ReadDir("testdata")
