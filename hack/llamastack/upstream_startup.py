@@ -8,6 +8,10 @@ configs; it prints one JSON verdict per file, {"file", "ok", "error"}.
     python3 hack/llamastack/upstream_startup.py --upstream /tmp/ls/v0.3.0 \
         [--env NAME=VALUE ...] [--home DIR] FILE...
 
+A FILE.env beside a FILE (a YAML mapping of variables) adds to the
+environment of that file's check (the container's environment of a generated
+config). Use it through upstream-startup.sh, which shapes the sandbox.
+
 What runs is upstream's code at the tag: the server's config loading
 (replace_env_vars, cast_image_name_to_string, StackRunConfig), `llama stack
 run`'s external_providers_dir creation, and Stack.initialize(): storage
@@ -377,6 +381,14 @@ def main():
         if pid == 0:
             os.close(r)
             out = {"file": f}
+            # FILE.env beside FILE (a YAML mapping): that server's environment
+            env_file = os.path.splitext(f)[0] + ".env"
+            if os.path.exists(env_file):
+                import yaml
+
+                with open(env_file) as ef:
+                    for k, v in (yaml.safe_load(ef) or {}).items():
+                        os.environ[k] = str(v)
             try:
                 out["writes"] = check(f)
                 out["ok"] = True

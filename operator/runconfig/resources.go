@@ -136,6 +136,17 @@ func pruneResources(cfg *runConfig) {
 	cfg.Datasets = generic(cfg.Datasets, "datasetio")
 	cfg.ScoringFns = generic(cfg.ScoringFns, "scoring")
 	cfg.Benchmarks = generic(cfg.Benchmarks, "eval")
+	// 0.3's default embedding model for vector stores must be served by a
+	// provider that is still there (core/stack.py validate_vector_stores_config
+	// refuses to start otherwise): without it, vector stores name their model.
+	if m, ok := cfg.VectorStores["default_embedding_model"].(map[string]any); ok {
+		if id, _ := m["provider_id"].(string); !has("inference", id) || (len(cfg.APIs) > 0 && !slices.Contains(cfg.APIs, "inference")) {
+			delete(cfg.VectorStores, "default_embedding_model")
+			if len(cfg.VectorStores) == 0 {
+				cfg.VectorStores = nil
+			}
+		}
+	}
 }
 
 // register adds the user's models, shields and tool groups. An entry whose

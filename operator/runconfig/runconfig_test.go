@@ -1,9 +1,12 @@
 package runconfig
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -195,7 +198,61 @@ func checkInvariants(t testing.TB, spec v1alpha1.InferenceStackSpec, res Result)
 			require.True(t, names[m[1]], "the config refers to ${env.%s} but Env does not set it", m[1])
 		}
 	}
-	require.Equal(t, hash(res.YAML), res.Hash)
+	// The hash of exactly the bytes returned, computed here, not by hash().
+	sum := sha256.Sum256(res.YAML)
+	require.Equal(t, hex.EncodeToString(sum[:]), res.Hash)
+}
+
+// TestStateOnTheStateVolume: every folder the server writes to for an
+// accepted golden case (what the config names, and what the server writes
+// without the config naming it: 0.2's prompts store and registry under
+// $LLAMA_STACK_CONFIG_DIR, external_providers_dir or "None" in the working
+// directory) is on the state volume (DataDir), none on the emptyDir
+// (HomeDir). Upstream's own start-up, run over these goldens by
+// hack/llamastack/upstream-startup.sh, wrote to exactly such folders.
+func TestStateOnTheStateVolume(t *testing.T) {
+	cases, err := filepath.Glob(filepath.Join("testdata", "*", "golden", "*", "run.yaml"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(cases), 26, "the accepted golden cases of both lines")
+	for _, c := range cases {
+		name := strings.Split(filepath.ToSlash(c), "/")[1]
+		tag := filepath.Base(filepath.Dir(c))
+		l := lines[slices.IndexFunc(lines[:], func(l struct {
+			line    stackconfig.Line
+			operand Operand
+		}) bool {
+			return l.line.Tag() == tag
+		})]
+		t.Run(name+"/"+tag, func(t *testing.T) {
+			res, err := run(t, name, l.operand)
+			require.NoError(t, err)
+			env := ContainerEnv(readStack(t, filepath.Join("testdata", name, "in", "stack.yaml")).Spec, res.Env)
+			require.Equal(t, StackConfigDir, env["LLAMA_STACK_CONFIG_DIR"])
+			checked, err := stackconfig.Check(l.line, res.YAML, stackconfig.Options{Env: stackconfig.MapEnv(env), Home: HomeDir})
+			require.NoError(t, err)
+			require.Equal(t, checked.WritableDirs, res.WritableDirs)
+			require.NotEmpty(t, res.WritableDirs)
+			for _, dir := range res.WritableDirs {
+				if !path.IsAbs(dir) {
+					dir = path.Join(WorkDir, dir)
+				}
+				require.True(t, dir == DataDir || strings.HasPrefix(dir, DataDir+"/"),
+					"the server writes to %s, which is not on the state volume %s", dir, DataDir)
+			}
+			if l.line == stackconfig.Line02 {
+				require.Contains(t, res.WritableDirs, StackConfigDir+"/distributions/"+imageName(t, res.YAML),
+					"0.2's prompts store (core/prompts/prompts.py)")
+			}
+		})
+	}
+}
+
+func imageName(t *testing.T, data []byte) string {
+	var doc struct {
+		ImageName string `json:"image_name"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &doc))
+	return doc.ImageName
 }
 
 func TestSecretsNeverInConfig(t *testing.T) {

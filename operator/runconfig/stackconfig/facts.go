@@ -144,6 +144,8 @@ type startView struct {
 	externalDir   *string
 	metadataStore bool // 0.2: metadata_store set
 	stores        *Stores
+	// defaultEmbedding is 0.3's vector_stores.default_embedding_model.
+	defaultEmbedding *QualifiedModel
 }
 
 // resourceRef is a registered resource with the provider it names.
@@ -254,6 +256,14 @@ func checkStart(p *problems, w *writes, line Line, v startView, env Env, home st
 		need("stores.metadata", s.Metadata == nil)
 		need("stores.conversations", s.Conversations == nil)
 		need("stores.inference", s.Inference == nil && served["inference"])
+		if m := v.defaultEmbedding; m != nil && m.ProviderID != nil && m.ModelID != nil {
+			id := *m.ProviderID + "/" + *m.ModelID
+			if r, ok := f.rule("vector_stores.models"); ok && !served["models"] {
+				p.add("vector_stores.default_embedding_model", "%s '%s' (%s)", r.Message, id, r.Source)
+			} else if r, ok := f.rule("vector_stores.model"); ok && !slices.Contains(enabledIDs(v.providers["inference"]), *m.ProviderID) {
+				p.add("vector_stores.default_embedding_model", "Embedding model '%s' %s: no inference provider that is on has id %s (%s)", id, r.Message, *m.ProviderID, r.Source)
+			}
+		}
 	}
 	for _, iw := range f.ImplicitWrites {
 		switch {

@@ -201,6 +201,9 @@ func (c *V03) start() startView {
 	if c.Storage != nil {
 		v.stores = c.Storage.Stores
 	}
+	if c.VectorStores != nil {
+		v.defaultEmbedding = c.VectorStores.DefaultEmbeddingModel
+	}
 	if r := c.RegisteredResources; r != nil {
 		const at = "registered_resources."
 		for i, m := range r.Models {
