@@ -316,33 +316,44 @@ func TestDistributionsMatchAPIEnum(t *testing.T) {
 	}
 }
 
-// TestBasesAreConsistent: the registered resources of every base point at
-// providers of the base, and every provider's API is served.
+// TestBasesAreConsistent: every embedded base, as the pipeline loads it
+// (completed with what upstream's start-up needs), is accepted by the
+// line's model, which reads upstream's facts (every registered resource
+// names a provider that is on, every provider's dependencies are served);
+// upstream's own file of that distribution gets upstream's own verdict
+// (stackconfig/testdata/upstream/<tag>/verdicts.json), so the completion is
+// what turns upstream's refusal into an acceptance. Neither oracle is the
+// pipeline's own pruning.
 func TestBasesAreConsistent(t *testing.T) {
 	for _, l := range lines {
-		for _, d := range Distributions() {
-			t.Run(l.line.Tag()+"/"+d, func(t *testing.T) { baseConsistent(t, l.line, d) })
+		data, err := os.ReadFile(filepath.Join("stackconfig", "testdata", "upstream", l.line.Tag(), "verdicts.json"))
+		require.NoError(t, err)
+		var upstream struct {
+			Env      []string
+			Verdicts map[string]struct{ Accepted bool }
 		}
-	}
-}
-
-func baseConsistent(t *testing.T, line stackconfig.Line, d string) {
-	{
-		{
-			cfg, err := load(line, v1alpha1.InferenceStackSpec{Distribution: v1alpha1.DistributionSpec{Name: v1alpha1.DistributionName(d)}})
-			require.NoError(t, err)
-			pruned := cfg
-			pruned.Models = slices.Clone(cfg.Models)
-			pruned.Shields = slices.Clone(cfg.Shields)
-			pruned.ToolGroups = slices.Clone(cfg.ToolGroups)
-			pruneResources(&pruned)
-			require.Equal(t, cfg.Models, pruned.Models)
-			require.Equal(t, cfg.Shields, pruned.Shields)
-			require.Equal(t, cfg.ToolGroups, pruned.ToolGroups)
-			for api := range cfg.Providers {
-				require.Contains(t, cfg.APIs, api)
-			}
-			require.Equal(t, d, cfg.ImageName)
+		require.NoError(t, yaml.Unmarshal(data, &upstream))
+		env := map[string]string{"LLAMA_STACK_CONFIG_DIR": StackConfigDir}
+		for _, e := range upstream.Env {
+			k, v, _ := strings.Cut(e, "=")
+			env[k] = v
+		}
+		for _, d := range Distributions() {
+			t.Run(l.line.Tag()+"/"+d, func(t *testing.T) {
+				cfg, err := load(l.line, v1alpha1.InferenceStackSpec{Distribution: v1alpha1.DistributionSpec{Name: v1alpha1.DistributionName(d)}})
+				require.NoError(t, err)
+				require.Equal(t, d, cfg.ImageName)
+				out, err := marshal(cfg, l.line)
+				require.NoError(t, err)
+				_, err = stackconfig.Check(l.line, out, stackconfig.Options{Env: stackconfig.MapEnv(env), Home: HomeDir})
+				require.NoError(t, err, "the completed base of %s", d)
+				verdict, ok := upstream.Verdicts[d+".yaml"]
+				require.True(t, ok, "no upstream verdict for %s", d)
+				base, err := Base(l.line, d)
+				require.NoError(t, err)
+				_, err = stackconfig.Check(l.line, base, stackconfig.Options{Env: stackconfig.MapEnv(env), Home: HomeDir})
+				require.Equal(t, verdict.Accepted, err == nil, "upstream's %s: accepted=%v, the model says %v", d, verdict.Accepted, err)
+			})
 		}
 	}
 }
