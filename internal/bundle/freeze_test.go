@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferencestack/inferencestack/internal/atomicfs/atomicfstest"
@@ -230,4 +233,32 @@ func TestPinOfPublishedRelease(t *testing.T) {
 	_, err = req.Run(context.Background())
 	require.ErrorContains(t, err, "1.0.0.yaml says published: true: its images and their digests in the image lock are frozen")
 	require.Equal(t, before, atomicfstest.TreeIfExists(t, root))
+}
+
+// TestResolveNeverMovesAPublishedDigest: `pin --resolve` of an unpublished
+// release that names an image of a published one refuses to move its lock
+// digest when the registry now serves another image under the tag.
+func TestResolveNeverMovesAPublishedDigest(t *testing.T) {
+	base := published(t)
+	root := filepath.Join(t.TempDir(), "repo")
+	require.NoError(t, os.CopyFS(root, os.DirFS(base)))
+	g := generate(root)
+	in, err := release.LoadInput(filepath.Join(g.ReleasesDir, "1.0.0.yaml"))
+	require.NoError(t, err)
+	next := strings.Replace(strings.Replace(readBase(t, base, "releases/1.0.0.yaml"), "version: 1.0.0\n", "version: 1.0.1\n", 1), "published: true\n", "", 1)
+	require.NoError(t, os.WriteFile(filepath.Join(g.ReleasesDir, "1.0.1.yaml"), []byte(next), 0o644))
+
+	starter := in.Operands["starter"]
+	img, err := random.Image(64, 1)
+	require.NoError(t, err)
+	tag, err := name.NewTag(starter)
+	require.NoError(t, err)
+	require.NoError(t, remote.Write(tag, img), "the tag moves to another image")
+
+	before := atomicfstest.TreeIfExists(t, root)
+	_, err = release.PinRequest{ReleasesDir: g.ReleasesDir, LockPath: g.LockPath, Version: "1.0.1", Resolve: true}.Run(context.Background())
+	require.ErrorContains(t, err, "image "+starter+": the registry now serves sha256:")
+	require.ErrorContains(t, err, "published release 1.0.0 ships it as sha256:")
+	require.ErrorContains(t, err, "the tag was moved")
+	require.Equal(t, before, atomicfstest.TreeIfExists(t, root), "the lock is unchanged")
 }
