@@ -86,10 +86,14 @@ func published(t *testing.T) string {
 	check := g
 	check.Check = true
 	_, err = check.Run(context.Background())
-	require.ErrorContains(t, err, "says published: true, but the release is not frozen")
-	require.ErrorContains(t, err, "run `bundlegen bundle` to record it")
+	require.ErrorContains(t, err, "says published: true, but "+g.SumPath+" has no line for release 1.0.0")
+	require.ErrorContains(t, err, "bundlegen bundle --publish 1.0.0")
+	_, err = g.Run(context.Background())
+	require.ErrorContains(t, err, "has no line for release 1.0.0", "published: true alone is never recorded")
 
-	res, err := g.Run(context.Background())
+	publish := g
+	publish.Publish = "1.0.0"
+	res, err := publish.Run(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, []string{"1.0.0"}, res.Frozen)
 	_, err = check.Run(context.Background())
