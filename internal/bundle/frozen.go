@@ -41,8 +41,8 @@ func ReadShipped(root, version string) (Shipped, error) {
 	}
 	s := Shipped{Related: map[string]string{}}
 	for _, d := range docs {
-		switch {
-		case d.Kind == "ConfigMap":
+		switch d.Kind {
+		case "ConfigMap":
 			var cm corev1.ConfigMap
 			if err := json.Unmarshal(d.Data, &cm); err != nil {
 				return Shipped{}, fmt.Errorf("%s: %w", d.File, err)
@@ -54,7 +54,7 @@ func ReadShipped(root, version string) (Shipped, error) {
 				return Shipped{}, fmt.Errorf("%s: data.%s: %w", d.File, validate.PinKey, err)
 			}
 			s.PinFile = d.File
-		case d.Kind == "ClusterServiceVersion":
+		case "ClusterServiceVersion":
 			var c v1alpha1.ClusterServiceVersion
 			if err := json.Unmarshal(d.Data, &c); err != nil {
 				return Shipped{}, fmt.Errorf("%s: %w", d.File, err)
