@@ -117,12 +117,14 @@ BUNDLEGEN ?= $(BIN)/bundlegen
 VERSION ?=
 # REGENERATE=1 lets `make bundle` rewrite the bundles of unpublished releases that differ from their inputs.
 REGENERATE ?=
+# PUBLISH=X.Y.Z makes `make bundle` record release X.Y.Z (its input says published: true) in channels/published.sum.
+PUBLISH ?=
 # make verify checks every release's bundles against its inputs and fails on any difference.
 export VERIFY_TARGETS += bundle-check
 
 .PHONY: bundle
 bundle: bundlegen ## Check every release's bundles, write the missing ones (REGENERATE=1: also rewrite stale unpublished ones); never changes a published release.
-	"$(BUNDLEGEN)" bundle $(if $(VERSION),--version $(VERSION)) $(if $(REGENERATE),--regenerate)
+	"$(BUNDLEGEN)" bundle $(if $(VERSION),--version $(VERSION)) $(if $(REGENERATE),--regenerate) $(if $(PUBLISH),--publish $(PUBLISH))
 
 .PHONY: bundle-check
 bundle-check: bundlegen ## Fail unless every release's bundles are exactly what its inputs give (published: as frozen) (part of verify).

@@ -222,7 +222,7 @@ func TestErrors(t *testing.T) {
 			edit: func(t *testing.T, root string) {
 				rewrite(t, filepath.Join(root, input), "version: 1.0.0\n", "version: 1.0.0\npublished: true\n")
 			},
-			want: []string{"1.0.0.yaml: field operatorImage: the release is published", "ships digests only"},
+			want: []string{"1.0.0.yaml says published: true", "has no line for release 1.0.0", "--publish 1.0.0"},
 		},
 		{
 			name: "--version of another release while this one is missing",

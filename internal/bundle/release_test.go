@@ -54,6 +54,19 @@ func resolvedFixture(t *testing.T) Generate {
 	return g
 }
 
+// published110 is withRelease110 with 1.1.0's bundles written and its input
+// saying published: true: the run it returns (--publish 1.1.0) records it
+// in the published sum and writes nothing else.
+func published110(t *testing.T) Generate {
+	t.Helper()
+	g := withRelease110(t)
+	_, err := g.Run(context.Background())
+	require.NoError(t, err)
+	rewrite(t, filepath.Join(g.ReleasesDir, "1.1.0.yaml"), "version: 1.1.0\n", "version: 1.1.0\npublished: true\n")
+	g.Publish = "1.1.0"
+	return g
+}
+
 // TestResolvedDigests: once pin --resolve filled the lock, the bundles name
 // every image by digest and pass the publish gate.
 func TestResolvedDigests(t *testing.T) {
@@ -87,10 +100,14 @@ func published(t *testing.T) string {
 	check := g
 	check.Check = true
 	_, err = check.Run(context.Background())
-	require.ErrorContains(t, err, "says published: true, but the release is not frozen")
-	require.ErrorContains(t, err, "run `bundlegen bundle` to record it")
+	require.ErrorContains(t, err, "says published: true, but "+g.SumPath+" has no line for release 1.0.0")
+	require.ErrorContains(t, err, "bundlegen bundle --publish 1.0.0")
+	_, err = g.Run(context.Background())
+	require.ErrorContains(t, err, "has no line for release 1.0.0", "published: true alone is never recorded")
 
-	res, err := g.Run(context.Background())
+	publish := g
+	publish.Publish = "1.0.0"
+	res, err := publish.Run(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, []string{"1.0.0"}, res.Frozen)
 	_, err = check.Run(context.Background())
@@ -202,9 +219,8 @@ func TestKillHelper(t *testing.T) {
 }
 
 // withRelease110 is the resolved fixture with its bundles written and a
-// release 1.1.0 that says published: true, its images resolved (in an
-// in-process registry): the next run writes its bundles and records it in
-// the published sum.
+// release 1.1.0, its images resolved (in an in-process registry): the next
+// run writes its two bundles.
 func withRelease110(t *testing.T) Generate {
 	t.Helper()
 	g := resolvedFixture(t)
@@ -213,7 +229,7 @@ func withRelease110(t *testing.T) Generate {
 	data, err := os.ReadFile(filepath.Join(g.ReleasesDir, "1.0.0.yaml"))
 	require.NoError(t, err)
 	data = bytes.ReplaceAll(data, []byte("v1.0.0"), []byte("v1.1.0"))
-	data = bytes.Replace(data, []byte("version: 1.0.0\n"), []byte("version: 1.1.0\npublished: true\n"), 1)
+	data = bytes.Replace(data, []byte("version: 1.0.0\n"), []byte("version: 1.1.0\n"), 1)
 	require.NoError(t, os.WriteFile(filepath.Join(g.ReleasesDir, "1.1.0.yaml"), data, 0o644))
 	in, err := release.LoadInput(filepath.Join(g.ReleasesDir, "1.1.0.yaml"))
 	require.NoError(t, err)
@@ -254,10 +270,9 @@ func TestKilledRunLeavesOldOrNew(t *testing.T) {
 	require.NoError(t, os.CopyFS(newer, os.DirFS(base)))
 	res, err := generate(newer).Run(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, []string{"1.1.0"}, res.Frozen)
+	require.Equal(t, []string{StateUnchanged, StateUnchanged, StateWritten, StateWritten}, states(res))
 	newTree := atomicfstest.Tree(t, newer)
 	require.NotEqual(t, oldTree, newTree)
-	require.NotEqual(t, oldTree["published.sum"], newTree["published.sum"])
 
 	gitignore, err := os.ReadFile(filepath.Join(repo, ".gitignore"))
 	require.NoError(t, err)
@@ -403,7 +418,7 @@ func TestConcurrentSaveSurvives(t *testing.T) {
 // the run fails naming it and the cause, and writes no bundle either: the
 // release is not left published but unfrozen.
 func TestSumNotWritable(t *testing.T) {
-	g := withRelease110(t)
+	g := published110(t)
 	require.NoError(t, os.WriteFile(g.SumPath, release.Sum{Releases: map[string]map[string]string{}}.Marshal(), 0o644))
 	out, err := exec.Command("chattr", "+i", g.SumPath).CombinedOutput()
 	require.NoError(t, err, "chattr +i (the test needs root and a file system with attributes): %s", out)
@@ -412,6 +427,7 @@ func TestSumNotWritable(t *testing.T) {
 	_, err = g.Run(context.Background())
 	require.ErrorContains(t, err, "replacing "+g.SumPath)
 	require.ErrorContains(t, err, "read-only or immutable")
-	require.ErrorContains(t, err, g.OutputDir+" and "+g.SumPath+" are unchanged")
+	require.ErrorContains(t, err, "recording release 1.1.0 in "+g.SumPath)
+	require.ErrorContains(t, err, "nothing was written")
 	require.Equal(t, before, atomicfstest.Tree(t, filepath.Dir(g.ReleasesDir)))
 }

@@ -57,6 +57,12 @@ type Generate struct {
 	// Regenerate rewrites the bundles of unpublished releases that differ
 	// from what their inputs generate. Published releases never change.
 	Regenerate bool
+	// Publish records this release in the published sum: its input must say
+	// published: true and its bundles must be exactly what its inputs
+	// generate. Nothing else is written. Without it a published release
+	// missing from the sum is an error (tampering, or a publication not yet
+	// recorded), never recorded quietly.
+	Publish string
 	// Warnings receives warnings; nil discards.
 	Warnings io.Writer
 	// DefaultOutput says OutputDir is the repository's bundle/ (the flag's
@@ -133,6 +139,9 @@ func (g Generate) Verify(ctx context.Context) ([]Bundle, error) {
 // (atomicfs.Tx): either every bundle file and the sum are written or none.
 // Only those files are written; every other file of bundle/ stays.
 func (g Generate) Run(ctx context.Context) (Result, error) {
+	if g.Publish != "" && (g.Check || g.Regenerate) {
+		return Result{}, fmt.Errorf("--publish %s records a release and writes nothing else: it cannot go with --check or --regenerate", g.Publish)
+	}
 	if g.Check {
 		// Nothing is written: no output checks, but a half-written tree is
 		// not checked either.
@@ -189,6 +198,14 @@ func (g Generate) Run(ctx context.Context) (Result, error) {
 			return res, err
 		}
 	}
+	if g.Publish != "" && len(writes) > 0 {
+		var dirs []string
+		for _, b := range writes {
+			dirs = append(dirs, b.Dir)
+		}
+		return res, fmt.Errorf("--publish %s records the release and writes nothing else, but %s would be written: run `bundlegen bundle` first, commit, then publish",
+			g.Publish, strings.Join(dirs, ", "))
+	}
 	sum, frozen, err := g.freeze(plans)
 	if err != nil {
 		return res, err
@@ -227,7 +244,8 @@ func (g Generate) Run(ctx context.Context) (Result, error) {
 	}
 	if err := tx.Commit(); err != nil {
 		if len(frozen) > 0 {
-			return res, fmt.Errorf("%w; %s and %s are unchanged", err, g.OutputDir, g.SumPath)
+			return res, fmt.Errorf("recording release %s in %s: %w; nothing was written, and until the sum records it every bundlegen verb refuses the release "+
+				"(its input says published: true): fix the cause, then run `bundlegen bundle --publish %s` again", strings.Join(frozen, ", "), g.SumPath, err, strings.Join(frozen, ", "))
 		}
 		return res, fmt.Errorf("%w; %s is unchanged", err, g.OutputDir)
 	}
@@ -269,6 +287,10 @@ func (g Generate) plan(ctx context.Context) ([]plan, error) {
 	if g.Version != "" && !slices.ContainsFunc(versions, func(v semver.Version) bool { return v.String() == g.Version }) {
 		return nil, fmt.Errorf("release %s: %s does not exist: create it (see docs/release.md)", g.Version, filepath.Join(g.ReleasesDir, g.Version+".yaml"))
 	}
+	if g.Publish != "" && !slices.ContainsFunc(versions, func(v semver.Version) bool { return v.String() == g.Publish }) {
+		return nil, fmt.Errorf("--publish %s: %s does not exist: give the version of a release input that says published: true",
+			g.Publish, filepath.Join(g.ReleasesDir, g.Publish+".yaml"))
+	}
 	if err := release.CheckUnlabeledOwner(g.ReleasesDir); err != nil {
 		return nil, err
 	}
@@ -289,6 +311,9 @@ func (g Generate) plan(ctx context.Context) ([]plan, error) {
 	if len(versions) == 0 {
 		return nil, fmt.Errorf("no release inputs (<version>.yaml) in %s: add one, see docs/release.md", g.ReleasesDir)
 	}
+	if err := g.checkOrphans(versions); err != nil {
+		return nil, err
+	}
 	var plans []plan
 	for _, v := range versions {
 		if err := ctx.Err(); err != nil {
@@ -299,8 +324,25 @@ func (g Generate) plan(ctx context.Context) ([]plan, error) {
 			return nil, err
 		}
 		p := plan{in: in, state: map[string]string{}}
+		if g.Publish == in.Version && sum.Frozen(in.Version) {
+			return nil, fmt.Errorf("--publish %s: release %s is already recorded in %s; nothing to do", g.Publish, in.Version, g.SumPath)
+		}
+		if g.Publish == in.Version && !in.Published {
+			return nil, fmt.Errorf("--publish %s: release input %s does not say published: true: set it once the release's images are pushed, then record it", g.Publish, in.Path)
+		}
+		if in.Published && !sum.Frozen(in.Version) && g.Publish != in.Version {
+			// published: true is the freeze on its own: a published release
+			// missing from the sum is never written nor recorded quietly.
+			return nil, fmt.Errorf("release input %s says published: true, but %s has no line for release %s, so nothing records what was published: "+
+				"if you are publishing %s now, record it with `bundlegen bundle --publish %s` (make bundle PUBLISH=%s), which writes only the sum and only when its bundles are what its inputs generate; "+
+				"if its lines were removed from %s, that is tampering: restore the file from git (git checkout -- %s). A published release is never regenerated",
+				in.Path, g.SumPath, in.Version, in.Version, in.Version, in.Version, g.SumPath, g.SumPath)
+		}
 		if sum.Frozen(in.Version) {
 			if err := g.checkFrozen(in, sum.Releases[in.Version]); err != nil {
+				return nil, err
+			}
+			if err := g.checkFrozenImages(in, lock); err != nil {
 				return nil, err
 			}
 			p.frozen = true
@@ -327,18 +369,43 @@ func (g Generate) plan(ctx context.Context) ([]plan, error) {
 			if p.state[pkg], err = g.bundleState(in, pkg, p.bundles[pkg]); err != nil {
 				return nil, err
 			}
+			if p.freeze && p.state[pkg] != StateUnchanged && p.state[pkg] != StateUpToDate {
+				return nil, fmt.Errorf("--publish %s: %s is not what its inputs generate (it would be %s), and a release that says published: true is never written: "+
+					"set published: false in %s, generate its bundles (`bundlegen bundle --regenerate`), check and push them, then set published: true again and record it",
+					in.Version, filepath.Join(g.OutputDir, pkg, in.Version), p.state[pkg], in.Path)
+			}
 		}
 		plans = append(plans, p)
 	}
-	if g.Check {
-		for _, p := range plans {
-			if p.freeze {
-				return nil, fmt.Errorf("release input %s says published: true, but the release is not frozen in %s yet: run `bundlegen bundle` to record it",
-					p.in.Path, g.SumPath)
+	return plans, nil
+}
+
+// checkOrphans fails on a bundle directory bundle/<package>/<version> whose
+// release has no input: nothing would check it, yet the catalog could list it.
+func (g Generate) checkOrphans(versions []semver.Version) error {
+	var orphans []string
+	for _, pkg := range Packages {
+		entries, err := os.ReadDir(filepath.Join(g.OutputDir, pkg))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("bundle tree %s: %w", g.OutputDir, err)
+		}
+		for _, e := range entries {
+			if _, err := semver.Parse(e.Name()); err != nil || !e.IsDir() ||
+				slices.ContainsFunc(versions, func(v semver.Version) bool { return v.String() == e.Name() }) {
+				continue
 			}
+			orphans = append(orphans, filepath.Join(g.OutputDir, pkg, e.Name()))
 		}
 	}
-	return plans, nil
+	if len(orphans) > 0 {
+		return fmt.Errorf("%s: no release input in %s makes these bundles (%s is missing?): nothing checks them, yet a template could list them; "+
+			"restore the release input from git, or, if the release was never published, remove the bundles (git rm -r %s) and their lines in channels/<package>.semver.yaml",
+			strings.Join(orphans, ", "), g.ReleasesDir, filepath.Join(g.ReleasesDir, filepath.Base(orphans[0])+".yaml"), strings.Join(orphans, " "))
+	}
+	return nil
 }
 
 // bundleState compares one bundle directory with what the release's inputs
@@ -354,6 +421,9 @@ func (g Generate) bundleState(in release.Input, pkg string, files Files) (string
 		return StateUpToDate, nil
 	case same:
 		return StateUnchanged, nil
+	case exists && in.Published:
+		return "", fmt.Errorf("%s differs from what its inputs (%s, the image lock, operator/config) generate (%s), and %s says published: true: a published release is never written. "+
+			"Restore the bundle and its input from git; a change ships in channels/releases/<next version>.yaml (see docs/release.md)", dir, in.Path, diff, in.Path)
 	case exists && g.Regenerate && !g.Check:
 		if extra := extraFiles(diff); len(extra) > 0 {
 			return "", fmt.Errorf("%s holds files bundlegen does not generate (%s): it writes only its own files; move them elsewhere, then regenerate",
@@ -394,7 +464,8 @@ func (g Generate) checkFrozen(in release.Input, sums map[string]string) error {
 		return err
 	}
 	if release.Hash(data) != sums[release.SumInput] {
-		return fmt.Errorf("release input %s changed after release %s was published (its SHA-256 is not the one in %s): %s", in.Path, in.Version, g.SumPath, restore)
+		return fmt.Errorf("release input %s changed after release %s was published, or the sum's %s line was edited (its SHA-256 is not the one in %s): %s",
+			in.Path, in.Version, release.SumInput, g.SumPath, restore)
 	}
 	have := map[string]string{}
 	for _, pkg := range Packages {
@@ -424,7 +495,7 @@ func (g Generate) checkFrozen(in release.Input, sums map[string]string) error {
 		diffs = append(diffs, g.sumPath(in.Version, name)+" was added")
 	}
 	if len(diffs) > 0 {
-		return fmt.Errorf("published release %s differs from %s: %s; %s", in.Version, g.SumPath, strings.Join(diffs, ", "), restore)
+		return fmt.Errorf("published release %s differs from %s (a bundle file or the sum's line for it was edited): %s; %s", in.Version, g.SumPath, strings.Join(diffs, ", "), restore)
 	}
 	return nil
 }

@@ -67,6 +67,9 @@ func (r CatalogExtras) Apply(cfg *declcfg.DeclarativeConfig) error {
 		if err := checkUpward(field, br, byVersion); err != nil {
 			return err
 		}
+		if err := checkAdmitsOlder(field, pkg.Name, br, byVersion); err != nil {
+			return err
+		}
 		for _, c := range br.Channels {
 			if !slices.Contains(channelNames, c) {
 				return fmt.Errorf("%s.channels: package %q has no channel %q; channels: %v", field, pkg.Name, c, channelNames)
@@ -137,8 +140,12 @@ func checkUpward(field string, br Bridge, byVersion map[string]string) error {
 		bv,
 		{Major: bv.Major, Minor: bv.Minor, Patch: bv.Patch + 1},
 		{Major: bv.Major, Minor: bv.Minor + 1},
-		{Major: bv.Major + 1},
 		{Major: math.MaxInt32},
+	}
+	// Every later major, as far as versions go in practice: a range such as
+	// ">=7.0.0 <8.0.0" on bundle 2.0.0 admits 7.0.0.
+	for m := bv.Major + 1; m <= bv.Major+1000; m++ {
+		probes = append(probes, semver.Version{Major: m})
 	}
 	for v := range byVersion {
 		if pv, err := semver.Parse(v); err == nil && pv.GTE(bv) {
@@ -148,11 +155,37 @@ func checkUpward(field string, br Bridge, byVersion map[string]string) error {
 	slices.SortFunc(probes, func(a, b semver.Version) int { return a.Compare(b) })
 	for _, p := range probes {
 		if admits(p) {
-			return fmt.Errorf("%s (bundle %s, skipRange %q): the range admits %s, which is not below the bundle: OLM would offer %s as an upgrade from %s, a downgrade; "+
+			return fmt.Errorf("%s.skipRange (bundle %s, skipRange %q): the range admits %s, which is not below the bundle: OLM would offer %s as an upgrade from %s, a downgrade; "+
 				"make the range end below %s, e.g. \"<%s\"", field, br.Bundle, br.SkipRange, p, br.Bundle, p, br.Bundle, br.Bundle)
 		}
 	}
 	return nil
+}
+
+// checkAdmitsOlder refuses a bridge whose skipRange admits no version of the
+// package below its bundle: it would add no upgrade edge at all (a typo such
+// as ">=7.0.0 <8.0.0" for ">=1.0.0 <2.0.0").
+func checkAdmitsOlder(field, pkg string, br Bridge, byVersion map[string]string) error {
+	bv, err := semver.Parse(br.Bundle)
+	if err != nil {
+		return err
+	}
+	admits, err := semver.ParseRange(br.SkipRange)
+	if err != nil {
+		return err
+	}
+	var older []string
+	for _, v := range slices.SortedFunc(maps.Keys(byVersion), func(a, b string) int { return semver.MustParse(a).Compare(semver.MustParse(b)) }) {
+		pv := semver.MustParse(v)
+		if pv.LT(bv) {
+			if admits(pv) {
+				return nil
+			}
+			older = append(older, v)
+		}
+	}
+	return fmt.Errorf("%s.skipRange: %q admits no version of package %q below the bundle %s (versions below it: %v), so the bridge adds no upgrade edge: "+
+		"write the range of the versions that upgrade to %s, e.g. \">=%d.0.0 <%s\"", field, br.SkipRange, pkg, br.Bundle, older, br.Bundle, max(bv.Major, 1)-1, br.Bundle)
 }
 
 // noRegistry refuses every image operation: catalogs render from bundle

@@ -21,6 +21,10 @@ import (
 // TemplateSuffix names a package's semver template in channels/.
 const TemplateSuffix = ".semver.yaml"
 
+// ExtrasSuffix names a package's catalog extras in channels/, beside its
+// template.
+const ExtrasSuffix = ".release.yaml"
+
 // Catalogs renders every package template in a channels directory.
 type Catalogs struct {
 	// ChannelsDir holds <package>.semver.yaml (+ <package>.release.yaml).
@@ -60,6 +64,18 @@ func (c Catalogs) Run(ctx context.Context) ([]string, error) {
 	}
 	if len(found) == 0 {
 		return nil, fmt.Errorf("no *%s templates in %s; add channels/<package>%s (see docs/catalog.md)", TemplateSuffix, c.ChannelsDir, TemplateSuffix)
+	}
+	extras, err := filepath.Glob(filepath.Join(c.ChannelsDir, "*"+ExtrasSuffix))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range extras {
+		pkg := strings.TrimSuffix(filepath.Base(e), ExtrasSuffix)
+		if _, ok := found[pkg]; !ok {
+			return nil, fmt.Errorf("%s has no semver template %s beside it, so nothing would read it: "+
+				"name it after its package's template (packages: %s), or remove it", e, filepath.Join(c.ChannelsDir, pkg+TemplateSuffix),
+				strings.Join(slices.Sorted(maps.Keys(found)), ", "))
+		}
 	}
 	names := c.Packages
 	if len(names) == 0 {

@@ -42,6 +42,10 @@ func TestCatalogsRun(t *testing.T) {
 
 	// A file named for another package than it renders is refused.
 	require.NoError(t, os.Rename(filepath.Join(channels, "demo-operator.semver.yaml"), filepath.Join(channels, "other.semver.yaml")))
+	// Catalog extras without their template are refused, not ignored.
+	_, err = fbc.Catalogs{ChannelsDir: channels, Root: root, OutDir: out, Packages: []string{"other"}}.Run(context.Background())
+	require.ErrorContains(t, err, filepath.Join(channels, "demo-operator.release.yaml")+" has no semver template "+filepath.Join(channels, "demo-operator.semver.yaml"))
+	require.NoError(t, os.Rename(filepath.Join(channels, "demo-operator.release.yaml"), filepath.Join(channels, "other.release.yaml")))
 	_, err = fbc.Catalogs{ChannelsDir: channels, Root: root, OutDir: out, Packages: []string{"other"}}.Run(context.Background())
 	require.ErrorContains(t, err, `renders package "demo-operator"`)
 

@@ -54,7 +54,7 @@ func TestCatalogsRefuse(t *testing.T) {
 				require.NoError(t, os.WriteFile(filepath.Join(c.ChannelsDir, "demo-operator.release.yaml"),
 					[]byte("bridges:\n- bundle: 1.0.0\n  skipRange: \">=2.0.0 <3.0.0\"\n"), 0o644))
 			},
-			want: []string{"/channels/demo-operator.release.yaml: bridges[0] (bundle 1.0.0", "a downgrade"},
+			want: []string{"/channels/demo-operator.release.yaml: bridges[0].skipRange (bundle 1.0.0", "a downgrade"},
 		},
 		{
 			name: "a bad image in images:",

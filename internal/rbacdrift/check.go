@@ -184,6 +184,20 @@ func (c Check) freshness(r *Report) error {
 		return err
 	}
 	r.Version = version
+	// Every release input must read: a malformed one would otherwise pass
+	// this check unseen (bundle --check reads them all as well).
+	versions, err := release.Versions(c.ReleasesDir)
+	if err != nil {
+		return err
+	}
+	for _, v := range versions {
+		if _, err := release.LoadInput(filepath.Join(c.ReleasesDir, v.String()+".yaml")); err != nil {
+			return err
+		}
+	}
+	if st, err := os.Stat(c.BundleDir); err != nil || !st.IsDir() {
+		return fmt.Errorf("--bundles %s: not a folder (%v): give the root of the bundle tree (default bundle/, written by `bundlegen bundle`)", c.BundleDir, statCause(st, err))
+	}
 	dirs, err := filepath.Glob(filepath.Join(c.BundleDir, "*", version))
 	if err != nil {
 		return err
@@ -210,6 +224,13 @@ func (c Check) freshness(r *Report) error {
 		}
 	}
 	return nil
+}
+
+func statCause(st os.FileInfo, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return st.Mode().Type().String() + " file"
 }
 
 // checkVersion: the release named by Version has a release input.

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/inferencestack/inferencestack/internal/image"
 	"github.com/inferencestack/inferencestack/operator/pin"
@@ -95,6 +96,10 @@ type PinRequest struct {
 	AllowTags bool
 	// Warnings receives warnings; nil discards them.
 	Warnings io.Writer
+	// Shipped, when set, returns the pin that release version's bundle
+	// ships. The pin of a published release (published: true) is that one:
+	// it never changes, whatever the lock says now.
+	Shipped func(version string) (Pin, error)
 }
 
 // Run returns the pin of the selected release.
@@ -110,6 +115,10 @@ func (r PinRequest) Run(ctx context.Context) (Pin, error) {
 	if err != nil {
 		return Pin{}, err
 	}
+	if in.Published && r.Resolve {
+		return Pin{}, fmt.Errorf("release input %s says published: true: its images and their digests in the image lock are frozen, "+
+			"so --resolve, which looks them up again, is only for unpublished releases; a new image ships in channels/releases/<next version>.yaml", path)
+	}
 	lock, err := LoadLock(r.LockPath)
 	if r.Resolve && errors.Is(err, fs.ErrNotExist) {
 		// --resolve writes the lock: it may start from none.
@@ -119,6 +128,10 @@ func (r PinRequest) Run(ctx context.Context) (Pin, error) {
 		return Pin{}, err
 	}
 	if r.Resolve {
+		frozen, err := publishedImages(r.ReleasesDir)
+		if err != nil {
+			return Pin{}, err
+		}
 		resolve := r.Resolver
 		if resolve == nil {
 			resolve = func(ctx context.Context, ref string) (string, error) {
@@ -134,11 +147,18 @@ func (r PinRequest) Run(ctx context.Context) (Pin, error) {
 				return Pin{}, fmt.Errorf("release input %s: %w", path, err)
 			}
 			_, digest, _ := cutDigest(resolved)
+			if v, ok := frozen[ref]; ok && lock.Images[ref] != digest {
+				return Pin{}, fmt.Errorf("release input %s: image %s: the registry now serves %s, but published release %s ships it as %s, and a published release's lock digests never change: "+
+					"the tag was moved; name the new image by another tag (or by digest) in %s; %s is unchanged", path, ref, digest, v, lock.Images[ref], path, r.LockPath)
+			}
 			lock.Images[ref] = digest
 		}
 		if err := lock.Write(ctx, r.LockPath); err != nil {
 			return Pin{}, fmt.Errorf("writing image lock: %w", err)
 		}
+	}
+	if in.Published && r.Shipped != nil {
+		return r.shipped(in, lock)
 	}
 	images, err := PinImages(in, lock, r.AllowTags)
 	if err != nil {
@@ -150,6 +170,60 @@ func (r PinRequest) Run(ctx context.Context) (Pin, error) {
 		}
 	}
 	return images.Pin(in), nil
+}
+
+// shipped returns the pin a published release's bundle ships, warning when
+// the lock no longer gives the same images.
+func (r PinRequest) shipped(in Input, lock Lock) (Pin, error) {
+	held, err := r.Shipped(in.Version)
+	if err != nil {
+		return Pin{}, fmt.Errorf("release input %s says published: true, so its pin is what its bundle ships: %w", in.Path, err)
+	}
+	var diffs []string
+	images, err := PinImages(in, lock, false)
+	if err != nil {
+		diffs = append(diffs, err.Error())
+	} else {
+		now := images.Pin(in)
+		for _, d := range slices.Sorted(maps.Keys(held.Operands)) {
+			if held.Operands[d] != now.Operands[d] {
+				diffs = append(diffs, fmt.Sprintf("operand %s is %s in the bundle but %s through the lock", d, held.Operands[d], now.Operands[d]))
+			}
+		}
+		for _, d := range slices.Sorted(maps.Keys(now.Operands)) {
+			if _, ok := held.Operands[d]; !ok {
+				diffs = append(diffs, fmt.Sprintf("operand %s is not in the bundle but %s through the lock", d, now.Operands[d]))
+			}
+		}
+	}
+	if len(diffs) > 0 && r.Warnings != nil {
+		fmt.Fprintf(r.Warnings, "warning: release %s is published and this is the pin its bundle ships, but the image lock %s no longer gives it: %s; "+
+			"`bundlegen bundle --check` fails until the lock is restored from git\n", in.Version, r.LockPath, strings.Join(diffs, "; "))
+	}
+	return held, nil
+}
+
+// publishedImages maps each image (as written) of the published releases in
+// dir to the version of one of them.
+func publishedImages(dir string) (map[string]string, error) {
+	versions, err := Versions(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, v := range versions {
+		in, err := LoadInput(filepath.Join(dir, v.String()+".yaml"))
+		if err != nil {
+			return nil, err
+		}
+		if !in.Published {
+			continue
+		}
+		for _, ref := range in.Images() {
+			out[ref] = in.Version
+		}
+	}
+	return out, nil
 }
 
 func cutDigest(ref string) (string, string, bool) {

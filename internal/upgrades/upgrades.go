@@ -86,6 +86,9 @@ func (u Upgrades) Run(_ context.Context) (Result, error) {
 		return Result{}, fmt.Errorf("--from %q is not a semver version: %w", u.From, err)
 	}
 	for _, c := range u.Channels {
+		if c == "" {
+			return Result{}, fmt.Errorf("--channel \"\": an empty channel name; give one of the channels of package %q: %s, or leave --channel out for all", p.Name, channelNames(p))
+		}
 		if _, ok := p.Channel(c); !ok {
 			return Result{}, fmt.Errorf("package %q has no channel %q; channels: %s", p.Name, c, channelNames(p))
 		}
@@ -96,6 +99,14 @@ func (u Upgrades) Run(_ context.Context) (Result, error) {
 		if err != nil {
 			return Result{}, fmt.Errorf("--version-range %q is not a valid range (e.g. \"1.x\", \">=1.0.0 <2.0.0\"): %w", u.VersionRange, err)
 		}
+	}
+	if constraint != nil && len(p.Bundles) > 0 && !slices.ContainsFunc(p.Bundles, func(b olmgraph.Bundle) bool { return u.inChannels(b) && inRange(b, constraint) }) {
+		where := "of the package"
+		if len(u.Channels) > 0 {
+			where = fmt.Sprintf("in the channels %s", strings.Join(u.Channels, ", "))
+		}
+		return Result{}, fmt.Errorf("--version-range %q admits no bundle %s (versions: %s): OLM v1 would find nothing to resolve; "+
+			"give a range that holds one of them, e.g. \"%d.x\"", u.VersionRange, where, versions(u.candidates()), u.candidates()[len(u.candidates())-1].Version.Major)
 	}
 
 	res := Result{Package: p.Name, FromVersion: from.String(), Notes: ties(p)}
@@ -116,6 +127,9 @@ func (u Upgrades) Run(_ context.Context) (Result, error) {
 	}
 	if res.Installed == "" {
 		if len(res.Path) == 0 {
+			if held := u.heldBy(from, constraint); held != "" {
+				return Result{}, fmt.Errorf("package %q has no bundle with version %s; %s: OLM v1 keeps %s installed; widen --channel or --version-range", p.Name, from, held, from)
+			}
 			return Result{}, fmt.Errorf("package %q has no bundle with version %s, and no skipRange in its channels holds %s: "+
 				"OLM v1 cannot resolve an upgrade from it (replaces and skips name the installed bundle, which the catalog lacks) and keeps it installed; versions: %s",
 				p.Name, from, from, versions(p.Bundles))
@@ -165,6 +179,47 @@ func (u Upgrades) resolve(installed olmgraph.Bundle, constraint *mmsemver.Constr
 		return compareVersions(b.Version, a.Version)
 	})
 	return candidates[0], edges[candidates[0].Name]
+}
+
+// candidates are the bundles in the requested channels (all when none are
+// requested), lowest version first.
+func (u Upgrades) candidates() []olmgraph.Bundle {
+	var out []olmgraph.Bundle
+	for _, b := range u.Package.Bundles {
+		if u.inChannels(b) {
+			out = append(out, b)
+		}
+	}
+	if len(out) == 0 {
+		return u.Package.Bundles
+	}
+	return out
+}
+
+// heldBy says which skipRanges hold version from and what excludes their
+// bundles (the requested channels or version range), or "" when none holds it.
+func (u Upgrades) heldBy(from semver.Version, constraint *mmsemver.Constraints) string {
+	var out []string
+	for _, c := range u.Package.Channels {
+		for _, e := range c.Entries {
+			if !slices.Contains(e.Accepts("", &from), olmgraph.SkipRange) {
+				continue
+			}
+			b, ok := u.Package.Bundle(e.Name)
+			if !ok {
+				continue
+			}
+			var why []string
+			if !u.inChannels(b) {
+				why = append(why, fmt.Sprintf("it is in none of the requested channels %s", strings.Join(u.Channels, ", ")))
+			}
+			if !inRange(b, constraint) {
+				why = append(why, fmt.Sprintf("its version %s is outside --version-range %q", b.Version, u.VersionRange))
+			}
+			out = append(out, fmt.Sprintf("skipRange %q of bundle %s in channel %s holds %s, but %s", e.SkipRange, b.Name, c.Name, from, strings.Join(why, " and ")))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // release is the release OLM v1.11 reads from a registry+v1 bundle version's

@@ -366,11 +366,11 @@ func checkPermissions(c *v1alpha1.ClusterServiceVersion, file, rbacDir string) [
 	var out []Finding
 	if !equality.Semantic.DeepEqual(cluster, spec.ClusterPermissions) {
 		out = append(out, Finding{Severity: SeverityError, Source: "bundlegen", File: file, Field: "spec.install.spec.clusterPermissions",
-			Message: fmt.Sprintf("differ from the ClusterRoles bound to %s in %s: regenerate the bundle for a new version", sa, rbacDir)})
+			Message: fmt.Sprintf("differ from the ClusterRoles bound to %s in %s (%s): regenerate the bundle for a new version", sa, rbacDir, permissionDiff(cluster, spec.ClusterPermissions))})
 	}
 	if !equality.Semantic.DeepEqual(namespaced, spec.Permissions) {
 		out = append(out, Finding{Severity: SeverityError, Source: "bundlegen", File: file, Field: "spec.install.spec.permissions",
-			Message: fmt.Sprintf("differ from the Roles bound to %s in %s: regenerate the bundle for a new version", sa, rbacDir)})
+			Message: fmt.Sprintf("differ from the Roles bound to %s in %s (%s): regenerate the bundle for a new version", sa, rbacDir, permissionDiff(namespaced, spec.Permissions))})
 	}
 	return out
 }

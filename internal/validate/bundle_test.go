@@ -120,7 +120,7 @@ func TestBundle(t *testing.T) {
 			edit: func(t *testing.T, dir string) {
 				edit(t, filepath.Join(dir, csvFile), "          - inferencestacks/status\n", "")
 			},
-			want: []Finding{{Severity: SeverityError, Source: "bundlegen", File: csvFile, Field: "spec.install.spec.clusterPermissions", Message: "differ from the ClusterRoles"}},
+			want: []Finding{{Severity: SeverityError, Source: "bundlegen", File: csvFile, Field: "spec.install.spec.clusterPermissions", Message: "the RBAC manifests grant, the bundle lacks: inferencestack-operator-v1: apiGroups=inferencestack.io resources=inferencestacks/status verbs="}},
 		},
 		{
 			name: "CSV validator error", pkg: "inferencestack-crds",

@@ -91,6 +91,11 @@ func (c Catalog) Run(ctx context.Context) ([]CatalogFinding, error) {
 		return nil, fmt.Errorf("catalog %s holds no file-based catalog objects (olm.package, olm.channel, olm.bundle): "+
 			"give the catalog's root directory (catalog/, written by `bundlegen catalog`)", c.Dir)
 	}
+	if skipped := CRDCheckSkipped(*cfg); len(skipped) > 0 && c.Warnings != nil {
+		fmt.Fprintf(c.Warnings, "note: catalog %s: %d bundle(s) carry no objects (olm.bundle.object; opm renders olm.csv.metadata instead), "+
+			"so the CRD upgrade-safety check (crdify) was skipped for their upgrade edges (OLM v1 runs it on the cluster at upgrade time): %s\n",
+			c.Dir, len(skipped), strings.Join(skipped, ", "))
+	}
 	if c.Warnings != nil && !c.RequireDigests {
 		for _, f := range CatalogConfig(*cfg, true) {
 			if f.Rule == RuleImageNotDigest {

@@ -165,55 +165,88 @@ func upgradeEdges(g olmgraph.Package) []upgradeEdge {
 	return out
 }
 
-// bundleCRDs returns the CRDs a catalog bundle carries in its
-// olm.bundle.object properties, and whether it provides any API (olm.gvk).
-func bundleCRDs(b declcfg.Bundle) ([]apiextensionsv1.CustomResourceDefinition, bool, error) {
+// bundleObjects is what a catalog bundle carries of its manifests.
+type bundleObjects struct {
+	// crds are its CustomResourceDefinitions (olm.bundle.object).
+	crds []apiextensionsv1.CustomResourceDefinition
+	// carried says the bundle has olm.bundle.object properties at all: opm
+	// renders bundles with olm.csv.metadata instead, and then the catalog
+	// does not say which CRDs they ship.
+	carried bool
+	// provides says the bundle provides APIs (olm.gvk).
+	provides bool
+}
+
+// bundleCRDs returns what a catalog bundle carries in its olm.bundle.object
+// properties.
+func bundleCRDs(b declcfg.Bundle) (bundleObjects, error) {
 	props, err := opproperty.Parse(b.Properties)
 	if err != nil {
-		return nil, false, err
+		return bundleObjects{}, err
 	}
-	var crds []apiextensionsv1.CustomResourceDefinition
+	out := bundleObjects{carried: len(props.BundleObjects) > 0, provides: len(props.GVKs) > 0}
 	for i, o := range props.BundleObjects {
 		var meta struct {
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`
 		}
 		if err := json.Unmarshal(o.Data, &meta); err != nil {
-			return nil, false, fmt.Errorf("olm.bundle.object %d: %w", i, err)
+			return bundleObjects{}, fmt.Errorf("olm.bundle.object %d: %w", i, err)
 		}
 		if meta.Kind != "CustomResourceDefinition" || meta.APIVersion != apiextensionsv1.SchemeGroupVersion.String() {
 			continue
 		}
 		var crd apiextensionsv1.CustomResourceDefinition
 		if err := json.Unmarshal(o.Data, &crd); err != nil {
-			return nil, false, fmt.Errorf("olm.bundle.object %d: CustomResourceDefinition: %w", i, err)
+			return bundleObjects{}, fmt.Errorf("olm.bundle.object %d: CustomResourceDefinition: %w", i, err)
 		}
-		crds = append(crds, crd)
+		out.crds = append(out.crds, crd)
 	}
-	return crds, len(props.GVKs) > 0, nil
+	return out, nil
+}
+
+// CRDCheckSkipped names the bundles of cfg that carry no objects
+// (olm.bundle.object), so the CRD upgrade safety of their edges is not
+// checked here: opm renders bundles with olm.csv.metadata, the normal case
+// for a production catalog, and OLM v1 then runs the same check on the
+// cluster at upgrade time.
+func CRDCheckSkipped(cfg declcfg.DeclarativeConfig) []string {
+	var out []string
+	for _, b := range cfg.Bundles {
+		if o, err := bundleCRDs(b); err == nil && !o.carried {
+			out = append(out, b.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // crdUpgradeFindings checks every upgrade edge of package p with OLM v1's
-// CRD upgrade safety rules.
+// CRD upgrade safety rules: each CRD both bundles ship must be a safe
+// upgrade, and no CRD the installed bundle ships may be missing from the
+// new one. Edges from or to a bundle that carries no objects are skipped
+// (CRDCheckSkipped).
 func crdUpgradeFindings(cfg declcfg.DeclarativeConfig, p olmgraph.Package) []CatalogFinding {
 	var out []CatalogFinding
-	crds := map[string][]apiextensionsv1.CustomResourceDefinition{}
+	objs := map[string]bundleObjects{}
 	for _, b := range cfg.Bundles {
 		if b.Package != p.Name {
 			continue
 		}
-		c, provides, err := bundleCRDs(b)
+		o, err := bundleCRDs(b)
 		switch {
 		case err != nil:
 			out = append(out, CatalogFinding{Package: p.Name, Bundle: b.Name, Rule: RuleCRDUpgradeSafety,
 				Message: fmt.Sprintf("cannot read the bundle's objects, so the CRD upgrade safety of its edges is not checked: %v", err)})
-		case provides && len(c) == 0:
+			continue
+		case o.carried && o.provides && len(o.crds) == 0:
 			out = append(out, CatalogFinding{Package: p.Name, Bundle: b.Name, Rule: RuleCRDUpgradeSafety,
-				Message: "the bundle provides APIs (olm.gvk) but the catalog holds none of its CRDs (olm.bundle.object), so the CRD upgrade safety of its edges is not checked: render the catalog with `bundlegen catalog`"})
+				Message: "the bundle provides APIs (olm.gvk) and carries its objects (olm.bundle.object), but none of them is a CRD: a registry+v1 bundle ships the CRDs it owns; " +
+					"add them to its manifests/ (bundlegen bundle does) and render the catalog again"})
 		}
-		crds[b.Name] = c
+		objs[b.Name] = o
 	}
-	if !slices.ContainsFunc(slices.Collect(maps.Values(crds)), func(c []apiextensionsv1.CustomResourceDefinition) bool { return len(c) > 0 }) {
+	if !slices.ContainsFunc(slices.Collect(maps.Values(objs)), func(o bundleObjects) bool { return len(o.crds) > 0 }) {
 		return out
 	}
 	r, err := runner.New(CRDUpgradeConfig(), runner.DefaultRegistry())
@@ -221,14 +254,29 @@ func crdUpgradeFindings(cfg declcfg.DeclarativeConfig, p olmgraph.Package) []Cat
 		return append(out, CatalogFinding{Package: p.Name, Rule: RuleCRDUpgradeSafety, Message: fmt.Sprintf("configuring crdify: %v", err)})
 	}
 	for _, e := range upgradeEdges(p) {
-		for _, b := range crdUpgrade(r, crds[e.from], crds[e.to]) {
+		from, to := objs[e.from], objs[e.to]
+		if !from.carried || !to.carried {
+			continue
+		}
+		finding := func(crd, field, msg string) {
 			out = append(out, CatalogFinding{
 				Package: p.Name, Channel: strings.Join(e.channels, ","), Bundle: e.to, From: e.from, Rule: RuleCRDUpgradeSafety,
-				CRD: b.CRD, Field: b.Field,
-				Message: fmt.Sprintf("upgrade %s -> %s (%s) breaks %s; OLM v1 refuses this upgrade on the cluster (CRD upgrade safety preflight): "+
-					"keep the old schema valid (keep fields and enum values, make new fields optional or give them a default) or serve the change as a new API version",
-					e.from, e.to, strings.Join(e.how, ", "), b),
+				CRD: crd, Field: field, Message: msg,
 			})
+		}
+		for _, old := range from.crds {
+			if slices.ContainsFunc(to.crds, func(c apiextensionsv1.CustomResourceDefinition) bool { return c.Name == old.Name }) {
+				continue
+			}
+			finding(old.Name, "", fmt.Sprintf("upgrade %s -> %s (%s) removes CRD %s: OLM v1 removes what the new bundle no longer ships, "+
+				"so the upgrade would delete the CRD and every %s object on the cluster; keep shipping the CRD in %s (deprecate its versions instead), "+
+				"or move it to a package of its own first",
+				e.from, e.to, strings.Join(e.how, ", "), old.Name, old.Spec.Names.Kind, e.to))
+		}
+		for _, b := range crdUpgrade(r, from.crds, to.crds) {
+			finding(b.CRD, b.Field, fmt.Sprintf("upgrade %s -> %s (%s) breaks %s; OLM v1 refuses this upgrade on the cluster (CRD upgrade safety preflight): "+
+				"keep the old schema valid (keep fields and enum values, make new fields optional or give them a default) or serve the change as a new API version",
+				e.from, e.to, strings.Join(e.how, ", "), b))
 		}
 	}
 	return out

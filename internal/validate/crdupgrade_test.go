@@ -2,7 +2,7 @@ package validate_test
 
 import (
 	"encoding/json"
-	"strings"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -185,15 +185,49 @@ func TestCRDUpgradeEdges(t *testing.T) {
 		"demo.v1.1.0 -> demo.v2.0.0 in stable-v2",
 	}, edges)
 
-	// 1.1.0 without any CRD object but with its olm.gvk: not checkable.
-	cfg.Bundles[2].Properties = slicesWithout(cfg.Bundles[2].Properties, property.TypeBundleObject)
-	var unchecked []string
-	for _, f := range validate.CatalogConfig(cfg, false) {
-		if strings.Contains(f.Message, "holds none of its CRDs") {
-			unchecked = append(unchecked, f.Bundle)
-		}
+	// 1.1.0 without any object (as opm renders bundles, with
+	// olm.csv.metadata): its edges are skipped, and named once as skipped.
+	skipped := cfg
+	skipped.Bundles = slices.Clone(cfg.Bundles)
+	skipped.Bundles[2].Properties = slicesWithout(cfg.Bundles[2].Properties, property.TypeBundleObject)
+	edges = nil
+	for _, f := range validate.CatalogConfig(skipped, false) {
+		edges = append(edges, f.From+" -> "+f.Bundle+" in "+f.Channel)
 	}
-	require.Equal(t, []string{name("1.1.0")}, unchecked)
+	require.Equal(t, []string{"demo.v1.0.0 -> demo.v2.0.0 in stable-v2", "demo.v1.0.1 -> demo.v2.0.0 in stable-v2"}, edges)
+	require.Equal(t, []string{name("1.1.0")}, validate.CRDCheckSkipped(skipped))
+}
+
+// TestCRDRemovedAcrossAnEdge: a new bundle that carries its objects but no
+// longer the CRD the installed one ships breaks the upgrade (OLM v1 would
+// delete the CRD and its objects); compared CRDs are not only those on both
+// sides.
+func TestCRDRemovedAcrossAnEdge(t *testing.T) {
+	old := testCRD()
+	cm, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}})
+	require.NoError(t, err)
+	without := declcfg.Bundle{Schema: declcfg.SchemaBundle, Package: pkg, Name: name("1.1.0"), Image: "quay.io/demo/bundle:v1.1.0",
+		Properties: []property.Property{property.MustBuildPackage(pkg, "1.1.0"), property.MustBuildBundleObject(cm)}}
+	cfg := declcfg.DeclarativeConfig{
+		Packages: []declcfg.Package{{Schema: declcfg.SchemaPackage, Name: pkg, DefaultChannel: "stable-v1"}},
+		Channels: []declcfg.Channel{channel("stable-v1", entry("1.0.0"), entry("1.1.0", replaces("1.0.0")))},
+		Bundles:  []declcfg.Bundle{crdBundle(t, "1.0.0", &old), without},
+	}
+	got := validate.CatalogConfig(cfg, false)
+	require.Len(t, got, 1, "findings: %v", got)
+	require.Equal(t, validate.RuleCRDUpgradeSafety, got[0].Rule)
+	require.Equal(t, "demos.example.com", got[0].CRD)
+	require.Equal(t, name("1.0.0"), got[0].From)
+	require.Equal(t, name("1.1.0"), got[0].Bundle)
+	require.Contains(t, got[0].Message, "upgrade demo.v1.0.0 -> demo.v1.1.0 (replaces in stable-v1) removes CRD demos.example.com")
+	require.Contains(t, got[0].Message, "every Demo object")
+	require.Empty(t, validate.CRDCheckSkipped(cfg))
+
+	// Still providing the API (olm.gvk) while carrying no CRD is a finding of its own.
+	cfg.Bundles[1].Properties = append(cfg.Bundles[1].Properties, property.MustBuildGVK("example.com", "v1alpha1", "Demo"))
+	got = validate.CatalogConfig(cfg, false)
+	require.Len(t, got, 2, "findings: %v", got)
+	require.Contains(t, got[1].Message+got[0].Message, "provides APIs (olm.gvk) and carries its objects (olm.bundle.object), but none of them is a CRD")
 }
 
 func slicesWithout(props []property.Property, typ string) []property.Property {

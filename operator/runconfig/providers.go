@@ -265,13 +265,33 @@ func providerIDs(cfg *runConfig, api string) []string {
 	return ids
 }
 
-// resolveProvider finds the provider id a resource refers to: an id, or the
-// name of a provider type when exactly one provider of the API has it
-// ("vllm" finds the provider of type remote::vllm). An empty reference
-// picks the only provider the user declared for the API, or the only one
-// the config has.
-func resolveProvider(cfg *runConfig, spec v1alpha1.InferenceStackSpec, api, ref string, path *field.Path) (string, error) {
-	ids := providerIDs(cfg, api)
+// onIDs lists the ids of an API's providers that are on in the server's
+// environment, in config order: a conditional id ${env.VLLM_URL:+vllm} is
+// on only when the container sets VLLM_URL (upstream's replace_env_vars
+// otherwise leaves the id empty and the provider off).
+func onIDs(cfg *runConfig, api string, env map[string]string) []string {
+	var ids []string
+	for _, p := range cfg.Providers[api] {
+		if m := conditionalVarRE.FindStringSubmatch(p.ProviderID); m != nil && env[m[1]] == "" {
+			continue
+		}
+		ids = append(ids, effectiveID(p.ProviderID))
+	}
+	return ids
+}
+
+// conditionalVarRE captures the variable of a conditional id.
+var conditionalVarRE = regexp.MustCompile(`^\$\{env\.([A-Z0-9_]+):\+[^}]+}$`)
+
+// resolveProvider finds the provider id a resource refers to, among the
+// providers that are on in the server's environment (a resource naming a
+// provider that is off is refused at start: "Provider `vllm` not found"):
+// an id, or the name of a provider type when exactly one provider of the
+// API that is on has it ("vllm" finds the provider of type remote::vllm).
+// An empty reference picks the only provider the user declared for the API,
+// or the only one on.
+func resolveProvider(cfg *runConfig, spec v1alpha1.InferenceStackSpec, env map[string]string, api, ref string, path *field.Path) (string, error) {
+	ids := onIDs(cfg, api, env)
 	if ref == "" {
 		if user := userProviders(spec, api); len(user) == 1 {
 			return providerID(user[0]), nil
@@ -279,14 +299,14 @@ func resolveProvider(cfg *runConfig, spec v1alpha1.InferenceStackSpec, api, ref 
 		if len(ids) == 1 {
 			return ids[0], nil
 		}
-		return "", field.Required(path, fmt.Sprintf("the stack has %d %s providers (%s): name one", len(ids), api, strings.Join(ids, ", ")))
+		return "", field.Required(path, fmt.Sprintf("the stack has %d %s providers that are on (%s): name one", len(ids), api, strings.Join(ids, ", ")))
 	}
 	if slices.Contains(ids, ref) {
 		return ref, nil
 	}
 	var byType []string
 	for _, p := range cfg.Providers[api] {
-		if _, name, _ := strings.Cut(p.ProviderType, "::"); name == ref {
+		if _, name, _ := strings.Cut(p.ProviderType, "::"); name == ref && slices.Contains(ids, effectiveID(p.ProviderID)) {
 			byType = append(byType, effectiveID(p.ProviderID))
 		}
 	}
@@ -296,7 +316,13 @@ func resolveProvider(cfg *runConfig, spec v1alpha1.InferenceStackSpec, api, ref 
 	if len(byType) > 1 {
 		return "", field.Invalid(path, ref, fmt.Sprintf("%d %s providers have type %s (%s): name one by id", len(byType), api, ref, strings.Join(byType, ", ")))
 	}
-	return "", field.Invalid(path, ref, fmt.Sprintf("no %s provider has this id or type; the %s providers are: %s", api, api, strings.Join(ids, ", ")))
+	for _, p := range cfg.Providers[api] {
+		if m := conditionalVarRE.FindStringSubmatch(p.ProviderID); m != nil && effectiveID(p.ProviderID) == ref {
+			return "", field.Invalid(path, ref, fmt.Sprintf("the %s provider %s is off: it is on only when the server's environment sets %s (add a provider of that id with its endpoint, or set %s in workload.env); the %s providers that are on are: %s",
+				api, ref, m[1], m[1], api, strings.Join(ids, ", ")))
+		}
+	}
+	return "", field.Invalid(path, ref, fmt.Sprintf("no %s provider that is on has this id or type; the %s providers that are on are: %s", api, api, strings.Join(ids, ", ")))
 }
 
 // checkAlias makes sure a remote-vllm stack has its vLLM server: the

@@ -11,31 +11,25 @@ import (
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
-// apiDependencies lists the APIs inline providers of the embedded bases
-// need at start-up, as upstream's provider registry declares them
-// (llama_stack/providers/registry/*.py, the same at v0.2.23 and v0.3.0);
-// the server refuses to start when one is missing.
-var apiDependencies = map[string][]string{
-	"agents/inline::meta-reference":    {"inference", "safety", "tool_runtime", "vector_io"},
-	"batches/inline::reference":        {"files", "inference"},
-	"eval/inline::meta-reference":      {"agents", "datasetio", "inference", "scoring"},
-	"safety/inline::llama-guard":       {"inference"},
-	"scoring/inline::basic":            {"datasetio"},
-	"scoring/inline::braintrust":       {"datasetio"},
-	"scoring/inline::llm-as-judge":     {"datasetio", "inference"},
-	"tool_runtime/inline::rag-runtime": {"files", "inference", "vector_io"},
-	"vector_io/inline::faiss":          {"inference"},
-	"vector_io/inline::milvus":         {"inference"},
-	"vector_io/inline::sqlite-vec":     {"inference"},
+// dependencies are the APIs a provider type needs at start-up, as the
+// line's facts record upstream's provider registry
+// (llama_stack/providers/registry/<api>.py, api_dependencies): the server
+// refuses to start when one has no provider.
+func dependencies(line stackconfig.Line, api, providerType string) []string {
+	return line.Facts().Providers[api][providerType].APIDependencies
 }
 
-// disable removes the disabled APIs and their providers, then every
-// registered resource whose provider no longer exists. A remaining provider
-// that needs a disabled API is an error: the server would not start.
+// disable removes the disabled APIs and their providers, then, closing the
+// set, every provider of the base that needs an API no longer served (an
+// API whose last provider goes is disabled in turn), then every registered
+// resource whose provider no longer exists. A provider the user declared
+// that needs a disabled API is an error naming both: the server would not
+// start, and dropping what the user asked for silently is worse.
 func disable(cfg *runConfig, line stackconfig.Line, spec v1alpha1.InferenceStackSpec) error {
 	if len(spec.Disabled) == 0 {
 		return nil
 	}
+	off := map[string]bool{}
 	for _, api := range spec.Disabled {
 		a := string(api)
 		if api == v1alpha1.APITelemetry && line != stackconfig.Line02 {
@@ -43,21 +37,79 @@ func disable(cfg *runConfig, line stackconfig.Line, spec v1alpha1.InferenceStack
 			cfg.Telemetry = &telemetry{Enabled: false}
 			continue
 		}
+		off[a] = true
+		if t := line.Facts().RoutingTable(a); t != "" {
+			off[t] = true // a router's routing table goes with it
+		}
 		cfg.APIs = slices.DeleteFunc(cfg.APIs, func(s string) bool { return s == a })
 		delete(cfg.Providers, a)
 	}
+	for changed := true; changed; {
+		changed = false
+		for _, api := range slices.Sorted(maps.Keys(cfg.Providers)) {
+			kept := cfg.Providers[api][:0:0]
+			for _, p := range cfg.Providers[api] {
+				dep := slices.IndexFunc(dependencies(line, api, p.ProviderType), func(d string) bool { return off[d] })
+				if dep < 0 {
+					kept = append(kept, p)
+					continue
+				}
+				need := dependencies(line, api, p.ProviderType)[dep]
+				if slices.ContainsFunc(userProviders(spec, api), func(u v1alpha1.ProviderSpec) bool { return providerID(u) == effectiveID(p.ProviderID) }) {
+					return field.Invalid(field.NewPath("spec", "disabled"), need, fmt.Sprintf(
+						"provider %s (%s) of the %s API, which spec.providers declares, needs the %s API: disable %s too, or keep %s",
+						effectiveID(p.ProviderID), p.ProviderType, api, need, api, need))
+				}
+				changed = true
+			}
+			if len(kept) == 0 && len(cfg.Providers[api]) > 0 {
+				delete(cfg.Providers, api)
+				cfg.APIs = slices.DeleteFunc(cfg.APIs, func(s string) bool { return s == api })
+				off[api] = true
+				continue
+			}
+			cfg.Providers[api] = kept
+		}
+	}
+	pruneResources(cfg)
+	return nil
+}
+
+// completeBase gives an embedded base what upstream's own start-up needs
+// and the base lacks: for each provider whose api_dependencies name an API
+// the base has no provider of, the providers of that API from upstream's
+// starter run.yaml at the same tag. Upstream's meta-reference-gpu and
+// postgres-demo run.yaml at v0.2.23 and v0.3.0 list inline::rag-runtime but
+// no files provider, and upstream's start-up refuses them ("required
+// dependency 'files' is not available"); upstream fixed the same bug in
+// starter, whose files provider (inline::localfs, under DataDir) is the
+// one added. docs/api.md lists the fix.
+func completeBase(cfg *runConfig, line stackconfig.Line) error {
+	var starter *runConfig
 	for _, api := range slices.Sorted(maps.Keys(cfg.Providers)) {
 		for _, p := range cfg.Providers[api] {
-			for _, dep := range apiDependencies[api+"/"+p.ProviderType] {
-				if slices.Contains(spec.Disabled, v1alpha1.APIName(dep)) {
-					return field.Invalid(field.NewPath("spec", "disabled"), dep, fmt.Sprintf(
-						"provider %s (%s) of the %s API needs the %s API: disable %s too, or keep %s",
-						p.ProviderID, p.ProviderType, api, dep, api, dep))
+			for _, dep := range dependencies(line, api, p.ProviderType) {
+				if len(cfg.Providers[dep]) > 0 || line.Facts().Builtin(dep) {
+					continue
+				}
+				if starter == nil {
+					s, err := loadBase(line, string(v1alpha1.DistributionStarter))
+					if err != nil {
+						return err
+					}
+					starter = &s
+				}
+				if len(starter.Providers[dep]) == 0 {
+					return fmt.Errorf("embedded base config at %s: provider %s (%s) needs the %s API, which neither it nor starter provides",
+						line.Tag(), p.ProviderID, p.ProviderType, dep)
+				}
+				cfg.Providers[dep] = slices.Clone(starter.Providers[dep])
+				if !slices.Contains(cfg.APIs, dep) && len(cfg.APIs) > 0 {
+					cfg.APIs = append(cfg.APIs, dep)
 				}
 			}
 		}
 	}
-	pruneResources(cfg)
 	return nil
 }
 
@@ -84,11 +136,22 @@ func pruneResources(cfg *runConfig) {
 	cfg.Datasets = generic(cfg.Datasets, "datasetio")
 	cfg.ScoringFns = generic(cfg.ScoringFns, "scoring")
 	cfg.Benchmarks = generic(cfg.Benchmarks, "eval")
+	// 0.3's default embedding model for vector stores must be served by a
+	// provider that is still there (core/stack.py validate_vector_stores_config
+	// refuses to start otherwise): without it, vector stores name their model.
+	if m, ok := cfg.VectorStores["default_embedding_model"].(map[string]any); ok {
+		if id, _ := m["provider_id"].(string); !has("inference", id) || (len(cfg.APIs) > 0 && !slices.Contains(cfg.APIs, "inference")) {
+			delete(cfg.VectorStores, "default_embedding_model")
+			if len(cfg.VectorStores) == 0 {
+				cfg.VectorStores = nil
+			}
+		}
+	}
 }
 
 // register adds the user's models, shields and tool groups. An entry whose
 // id the base already registers replaces it, so nothing is registered twice.
-func register(cfg *runConfig, spec v1alpha1.InferenceStackSpec) error {
+func register(cfg *runConfig, spec v1alpha1.InferenceStackSpec, env *envSet) error {
 	r := spec.Resources
 	if r == nil {
 		return nil
@@ -103,9 +166,10 @@ func register(cfg *runConfig, spec v1alpha1.InferenceStackSpec) error {
 	if err := requireAPI(spec, base.Child("tools"), len(r.Tools), v1alpha1.APIToolRuntime); err != nil {
 		return err
 	}
+	on := ContainerEnv(spec, env.list())
 	for i, m := range r.Models {
 		path := base.Child("models").Index(i)
-		pid, err := resolveProvider(cfg, spec, "inference", m.Provider, path.Child("provider"))
+		pid, err := resolveProvider(cfg, spec, on, "inference", m.Provider, path.Child("provider"))
 		if err != nil {
 			return err
 		}
@@ -125,7 +189,7 @@ func register(cfg *runConfig, spec v1alpha1.InferenceStackSpec) error {
 	}
 	for i, s := range r.Shields {
 		path := base.Child("shields").Index(i)
-		pid, err := resolveProvider(cfg, spec, "safety", s.Provider, path.Child("provider"))
+		pid, err := resolveProvider(cfg, spec, on, "safety", s.Provider, path.Child("provider"))
 		if err != nil {
 			return err
 		}
@@ -134,7 +198,7 @@ func register(cfg *runConfig, spec v1alpha1.InferenceStackSpec) error {
 	}
 	for i, t := range r.Tools {
 		path := base.Child("tools").Index(i)
-		pid, err := resolveProvider(cfg, spec, "tool_runtime", t.Provider, path.Child("provider"))
+		pid, err := resolveProvider(cfg, spec, on, "tool_runtime", t.Provider, path.Child("provider"))
 		if err != nil {
 			return err
 		}

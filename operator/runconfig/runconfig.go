@@ -3,7 +3,6 @@ package runconfig
 import (
 	"bytes"
 	"crypto/sha256"
-	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/runconfig/distributions"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
@@ -48,28 +48,45 @@ const (
 	// KubeCAFile is the cluster CA the kubernetes auth provider trusts.
 	KubeCAFile = KubeCADir + "/ca.crt"
 	// HomeDir is $HOME of the server container, on a writable emptyDir
-	// (caches, ~/.llama); also its working directory.
+	// (caches).
 	HomeDir = "/tmp"
+	// WorkDir is the server's working directory, on the state volume: a
+	// relative path of a run config (external_providers_dir left unset makes
+	// `llama stack run` create "None" there) keeps what the server writes
+	// with its state.
+	WorkDir = DataDir
+	// StackConfigDir is $LLAMA_STACK_CONFIG_DIR of the server: where it keeps
+	// what a run config does not place (0.2's prompts store and, without
+	// metadata_store, its registry: <dir>/distributions/<image_name>/, see
+	// distributions/v0.2.23/facts.json), on the state volume instead of
+	// ~/.llama on the emptyDir.
+	StackConfigDir = DataDir + "/.llama"
 	// ProvidersDir is external_providers_dir: `llama stack run` creates it
 	// at start (cli/stack/run.py at v0.2.23 and v0.3.0 call os.makedirs on
 	// it, or on "None" in the working directory when it is unset).
 	ProvidersDir = DataDir + "/providers.d"
 )
 
+// ServerEnv is the environment the operator gives every server container
+// (a variable the user sets in workload.env wins).
+func ServerEnv() []corev1.EnvVar {
+	return []corev1.EnvVar{{Name: "HOME", Value: HomeDir}, {Name: "LLAMA_STACK_CONFIG_DIR", Value: StackConfigDir}}
+}
+
 // WritableMounts are the only folders of the server container on writable
-// volumes (DataDir and HomeDir, which is also its working directory); its
+// volumes (DataDir, also its working directory, and HomeDir); its
 // root filesystem is read-only. A run config that makes the server write
 // anywhere else is refused: the server would exit at start, or fail at
 // its first write.
 var WritableMounts = []string{DataDir, HomeDir}
 
 // notWritable returns the first of dirs (relative ones are relative to the
-// working directory, HomeDir) that no folder of WritableMounts holds.
+// working directory, WorkDir) that no folder of WritableMounts holds.
 func notWritable(dirs []string) (string, bool) {
 	for _, dir := range dirs {
 		abs := dir
 		if !path.IsAbs(abs) {
-			abs = path.Join(HomeDir, abs)
+			abs = path.Join(WorkDir, abs)
 		}
 		abs = path.Clean(abs)
 		if !slices.ContainsFunc(WritableMounts, func(w string) bool { return abs == w || strings.HasPrefix(abs, w+"/") }) {
@@ -78,9 +95,6 @@ func notWritable(dirs []string) (string, bool) {
 	}
 	return "", false
 }
-
-//go:embed distributions/*/*.yaml
-var distributions embed.FS
 
 // Result is a run config and what the server needs to use it.
 type Result struct {
@@ -133,7 +147,7 @@ func Base(line stackconfig.Line, distribution string) ([]byte, error) {
 	if !slices.Contains(Distributions(), distribution) {
 		return nil, field.NotSupported(field.NewPath("spec", "distribution", "name"), distribution, Distributions())
 	}
-	return distributions.ReadFile("distributions/" + line.Tag() + "/" + distribution + ".yaml")
+	return distributions.FS.ReadFile(line.Tag() + "/" + distribution + ".yaml")
 }
 
 // LineOf is the line of the pinned operand.
@@ -168,7 +182,7 @@ func Generate(name string, spec v1alpha1.InferenceStackSpec, operand Operand) (R
 	if err := disable(&cfg, line, spec); err != nil {
 		return Result{}, err
 	}
-	if err := register(&cfg, spec); err != nil {
+	if err := register(&cfg, spec, env); err != nil {
 		return Result{}, err
 	}
 	if err := configureStorage(&cfg, line, name, spec, env); err != nil {
@@ -239,7 +253,10 @@ func finish(line stackconfig.Line, spec v1alpha1.InferenceStackSpec, data []byte
 // sample value for each Secret-fed one (its value is not known here, only
 // that it is set), and the user's workload.env.
 func ContainerEnv(spec v1alpha1.InferenceStackSpec, vars []corev1.EnvVar) map[string]string {
-	out := map[string]string{"HOME": HomeDir}
+	out := map[string]string{}
+	for _, v := range ServerEnv() {
+		out[v.Name] = v.Value
+	}
 	add := func(v corev1.EnvVar) {
 		switch {
 		case v.ValueFrom == nil:
@@ -282,7 +299,15 @@ func load(line stackconfig.Line, spec v1alpha1.InferenceStackSpec) (runConfig, e
 	if !slices.Contains(v1alpha1.DistributionNames, d.Name) {
 		return runConfig{}, field.NotSupported(path.Child("name"), d.Name, distributionNames())
 	}
-	base := ImageDistribution(d.Name)
+	cfg, err := loadBase(line, ImageDistribution(d.Name))
+	if err != nil {
+		return runConfig{}, err
+	}
+	return cfg, completeBase(&cfg, line)
+}
+
+// loadBase parses the embedded base config of a distribution, relocated.
+func loadBase(line stackconfig.Line, base string) (runConfig, error) {
 	data, err := Base(line, base)
 	if err != nil {
 		return runConfig{}, err

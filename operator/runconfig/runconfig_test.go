@@ -1,9 +1,12 @@
 package runconfig
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -102,7 +105,8 @@ func TestGolden(t *testing.T) {
 		{name: "error-disabled-dependency", fails: both},
 		{name: "error-redis-password", fails: both},
 		{name: "error-override-0.2-layout-on-0.3", fails: []stackconfig.Line{stackconfig.Line03}},
-		{name: "error-telemetry-provider-on-0.3", fails: []stackconfig.Line{stackconfig.Line03}},
+		{name: "error-telemetry-provider-on-0.3", fails: both},
+		{name: "error-override-missing-store", fails: []stackconfig.Line{stackconfig.Line03}},
 		{name: "remote-vllm-without-vllm", fails: both},
 	}
 	dirs, err := os.ReadDir("testdata")
@@ -194,7 +198,61 @@ func checkInvariants(t testing.TB, spec v1alpha1.InferenceStackSpec, res Result)
 			require.True(t, names[m[1]], "the config refers to ${env.%s} but Env does not set it", m[1])
 		}
 	}
-	require.Equal(t, hash(res.YAML), res.Hash)
+	// The hash of exactly the bytes returned, computed here, not by hash().
+	sum := sha256.Sum256(res.YAML)
+	require.Equal(t, hex.EncodeToString(sum[:]), res.Hash)
+}
+
+// TestStateOnTheStateVolume: every folder the server writes to for an
+// accepted golden case (what the config names, and what the server writes
+// without the config naming it: 0.2's prompts store and registry under
+// $LLAMA_STACK_CONFIG_DIR, external_providers_dir or "None" in the working
+// directory) is on the state volume (DataDir), none on the emptyDir
+// (HomeDir). Upstream's own start-up, run over these goldens by
+// hack/llamastack/upstream-startup.sh, wrote to exactly such folders.
+func TestStateOnTheStateVolume(t *testing.T) {
+	cases, err := filepath.Glob(filepath.Join("testdata", "*", "golden", "*", "run.yaml"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(cases), 26, "the accepted golden cases of both lines")
+	for _, c := range cases {
+		name := strings.Split(filepath.ToSlash(c), "/")[1]
+		tag := filepath.Base(filepath.Dir(c))
+		l := lines[slices.IndexFunc(lines[:], func(l struct {
+			line    stackconfig.Line
+			operand Operand
+		}) bool {
+			return l.line.Tag() == tag
+		})]
+		t.Run(name+"/"+tag, func(t *testing.T) {
+			res, err := run(t, name, l.operand)
+			require.NoError(t, err)
+			env := ContainerEnv(readStack(t, filepath.Join("testdata", name, "in", "stack.yaml")).Spec, res.Env)
+			require.Equal(t, StackConfigDir, env["LLAMA_STACK_CONFIG_DIR"])
+			checked, err := stackconfig.Check(l.line, res.YAML, stackconfig.Options{Env: stackconfig.MapEnv(env), Home: HomeDir})
+			require.NoError(t, err)
+			require.Equal(t, checked.WritableDirs, res.WritableDirs)
+			require.NotEmpty(t, res.WritableDirs)
+			for _, dir := range res.WritableDirs {
+				if !path.IsAbs(dir) {
+					dir = path.Join(WorkDir, dir)
+				}
+				require.True(t, dir == DataDir || strings.HasPrefix(dir, DataDir+"/"),
+					"the server writes to %s, which is not on the state volume %s", dir, DataDir)
+			}
+			if l.line == stackconfig.Line02 {
+				require.Contains(t, res.WritableDirs, StackConfigDir+"/distributions/"+imageName(t, res.YAML),
+					"0.2's prompts store (core/prompts/prompts.py)")
+			}
+		})
+	}
+}
+
+func imageName(t *testing.T, data []byte) string {
+	var doc struct {
+		ImageName string `json:"image_name"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &doc))
+	return doc.ImageName
 }
 
 func TestSecretsNeverInConfig(t *testing.T) {
@@ -258,33 +316,44 @@ func TestDistributionsMatchAPIEnum(t *testing.T) {
 	}
 }
 
-// TestBasesAreConsistent: the registered resources of every base point at
-// providers of the base, and every provider's API is served.
+// TestBasesAreConsistent: every embedded base, as the pipeline loads it
+// (completed with what upstream's start-up needs), is accepted by the
+// line's model, which reads upstream's facts (every registered resource
+// names a provider that is on, every provider's dependencies are served);
+// upstream's own file of that distribution gets upstream's own verdict
+// (stackconfig/testdata/upstream/<tag>/verdicts.json), so the completion is
+// what turns upstream's refusal into an acceptance. Neither oracle is the
+// pipeline's own pruning.
 func TestBasesAreConsistent(t *testing.T) {
 	for _, l := range lines {
-		for _, d := range Distributions() {
-			t.Run(l.line.Tag()+"/"+d, func(t *testing.T) { baseConsistent(t, l.line, d) })
+		data, err := os.ReadFile(filepath.Join("stackconfig", "testdata", "upstream", l.line.Tag(), "verdicts.json"))
+		require.NoError(t, err)
+		var upstream struct {
+			Env      []string
+			Verdicts map[string]struct{ Accepted bool }
 		}
-	}
-}
-
-func baseConsistent(t *testing.T, line stackconfig.Line, d string) {
-	{
-		{
-			cfg, err := load(line, v1alpha1.InferenceStackSpec{Distribution: v1alpha1.DistributionSpec{Name: v1alpha1.DistributionName(d)}})
-			require.NoError(t, err)
-			pruned := cfg
-			pruned.Models = slices.Clone(cfg.Models)
-			pruned.Shields = slices.Clone(cfg.Shields)
-			pruned.ToolGroups = slices.Clone(cfg.ToolGroups)
-			pruneResources(&pruned)
-			require.Equal(t, cfg.Models, pruned.Models)
-			require.Equal(t, cfg.Shields, pruned.Shields)
-			require.Equal(t, cfg.ToolGroups, pruned.ToolGroups)
-			for api := range cfg.Providers {
-				require.Contains(t, cfg.APIs, api)
-			}
-			require.Equal(t, d, cfg.ImageName)
+		require.NoError(t, yaml.Unmarshal(data, &upstream))
+		env := map[string]string{"LLAMA_STACK_CONFIG_DIR": StackConfigDir}
+		for _, e := range upstream.Env {
+			k, v, _ := strings.Cut(e, "=")
+			env[k] = v
+		}
+		for _, d := range Distributions() {
+			t.Run(l.line.Tag()+"/"+d, func(t *testing.T) {
+				cfg, err := load(l.line, v1alpha1.InferenceStackSpec{Distribution: v1alpha1.DistributionSpec{Name: v1alpha1.DistributionName(d)}})
+				require.NoError(t, err)
+				require.Equal(t, d, cfg.ImageName)
+				out, err := marshal(cfg, l.line)
+				require.NoError(t, err)
+				_, err = stackconfig.Check(l.line, out, stackconfig.Options{Env: stackconfig.MapEnv(env), Home: HomeDir})
+				require.NoError(t, err, "the completed base of %s", d)
+				verdict, ok := upstream.Verdicts[d+".yaml"]
+				require.True(t, ok, "no upstream verdict for %s", d)
+				base, err := Base(l.line, d)
+				require.NoError(t, err)
+				_, err = stackconfig.Check(l.line, base, stackconfig.Options{Env: stackconfig.MapEnv(env), Home: HomeDir})
+				require.Equal(t, verdict.Accepted, err == nil, "upstream's %s: accepted=%v, the model says %v", d, verdict.Accepted, err)
+			})
 		}
 	}
 }

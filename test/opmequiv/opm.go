@@ -25,8 +25,10 @@ const acceptAnything = `{"default":[{"type":"insecureAcceptAnything"}]}`
 // WriteContainersConfig writes, under home, what containers/image (used by
 // opm) needs to pull from the plain-HTTP registry host: a signature policy
 // and a registries.conf marking host insecure, at the paths it reads for a
-// user whose HOME is home. It returns the two file paths.
-func WriteContainersConfig(home, host string) (policy, registries string, err error) {
+// user whose HOME is home. Each of mirrored (a registry such as quay.io) is
+// rewritten to host, so that references to it are pulled from host under
+// their own names. It returns the two file paths.
+func WriteContainersConfig(home, host string, mirrored ...string) (policy, registries string, err error) {
 	dir := filepath.Join(home, ".config", "containers")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", "", err
@@ -37,6 +39,9 @@ func WriteContainersConfig(home, host string) (policy, registries string, err er
 		return "", "", err
 	}
 	conf := fmt.Sprintf("[[registry]]\nlocation = %q\ninsecure = true\n", host)
+	for _, m := range mirrored {
+		conf += fmt.Sprintf("\n[[registry]]\nprefix = %q\nlocation = %q\ninsecure = true\n", m, host)
+	}
 	if err := os.WriteFile(registries, []byte(conf), 0o644); err != nil {
 		return "", "", err
 	}
@@ -47,8 +52,8 @@ func WriteContainersConfig(home, host string) (policy, registries string, err er
 // `--use-http` (containers/image, TLS verification off, so plain HTTP is
 // tried), configured from home (see WriteContainersConfig) to pull from the
 // loopback registry host. Destroy it when done.
-func NewRegistry(home, host string) (orimage.Registry, error) {
-	policy, registries, err := WriteContainersConfig(home, host)
+func NewRegistry(home, host string, mirrored ...string) (orimage.Registry, error) {
+	policy, registries, err := WriteContainersConfig(home, host, mirrored...)
 	if err != nil {
 		return nil, err
 	}
@@ -73,9 +78,10 @@ func NewRegistry(home, host string) (orimage.Registry, error) {
 // (cmd/opm/alpha/template/render.go): operator-registry's template registry,
 // a containers/image registry with TLS verification off, and action.Render
 // limited to bundle images. home holds the containers configuration written
-// by WriteContainersConfig.
-func RenderWithOPM(ctx context.Context, template []byte, home, host string) (*declcfg.DeclarativeConfig, error) {
-	reg, err := NewRegistry(home, host)
+// by WriteContainersConfig; references to the mirrored registries are pulled
+// from host.
+func RenderWithOPM(ctx context.Context, template []byte, home, host string, mirrored ...string) (*declcfg.DeclarativeConfig, error) {
+	reg, err := NewRegistry(home, host, mirrored...)
 	if err != nil {
 		return nil, err
 	}

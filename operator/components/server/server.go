@@ -295,9 +295,10 @@ func container(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, in Inpu
 		WithName(ContainerName).
 		WithImage(in.Image).
 		WithCommand("llama", "stack", "run", path.Join(ConfigDir, runconfig.ConfigKey)).
-		// A writable working directory: `llama stack run` creates
-		// external_providers_dir, or "None" here when a config leaves it unset.
-		WithWorkingDir(runconfig.HomeDir).
+		// A writable working directory on the state volume: `llama stack run`
+		// creates external_providers_dir, or "None" here when a config leaves
+		// it unset.
+		WithWorkingDir(runconfig.WorkDir).
 		WithPorts(corev1ac.ContainerPort().WithName(portName(stack)).WithContainerPort(runconfig.ServerPort).WithProtocol(corev1.ProtocolTCP)).
 		WithStartupProbe(probe(5, 60)).
 		WithReadinessProbe(probe(10, 3)).
@@ -308,9 +309,12 @@ func container(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, in Inpu
 			WithRunAsNonRoot(true).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))).
 		WithVolumeMounts(volumeMounts(stack)...)
-	if !slices.ContainsFunc(w.Env, func(e corev1.EnvVar) bool { return e.Name == "HOME" }) {
-		// The root filesystem is read-only: the server writes its home under /tmp.
-		c.WithEnv(corev1ac.EnvVar().WithName("HOME").WithValue(runconfig.HomeDir))
+	for _, e := range runconfig.ServerEnv() {
+		// The root filesystem is read-only: the server's home is under /tmp,
+		// what it keeps outside the run config on the state volume.
+		if !slices.ContainsFunc(w.Env, func(u corev1.EnvVar) bool { return u.Name == e.Name }) {
+			c.WithEnv(corev1ac.EnvVar().WithName(e.Name).WithValue(e.Value))
+		}
 	}
 	for _, e := range in.Config.Env {
 		c.WithEnv(components.Convert[corev1ac.EnvVarApplyConfiguration](e))

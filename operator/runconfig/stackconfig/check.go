@@ -83,6 +83,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 			return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
 		}
 		c.check(&p, w)
+		checkStart(&p, w, line, c.start(), env, home)
 		res.Providers, res.Server = enabled(c.Providers), c.Server
 	case Line03:
 		var c V03
@@ -90,6 +91,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 			return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
 		}
 		c.check(&p, w)
+		checkStart(&p, w, line, c.start(), env, home)
 		res.Providers, res.Server = enabled(c.Providers), c.Server
 	default:
 		return Result{}, &UnknownVersionError{Version: string(line)}

@@ -1,41 +1,90 @@
 package stackconfig
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// upstreamEnv is what upstream's own run.yaml files need set to start:
-// meta-reference-gpu and postgres-demo register ${env.INFERENCE_MODEL}.
-var upstreamEnv = MapEnv(map[string]string{"INFERENCE_MODEL": "meta-llama/Llama-3.2-3B-Instruct"})
+// verdicts is testdata/upstream/<tag>/verdicts.json: what upstream's own
+// start-up code said of each of its distributions' run.yaml at the tag
+// (hack/llamastack/regenerate.sh).
+type verdicts struct {
+	Tag      string   `json:"tag"`
+	Env      []string `json:"env"`
+	Home     string   `json:"home"`
+	Verdicts map[string]struct {
+		Accepted bool     `json:"accepted"`
+		Error    string   `json:"error"`
+		Writes   []string `json:"writes"`
+	} `json:"verdicts"`
+}
 
-// TestUpstreamRunConfigs: the model of each line accepts upstream's own
-// run.yaml of every distribution at that line's tag, and refuses the other
-// line's.
-func TestUpstreamRunConfigs(t *testing.T) {
+// TestUpstreamVerdicts: over every run.yaml under llama_stack/distributions
+// at each line's tag, the model gives upstream's own start-up verdict,
+// including upstream's mistakes, with upstream's reason, and knows every
+// folder upstream's server wrote to. A model that accepts everything
+// fails (upstream refuses four files of each tag); so does one that refuses
+// everything.
+func TestUpstreamVerdicts(t *testing.T) {
 	for _, line := range []Line{Line02, Line03} {
-		files, err := filepath.Glob(filepath.Join("..", "distributions", line.Tag(), "*.yaml"))
+		dir := filepath.Join("testdata", "upstream", line.Tag())
+		data, err := os.ReadFile(filepath.Join(dir, "verdicts.json"))
 		require.NoError(t, err)
-		require.Len(t, files, 3, "starter, meta-reference-gpu, postgres-demo at %s", line.Tag())
+		var v verdicts
+		require.NoError(t, json.Unmarshal(data, &v))
+		require.Equal(t, line.Tag(), v.Tag)
+		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		require.NoError(t, err)
+		require.Len(t, files, len(v.Verdicts), "a verdict for every upstream run.yaml")
+		require.GreaterOrEqual(t, len(files), 9, "every distribution of %s", line.Tag())
+		env := map[string]string{}
+		for _, e := range v.Env {
+			k, val, _ := strings.Cut(e, "=")
+			env[k] = val
+		}
+		refused := 0
 		for _, f := range files {
-			data, err := os.ReadFile(f)
+			verdict, ok := v.Verdicts[filepath.Base(f)]
+			require.True(t, ok, "no verdict for %s", f)
+			doc, err := os.ReadFile(f)
 			require.NoError(t, err)
 			t.Run(line.Tag()+"/"+filepath.Base(f), func(t *testing.T) {
-				res, err := Check(line, data, Options{Env: upstreamEnv, Home: "/root"})
-				require.NoError(t, err)
-				require.NotEmpty(t, res.Providers["inference"])
-				other := Line03
-				if line == Line03 {
-					other = Line02
+				res, err := Check(line, doc, Options{Env: MapEnv(env), Home: v.Home})
+				if verdict.Accepted {
+					require.NoError(t, err)
+					require.NotEmpty(t, res.Providers["inference"])
+					for _, w := range verdict.Writes {
+						require.Contains(t, res.WritableDirs, w, "upstream's server wrote to %s", w)
+					}
+					return
 				}
-				_, err = Check(other, data, Options{Env: upstreamEnv, Home: "/root"})
-				require.Error(t, err, "the %s model must refuse a %s file", other, line)
+				refused++
+				require.Error(t, err, "upstream refuses it: %s", verdict.Error)
+				require.Contains(t, err.Error(), upstreamReason(verdict.Error))
 			})
 		}
+		require.Equal(t, 4, refused, "upstream refuses dell (a variable unset), meta-reference-gpu, open-benchmark and postgres-demo (no files provider) at %s", line.Tag())
 	}
+}
+
+// upstreamReason is the part of upstream's error the model must say: the
+// first sentence, without the exception's class; for a variable that is not
+// set, its name.
+func upstreamReason(e string) string {
+	class, msg, _ := strings.Cut(e, ": ")
+	if class == "EnvVarError" {
+		name := strings.Split(msg, "'")[1]
+		return "environment variable " + name + " is not set"
+	}
+	if i := strings.Index(msg, ". "); i > 0 {
+		msg = msg[:i]
+	}
+	return msg
 }
 
 // TestRefuses: what the server of each line would refuse at start, the

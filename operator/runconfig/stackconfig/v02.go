@@ -77,7 +77,30 @@ func (c *V02) check(p *problems, w *writes) {
 	if c.Server != nil {
 		c.Server.check(p)
 	}
-	w.providersDir(c.ExternalProvidersDir)
+}
+
+// start is what the start-up checks read of a 0.2 config.
+func (c *V02) start() startView {
+	v := startView{apis: c.APIs, providers: c.Providers, externalDir: c.ExternalProvidersDir, metadataStore: c.MetadataStore != nil}
+	if c.ImageName != nil {
+		v.imageName = *c.ImageName
+	}
+	for i, m := range c.Models {
+		v.resources = append(v.resources, ref(fmt.Sprintf("models[%d]", i), "models", m.ProviderID))
+	}
+	for i, s := range c.Shields {
+		v.resources = append(v.resources, ref(fmt.Sprintf("shields[%d]", i), "shields", s.ProviderID))
+	}
+	for i, d := range c.VectorDBs {
+		v.resources = append(v.resources, ref(fmt.Sprintf("vector_dbs[%d]", i), "vector_dbs", d.ProviderID))
+	}
+	for i, g := range c.ToolGroups {
+		v.resources = append(v.resources, ref(fmt.Sprintf("tool_groups[%d]", i), "tool_groups", g.ProviderID))
+	}
+	v.resources = append(v.resources, mapRefs("datasets", "datasets", c.Datasets)...)
+	v.resources = append(v.resources, mapRefs("scoring_fns", "scoring_functions", c.ScoringFns)...)
+	v.resources = append(v.resources, mapRefs("benchmarks", "benchmarks", c.Benchmarks)...)
+	return v
 }
 
 func checkStoreValue02(p *problems, w *writes, at string, v any, kind storeKind) {

@@ -190,7 +190,39 @@ func (c *V03) check(p *problems, w *writes) {
 	if c.Server != nil {
 		c.Server.check(p)
 	}
-	w.providersDir(c.ExternalProvidersDir)
+}
+
+// start is what the start-up checks read of a 0.3 config.
+func (c *V03) start() startView {
+	v := startView{apis: c.APIs, providers: c.Providers, externalDir: c.ExternalProvidersDir}
+	if c.ImageName != nil {
+		v.imageName = *c.ImageName
+	}
+	if c.Storage != nil {
+		v.stores = c.Storage.Stores
+	}
+	if c.VectorStores != nil {
+		v.defaultEmbedding = c.VectorStores.DefaultEmbeddingModel
+	}
+	if r := c.RegisteredResources; r != nil {
+		const at = "registered_resources."
+		for i, m := range r.Models {
+			v.resources = append(v.resources, ref(fmt.Sprintf(at+"models[%d]", i), "models", m.ProviderID))
+		}
+		for i, s := range r.Shields {
+			v.resources = append(v.resources, ref(fmt.Sprintf(at+"shields[%d]", i), "shields", s.ProviderID))
+		}
+		for i, s := range r.VectorStores {
+			v.resources = append(v.resources, ref(fmt.Sprintf(at+"vector_stores[%d]", i), "vector_stores", s.ProviderID))
+		}
+		for i, g := range r.ToolGroups {
+			v.resources = append(v.resources, ref(fmt.Sprintf(at+"tool_groups[%d]", i), "tool_groups", g.ProviderID))
+		}
+		v.resources = append(v.resources, mapRefs(at+"datasets", "datasets", r.Datasets)...)
+		v.resources = append(v.resources, mapRefs(at+"scoring_fns", "scoring_functions", r.ScoringFns)...)
+		v.resources = append(v.resources, mapRefs(at+"benchmarks", "benchmarks", r.Benchmarks)...)
+	}
+	return v
 }
 
 func (c *V03) backend(p *problems, at string, name *string, kinds []string, want string) {

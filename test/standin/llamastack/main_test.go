@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,8 +36,13 @@ storage:
     kv_default:
       type: kv_sqlite
       db_path: %[1]s/kv.db
+    sql_default:
+      type: sql_sqlite
+      db_path: %[1]s/sql.db
   stores:
     metadata: {namespace: registry, backend: kv_default}
+    inference: {table_name: inference_store, backend: sql_default}
+    conversations: {table_name: openai_conversations, backend: sql_default}
 server:
   port: %[2]d
 %[3]s
@@ -67,6 +73,12 @@ func TestStartContract(t *testing.T) {
 	}{
 		{"0.2 config on 0.3", "0.3.0", fmt.Sprintf(v02, dir, 8321, ""), "other line's layout"},
 		{"0.3 config on 0.2", "0.2.23", fmt.Sprintf(v03, dir, 8321, ""), "unknown field"},
+		{"no conversations store on 0.3 (upstream's start-up refuses it)", "0.3.0",
+			strings.Replace(fmt.Sprintf(v03, dir, 8321, ""), "    conversations: {table_name: openai_conversations, backend: sql_default}\n", "", 1),
+			"storage.stores.conversations must be configured in run config"},
+		{"remote::otel telemetry on 0.2 (not a provider of v0.2.23)", "0.2.23",
+			strings.Replace(fmt.Sprintf(v02, dir, 8321, ""), "providers: {}", "providers:\n  telemetry:\n  - {provider_id: otel, provider_type: remote::otel, config: {}}", 1),
+			"Provider `remote::otel` is not available for API `Api.telemetry`"},
 		{"unset variable", "0.3.0", fmt.Sprintf(v03, "${env.STATE_DIR}", 8321, ""), "STATE_DIR is not set"},
 		{"unwritable folder", "0.3.0", fmt.Sprintf(v03, "/proc/no-such", 8321, ""), "/proc/no-such"},
 		{"unknown version", "0.3.9", fmt.Sprintf(v03, dir, 8321, ""), "no known run-config layout"},

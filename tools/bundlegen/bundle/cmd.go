@@ -24,9 +24,12 @@ func NewCmd() *cobra.Command {
 channels/releases/ against their inputs, then generate and validate the missing ones and
 write them, all in one step (bundle/ holds all of them or none).
 
-A release whose input says published: true is frozen: the first run after that records the
-hash of its input and of every bundle file in channels/published.sum, and from then on any
-change to them is refused, naming the file. The bundles of an unpublished release must be
+A release whose input says published: true is frozen by that alone: no run writes or
+regenerates its bundles. --publish VERSION records it: the hash of its input and of every
+bundle file go to channels/published.sum (only when the bundles are exactly what its inputs
+generate, and nothing else is written), and from then on any change to them, or to the image
+lock's digests of its images, is refused, naming the file. A published release missing from
+the sum is refused by every run (a publication not yet recorded, or removed lines). The bundles of an unpublished release must be
 byte for byte what its inputs (release input, image lock, operator/config) generate now:
 a difference is refused, naming the files, unless --regenerate rewrites them.
 With --check nothing is written.
@@ -34,7 +37,8 @@ With --check nothing is written.
 Exit status: 0 when every bundle is as it must be, 1 otherwise.`,
 		Example: `  bundlegen bundle                      # write missing bundles, check all
   bundlegen bundle --check              # make verify
-  bundlegen bundle --regenerate         # after changing operator/config, before publishing`,
+  bundlegen bundle --regenerate         # after changing operator/config, before publishing
+  bundlegen bundle --publish 1.0.0      # after setting published: true in channels/releases/1.0.0.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := repopath.Resolve(cmd, paths...); err != nil {
@@ -68,6 +72,7 @@ Exit status: 0 when every bundle is as it must be, 1 otherwise.`,
 	f.BoolVar(&gen.AllowTags, "allow-tags", false, "allow images the lock does not list, by tag (warns; not for publishing)")
 	f.BoolVar(&gen.Check, "check", false, "write nothing; fail unless bundle/ already holds exactly the bundles of every release")
 	f.BoolVar(&gen.Regenerate, "regenerate", false, "rewrite the bundles of unpublished releases that differ from their inputs (never a published one)")
+	f.StringVar(&gen.Publish, "publish", "", "record this release (its input says published: true) in the published sum; writes nothing else")
 	return cmd
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferencestack/inferencestack/internal/bundle"
 	"github.com/inferencestack/inferencestack/internal/image"
 	"github.com/inferencestack/inferencestack/internal/release"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/repopath"
@@ -16,6 +17,7 @@ func NewCmd() *cobra.Command {
 	var (
 		req      release.PinRequest
 		insecure bool
+		bundles  string
 	)
 	cmd := &cobra.Command{
 		Use:   "pin",
@@ -24,11 +26,17 @@ func NewCmd() *cobra.Command {
 ConfigMap: the operator version and each distribution's image by digest. Digests come from the
 image lock; an image the lock records as unresolved keeps its tag (with a warning). Without
 --resolve this works offline. With --resolve every tag of the release is looked up in its
-registry and the lock is rewritten with the digests found.`,
+registry and the lock is rewritten with the digests found. A published release (published: true)
+prints the pin its bundle ships (bundle/inferencestack-operator/<version>), which never changes;
+--resolve refuses it, and refuses to move the digest of an image a published release uses.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := repopath.Resolve(cmd, "releases", "lock"); err != nil {
+			if err := repopath.Resolve(cmd, "releases", "lock", "bundles"); err != nil {
 				return err
+			}
+			req.Shipped = func(version string) (release.Pin, error) {
+				s, err := bundle.ReadShipped(bundles, version)
+				return s.Pin, err
 			}
 			req.Warnings = cmd.ErrOrStderr()
 			req.Resolver = func(ctx context.Context, ref string) (string, error) {
@@ -53,5 +61,6 @@ registry and the lock is rewritten with the digests found.`,
 	f.BoolVar(&req.Resolve, "resolve", false, "look the digests up in the registries and rewrite the lock")
 	f.BoolVar(&insecure, "insecure", false, "with --resolve, allow plain HTTP registries")
 	f.BoolVar(&req.AllowTags, "allow-tags", false, "allow images the lock does not list, by tag (warns)")
+	f.StringVar(&bundles, "bundles", "bundle", "root of the bundle tree (a published release's pin is read from its bundle)")
 	return cmd
 }

@@ -61,6 +61,9 @@ catalog nor held by a skipRange, or on bad input.`,
 			if err != nil {
 				return fmt.Errorf("catalog %s: %w", o.catalog, err)
 			}
+			if cmd.Flags().Changed("channel") && len(o.channels) == 0 {
+				return fmt.Errorf("--channel \"\": an empty channel name; give a channel of the package, or leave --channel out for all")
+			}
 			res, err := upgrades.Upgrades{Package: p, From: o.from, Channels: o.channels, VersionRange: o.versionRange}.Run(cmd.Context())
 			if err != nil {
 				return err

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Derive the facts the operator's Llama Stack model needs from an upstream
+checkout at a tag, and write them as JSON (stdout) for
+operator/runconfig/distributions/<tag>/facts.json.
+
+    python3 hack/llamastack/derive_facts.py --upstream DIR --tag v0.3.0 > facts.json
+
+Read from upstream's own code (imported, as upstream_startup.py does: missing
+third-party modules are stand-ins, nothing of upstream is executed beyond
+module import and the provider registry):
+  * providers: every provider type of every API, from get_provider_registry()
+    (llama_stack/providers/registry/<api>.py): api_dependencies,
+    optional_api_dependencies, deprecation_error/_warning, config_class, and
+    the config class's required fields with their annotated types;
+  * the auto-routed APIs (core/distribution.py builtin_automatically_routed_apis)
+    and the internal APIs the stack adds itself (INTERNAL_APIS);
+  * start-up rules that are code, not models: each names its upstream file and
+    the exact message; the script refuses to write the facts if a message is not
+    in that file at this tag, so a new line is a regeneration plus review.
+"""
+
+import argparse
+import importlib
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import upstream_startup as us  # noqa: E402
+
+# Start-up rules read from upstream's code: (tags, id, file, message, what).
+RULES = [
+    (("v0.3.0",), "stores.metadata", "llama_stack/core/stack.py",
+     "storage.stores.metadata must be configured with a kv_* backend",
+     "Stack.initialize refuses a config without storage.stores.metadata"),
+    (("v0.3.0",), "stores.conversations", "llama_stack/core/conversations/conversations.py",
+     "storage.stores.conversations must be configured in run config",
+     "the conversations service (always started) refuses a config without storage.stores.conversations"),
+    (("v0.3.0",), "stores.inference", "llama_stack/core/routers/__init__.py",
+     "storage.stores.inference must be configured in run config",
+     "the inference router refuses a config without storage.stores.inference"),
+    (("v0.3.0",), "vector_stores.models", "llama_stack/core/stack.py",
+     "Models API is not available but vector_stores config requires model",
+     "validate_vector_stores_config: a default embedding model needs the models API (inference) served"),
+    (("v0.3.0",), "vector_stores.model", "llama_stack/core/stack.py",
+     "not found. Available embedding models",
+     "validate_vector_stores_config: the default embedding model must be an embedding model a provider that is on lists"),
+    (("v0.2.23", "v0.3.0"), "provider.unknown", "llama_stack/core/resolver.py",
+     "is not available for API",
+     "validate_provider: Provider `<type>` is not available for API `Api.<api>`"),
+    (("v0.2.23", "v0.3.0"), "provider.dependency", "llama_stack/core/resolver.py",
+     "required dependency",
+     "instantiate_providers: Failed to resolve '<api>' provider '<id>' of type '<type>': required dependency '<dep>' is not available"),
+    (("v0.2.23", "v0.3.0"), "resource.provider", "llama_stack/core/routing_tables/common.py",
+     "not found",
+     "register_object: Provider `<id>` not found (a resource naming a provider that is not enabled)"),
+]
+
+# Paths the server writes that the run config does not name.
+IMPLICIT = {
+    "v0.2.23": [
+        {"what": "prompts store (sqlite)", "path": "${LLAMA_STACK_CONFIG_DIR}/distributions/${image_name}/prompts.db",
+         "when": "always", "source": "llama_stack/core/prompts/prompts.py", "evidence": "prompts.db"},
+        {"what": "registry kvstore (sqlite)", "path": "${LLAMA_STACK_CONFIG_DIR}/distributions/${image_name}/kvstore.db",
+         "when": "metadata_store unset", "source": "llama_stack/core/store/registry.py", "evidence": "kvstore.db"},
+        {"what": "external providers folder", "path": "${external_providers_dir}",
+         "when": "always (the string None when unset, relative to the working directory)",
+         "source": "llama_stack/cli/stack/run.py", "evidence": "os.makedirs(str(config.external_providers_dir)"},
+    ],
+    "v0.3.0": [
+        {"what": "external providers folder", "path": "${external_providers_dir}",
+         "when": "always (the string None when unset, relative to the working directory)",
+         "source": "llama_stack/cli/stack/run.py", "evidence": "os.makedirs(str(config.external_providers_dir)"},
+    ],
+}
+CONFIG_DIR = {"default": "~/.llama", "env": "LLAMA_STACK_CONFIG_DIR", "source": "llama_stack/core/utils/config_dirs.py"}
+
+
+def type_name(ann):
+    s = getattr(ann, "__name__", None) if isinstance(ann, type) else None
+    return s or str(ann).replace("typing.", "")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--upstream", required=True)
+    ap.add_argument("--tag", required=True)
+    args = ap.parse_args()
+    root = os.path.abspath(args.upstream)
+    sys.path.insert(0, root)
+    sys.meta_path.append(us._StubFinder(root + os.sep))
+    sys.meta_path.insert(0, us._UpstreamFinder())
+    sys.dont_write_bytecode = True
+    import logging
+
+    logging.disable(logging.CRITICAL)
+    dist = importlib.import_module("llama_stack.core.distribution")
+    reg = dist.get_provider_registry()
+
+    providers = {}
+    for api, specs in sorted(reg.items(), key=lambda kv: kv[0].value):
+        out = {}
+        for ptype, spec in sorted(specs.items()):
+            entry = {
+                "api_dependencies": sorted(a.value for a in spec.api_dependencies),
+                "optional_api_dependencies": sorted(a.value for a in getattr(spec, "optional_api_dependencies", []) or []),
+                "config_class": spec.config_class,
+                "source": "llama_stack/providers/registry/%s.py" % api.value,
+            }
+            if getattr(spec, "deprecation_error", None):
+                entry["deprecation_error"] = spec.deprecation_error
+            if getattr(spec, "deprecation_warning", None):
+                entry["deprecation_warning"] = spec.deprecation_warning
+            try:
+                cls = importlib.import_module(spec.config_class.rsplit(".", 1)[0])
+                cls = getattr(cls, spec.config_class.rsplit(".", 1)[1])
+                fields = getattr(cls, "model_fields", {})
+                entry["required_config"] = {n: type_name(f.annotation) for n, f in sorted(fields.items()) if f.is_required()}
+            except Exception as e:  # the config module needs what is missing here
+                entry["required_config_unknown"] = "%s: %s" % (type(e).__name__, e)
+            out[ptype] = entry
+        providers[api.value] = out
+
+    rules = []
+    for tags, rid, path, msg, what in RULES:
+        if args.tag not in tags:
+            continue
+        with open(os.path.join(root, path)) as f:
+            if msg not in f.read():
+                sys.exit("%s: %r is not in %s at %s: review the rule" % (rid, msg, path, args.tag))
+        rules.append({"id": rid, "source": path, "message": msg, "what": what})
+    implicit = IMPLICIT.get(args.tag, [])
+    for i in implicit:
+        with open(os.path.join(root, i["source"])) as f:
+            if i["evidence"] not in f.read():
+                sys.exit("%s: %r is not in %s at %s: review" % (i["what"], i["evidence"], i["source"], args.tag))
+
+    facts = {
+        "upstream": "llamastack/llama-stack",
+        "tag": args.tag,
+        "generated_by": "hack/llamastack/derive_facts.py",
+        "routed_apis": [{"router": i.router_api.value, "routing_table": i.routing_table_api.value,
+                         "source": "llama_stack/core/distribution.py"}
+                        for i in dist.builtin_automatically_routed_apis()],
+        "internal_apis": sorted(a.value for a in getattr(dist, "INTERNAL_APIS", set())),
+        "config_dir": CONFIG_DIR,
+        "rules": rules,
+        "implicit_writes": implicit,
+        "providers": providers,
+    }
+    json.dump(facts, sys.stdout, indent=1, sort_keys=True)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

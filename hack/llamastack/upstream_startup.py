@@ -1,0 +1,411 @@
+#!/usr/bin/env python3
+"""Run upstream Llama Stack's own start-up path over run configs.
+
+A maintainer's check, never run by CI (CI has no upstream checkout): point it at
+an upstream llamastack/llama-stack checkout at a pinned tag and give it run
+configs; it prints one JSON verdict per file, {"file", "ok", "error"}.
+
+    python3 hack/llamastack/upstream_startup.py --upstream /tmp/ls/v0.3.0 \
+        [--env NAME=VALUE ...] [--home DIR] FILE...
+
+A FILE.env beside a FILE (a YAML mapping of variables) adds to the
+environment of that file's check (the container's environment of a generated
+config). Use it through upstream-startup.sh, which shapes the sandbox.
+
+What runs is upstream's code at the tag: the server's config loading
+(replace_env_vars, cast_image_name_to_string, StackRunConfig), `llama stack
+run`'s external_providers_dir creation, and Stack.initialize(): storage
+registration, the distribution registry, upstream's provider registry and
+resolver (validate_and_prepare_providers, the dependency sort and
+instantiate_providers' dependency check), the internal implementations
+(prompts, conversations), register_resources through upstream's routing
+tables, refresh and the vector-store checks.
+
+What cannot run here is replaced, and only that:
+  * third-party modules that are not installed (fastapi, httpx, torch, ...)
+    are empty stand-in modules, so upstream's modules import;
+  * a provider's implementation (get_provider_impl / get_adapter_impl) is a
+    stand-in object, after upstream's config class of the provider has
+    validated the provider's config (config_class(**config));
+  * kv and sql stores are in memory (sqlite/postgres drivers are not
+    installed); every sqlite db_path a store opens is recorded as a write.
+Paths the server writes are reported in "writes" so the caller can check them
+against the pod's writable volumes.
+"""
+
+import argparse
+import asyncio
+import importlib
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import re
+import sys
+import tempfile
+import traceback
+import types
+
+
+# ---------------------------------------------------------------- stand-ins
+class _AnyMeta(type):
+    def __getattr__(cls, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        sub = _AnyMeta(name, (cls,), {})
+        setattr(cls, name, sub)
+        return sub
+
+
+class _Anything(metaclass=_AnyMeta):
+    """A stand-in for anything a missing third-party module exports."""
+
+    def __init__(self, *a, **k):
+        pass
+
+    def __call__(self, *a, **k):
+        if len(a) == 1 and callable(a[0]) and not k:
+            return a[0]  # used as a decorator
+        return _Anything()
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return _Anything()
+
+    def __class_getitem__(cls, item):
+        return cls
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source, handler):
+        from pydantic_core import core_schema
+
+        return core_schema.any_schema()
+
+    def __getitem__(self, item):
+        return _Anything()
+
+    def __iter__(self):
+        return iter(())
+
+    def __bool__(self):
+        return False
+
+    def __mro_entries__(self, bases):
+        return (object,)
+
+
+class _StubModule(types.ModuleType):
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        # a fresh class per name, so it can be subclassed and used in annotations
+        cls = type(name, (_Anything,), {"__module__": self.__name__})
+        setattr(self, name, cls)
+        return cls
+
+
+class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Last on sys.meta_path: whatever nothing else can import becomes a stub."""
+
+    def __init__(self, root):
+        self.root = root
+        self.stubbed = set()
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname.split(".")[0] in ("llama_stack",) or not self._from_upstream():
+            return None
+        self.stubbed.add(fullname.split(".")[0])
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+
+    def _from_upstream(self):
+        """Whether the import statement being run is upstream's own: only
+        upstream's imports are stubbed, never the standard library's optional
+        ones or pydantic's."""
+        f = sys._getframe(2)
+        while f is not None and f.f_code.co_filename.startswith("<frozen"):
+            f = f.f_back
+        return f is not None and f.f_code.co_filename.startswith(self.root)
+
+    def create_module(self, spec):
+        m = _StubModule(spec.name)
+        m.__path__ = []
+        return m
+
+    def exec_module(self, module):
+        pass
+
+
+class _Listing(list):
+    """An empty listing, whether read as a list or as a response with .data."""
+
+    data = ()
+    has_more = False
+
+
+class _Impl:
+    """A provider implementation stand-in: every method is an async no-op
+    that returns what a registry expects back (the object registered, or an
+    empty listing)."""
+
+    def __init__(self, api):
+        self.api = api
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        async def method(*a, **k):
+            if name.startswith("list_"):
+                return _Listing()
+            if name.startswith("register_") and a:
+                return a[0]
+            return None
+
+        return method
+
+
+class _MemKV:
+    def __init__(self, config=None):
+        self.config = config
+        _record_store(config)
+        self.d = {}
+
+    async def set(self, key, value, expiration=None):
+        self.d[key] = value
+
+    async def get(self, key):
+        return self.d.get(key)
+
+    async def delete(self, key):
+        self.d.pop(key, None)
+
+    async def values_in_range(self, start_key, end_key):
+        return [v for k, v in sorted(self.d.items()) if start_key <= k <= end_key]
+
+    async def keys_in_range(self, start_key, end_key):
+        return [k for k in sorted(self.d) if start_key <= k <= end_key]
+
+    async def initialize(self):
+        pass
+
+    async def shutdown(self):
+        pass
+
+
+class _MemSQL:
+    def __init__(self, config=None):
+        self.config = config
+        _record_store(config)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        async def method(*a, **k):
+            if name.startswith("fetch_all"):
+                return types.SimpleNamespace(data=[], has_more=False)
+            return None
+
+        return method
+
+
+WRITES = set()
+
+# Providers whose own implementation runs (they need nothing that is missing
+# here, and the server's start-up reads what they list: the default embedding
+# model of vector_stores is the one inline::sentence-transformers lists).
+REAL_PROVIDERS = {"inference": ("inline::sentence-transformers",)}
+
+
+def _record_store(cfg):
+    """A sqlite store's driver makes its folder and file (kvstore/sqlite,
+    sqlstore/sqlalchemy_sqlstore): so does its stand-in, for real, so that a
+    path on a read-only filesystem fails as it would in the pod."""
+    db_path = getattr(cfg, "db_path", None)
+    if db_path and db_path != ":memory:":
+        db_path = str(db_path)
+        WRITES.add(os.path.dirname(db_path))
+        os.makedirs(os.path.dirname(db_path), exist_ok=True)
+        open(db_path, "a").close()
+
+
+def _patch_upstream():
+    """Replace what needs drivers that are not installed (see the module doc)."""
+    from llama_stack.core import resolver
+
+    real_instantiate = resolver.instantiate_provider
+
+    async def instantiate_provider(provider, deps, inner_impls, dist_registry, run_config, policy):
+        spec = provider.spec
+        if isinstance(spec, (resolver.AutoRoutedProviderSpec, resolver.RoutingTableProviderSpec)) or \
+                spec.provider_type in REAL_PROVIDERS.get(spec.api.value, ()):
+            return await real_instantiate(provider, deps, inner_impls, dist_registry, run_config, policy)
+        if getattr(spec, "config_class", None):
+            try:
+                cls = resolver.instantiate_class_type(spec.config_class)
+            except Exception:
+                cls = None  # the config module needs what is not installed
+            if cls is not None and hasattr(cls, "model_validate"):
+                cfg = cls(**provider.config)
+                for v in vars(cfg).values() if hasattr(cfg, "__dict__") else []:
+                    _record_store(v)
+                if getattr(cfg, "storage_dir", None):  # inline::localfs files
+                    WRITES.add(str(cfg.storage_dir))
+                    os.makedirs(str(cfg.storage_dir), exist_ok=True)
+        impl = _Impl(spec.api)
+        impl.__provider_id__ = provider.provider_id
+        impl.__provider_spec__ = spec
+        impl.__provider_config__ = provider.config
+        return impl
+
+    resolver.instantiate_provider = instantiate_provider
+
+    # the store drivers: upstream resolves references and dispatches on the
+    # backend type itself; only the driver class is in memory
+    drivers = {
+        "llama_stack.providers.utils.kvstore.sqlite": "SqliteKVStoreImpl",
+        "llama_stack.providers.utils.kvstore.redis": "RedisKVStoreImpl",
+        "llama_stack.providers.utils.kvstore.postgres": "PostgresKVStoreImpl",
+        "llama_stack.providers.utils.kvstore.mongodb": "MongoDBKVStoreImpl",
+        "llama_stack.providers.utils.sqlstore.sqlalchemy_sqlstore": "SqlAlchemySqlStoreImpl",
+    }
+    for modname, cls in drivers.items():
+        mod = importlib.import_module(modname)
+        base = _MemSQL if "sqlstore" in modname else _MemKV
+        setattr(mod, cls, type(cls, (base,), {}))
+    return
+
+
+_PEP695_DEF = re.compile(r"^(\s*(?:async\s+)?def\s+\w+)\[([^\]]+)\]\(", re.M)
+_PEP695_CLASS = re.compile(r"^(\s*class\s+\w+)\[([^\]]+)\]:", re.M)
+_PEP695_TYPE = re.compile(r"^(\s*)type\s+(\w+)\s*=", re.M)
+
+
+def _py311(source):
+    """Upstream targets Python 3.12; only python3.11 has pydantic here. Rewrite
+    the few PEP 695 forms (generic def/class, type aliases) into their 3.11
+    equivalents, changing nothing else."""
+    names = set()
+
+    def params(text):
+        for p in text.split(","):
+            names.add(p.split(":")[0].strip())
+
+    def d(m):
+        params(m.group(2))
+        return m.group(1) + "("
+
+    def c(m):
+        params(m.group(2))
+        return "%s(__import__('typing').Generic[%s]):" % (m.group(1), m.group(2).split(":")[0])
+
+    source = _PEP695_DEF.sub(d, source)
+    source = _PEP695_CLASS.sub(c, source)
+    source = _PEP695_TYPE.sub(lambda m: "%s%s =" % (m.group(1), m.group(2)), source)
+    if names:
+        decl = "".join("%s = __import__('typing').TypeVar(%r)\n" % (n, n) for n in sorted(names))
+        # after `from __future__` imports, which must come first
+        lines = source.split("\n")
+        at = max([i + 1 for i, l in enumerate(lines) if l.startswith("from __future__")] or [0])
+        lines.insert(at, decl)
+        source = "\n".join(lines)
+    return source
+
+
+class _Loader(importlib.machinery.SourceFileLoader):
+    def source_to_code(self, data, path, *, _optimize=-1):
+        return compile(_py311(data.decode("utf-8")), path, "exec", dont_inherit=True, optimize=_optimize)
+
+
+class _UpstreamFinder(importlib.abc.MetaPathFinder):
+    """First on sys.meta_path: upstream's modules load through _Loader."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname.split(".")[0] != "llama_stack":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.origin and spec.origin.endswith(".py"):
+            spec.loader = _Loader(fullname, spec.origin)
+        return spec
+
+
+# ---------------------------------------------------------------- the check
+def check(path):
+    import yaml
+    from llama_stack.core import stack as stackmod
+    from llama_stack.core.datatypes import StackRunConfig
+
+    WRITES.clear()
+    with open(path) as f:
+        contents = yaml.safe_load(f)
+    config = stackmod.replace_env_vars(contents)
+    config = StackRunConfig(**stackmod.cast_image_name_to_string(config))
+    # `llama stack run` (cli/stack/run.py) makes external_providers_dir at start
+    WRITES.add(str(config.external_providers_dir))
+    if not os.path.exists(str(config.external_providers_dir)):
+        os.makedirs(str(config.external_providers_dir), exist_ok=True)
+    s = stackmod.Stack(config)
+    asyncio.run(s.initialize())
+    return sorted(WRITES)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--upstream", required=True, help="an upstream checkout at a tag")
+    ap.add_argument("--env", action="append", default=[], help="NAME=VALUE in the server's environment")
+    ap.add_argument("--home", default="/tmp", help="$HOME of the server")
+    ap.add_argument("files", nargs="+")
+    args = ap.parse_args()
+
+    os.environ["HOME"] = args.home
+    for kv in args.env:
+        k, _, v = kv.partition("=")
+        os.environ[k] = v
+    sys.path.insert(0, os.path.abspath(args.upstream))
+    finder = _StubFinder(os.path.abspath(args.upstream) + os.sep)
+    sys.meta_path.append(finder)
+    sys.meta_path.insert(0, _UpstreamFinder())
+    sys.dont_write_bytecode = True
+    import logging
+
+    logging.disable(logging.CRITICAL)
+    importlib.import_module("llama_stack.core.stack")
+    _patch_upstream()
+
+    for f in args.files:
+        # one process per file, as one server per pod: upstream keeps state
+        # in module globals (backends, registries) that must not carry over
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            out = {"file": f}
+            # FILE.env beside FILE (a YAML mapping): that server's environment
+            env_file = os.path.splitext(f)[0] + ".env"
+            if os.path.exists(env_file):
+                import yaml
+
+                with open(env_file) as ef:
+                    for k, v in (yaml.safe_load(ef) or {}).items():
+                        os.environ[k] = str(v)
+            try:
+                out["writes"] = check(f)
+                out["ok"] = True
+            except BaseException as e:  # upstream raises many kinds
+                out["ok"] = False
+                out["error"] = "%s: %s" % (type(e).__name__, e)
+                if os.environ.get("UPSTREAM_TRACE"):
+                    out["trace"] = traceback.format_exc()
+            os.write(w, json.dumps(out).encode())
+            os._exit(0)
+        os.close(w)
+        data = b""
+        while chunk := os.read(r, 65536):
+            data += chunk
+        os.close(r)
+        os.waitpid(pid, 0)
+        print(data.decode() or json.dumps({"file": f, "ok": False, "error": "the check died"}), flush=True)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+package stackconfig
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/inferencestack/inferencestack/operator/runconfig/distributions"
+)
+
+// Facts are what upstream's source at a line's tag says about start-up:
+// read from distributions/<tag>/facts.json, which
+// hack/llamastack/derive_facts.py derives from an upstream checkout. Each
+// fact names the upstream file it comes from.
+type Facts struct {
+	// Tag is the upstream tag the facts were derived at.
+	Tag string `json:"tag"`
+	// RoutedAPIs are the APIs the stack routes itself: the router API
+	// (inference) is served whatever the providers, its routing table
+	// (models) holds the resources registered at start.
+	RoutedAPIs []RoutedAPI `json:"routed_apis"`
+	// InternalAPIs are served by the stack itself (inspect, providers, ...).
+	InternalAPIs []string `json:"internal_apis"`
+	// ConfigDir is where the server keeps what a run config does not place.
+	ConfigDir struct {
+		Default string `json:"default"`
+		Env     string `json:"env"`
+		Source  string `json:"source"`
+	} `json:"config_dir"`
+	// Rules are start-up checks that live in code, with upstream's message.
+	Rules []Rule `json:"rules"`
+	// ImplicitWrites are paths the server writes that the config does not name.
+	ImplicitWrites []ImplicitWrite `json:"implicit_writes"`
+	// Providers are the provider types of each API.
+	Providers map[string]map[string]ProviderFact `json:"providers"`
+}
+
+// RoutedAPI pairs a router API with its routing table API.
+type RoutedAPI struct {
+	Router       string `json:"router"`
+	RoutingTable string `json:"routing_table"`
+}
+
+// Rule is a start-up check upstream makes in code.
+type Rule struct {
+	ID      string `json:"id"`
+	Source  string `json:"source"`
+	Message string `json:"message"`
+}
+
+// ImplicitWrite is a path the server writes without the config naming it.
+type ImplicitWrite struct {
+	What   string `json:"what"`
+	Path   string `json:"path"`
+	When   string `json:"when"`
+	Source string `json:"source"`
+}
+
+// ProviderFact is upstream's ProviderSpec of one provider type.
+type ProviderFact struct {
+	APIDependencies         []string          `json:"api_dependencies"`
+	OptionalAPIDependencies []string          `json:"optional_api_dependencies"`
+	ConfigClass             string            `json:"config_class"`
+	RequiredConfig          map[string]string `json:"required_config"`
+	DeprecationError        string            `json:"deprecation_error"`
+	DeprecationWarning      string            `json:"deprecation_warning"`
+	Source                  string            `json:"source"`
+}
+
+var factsOf = sync.OnceValue(func() map[Line]*Facts {
+	out := map[Line]*Facts{}
+	for _, l := range []Line{Line02, Line03} {
+		data, err := distributions.FS.ReadFile(l.Tag() + "/facts.json")
+		if err != nil {
+			panic(fmt.Sprintf("the facts of Llama Stack %s are not embedded: %v", l.Tag(), err))
+		}
+		var f Facts
+		if err := json.Unmarshal(data, &f); err != nil {
+			panic(fmt.Sprintf("distributions/%s/facts.json: %v", l.Tag(), err))
+		}
+		if f.Tag != l.Tag() {
+			panic(fmt.Sprintf("distributions/%s/facts.json was derived at %s", l.Tag(), f.Tag))
+		}
+		out[l] = &f
+	}
+	return out
+})
+
+// Facts returns the facts of a line.
+func (l Line) Facts() *Facts { return factsOf()[l] }
+
+// rule returns upstream's message of a rule; a rule the facts lack is a
+// programming error caught by the tests.
+func (f *Facts) rule(id string) (Rule, bool) {
+	i := slices.IndexFunc(f.Rules, func(r Rule) bool { return r.ID == id })
+	if i < 0 {
+		return Rule{}, false
+	}
+	return f.Rules[i], true
+}
+
+// Builtin reports whether the stack serves an API itself, whatever its
+// providers: a router (inference, safety, vector_io, ...), its routing
+// table (models, shields, tool_groups, ...) or an internal API (inspect,
+// providers, prompts, ...).
+func (f *Facts) Builtin(api string) bool {
+	return slices.Contains(f.InternalAPIs, api) ||
+		slices.ContainsFunc(f.RoutedAPIs, func(r RoutedAPI) bool { return r.Router == api || r.RoutingTable == api })
+}
+
+// RoutingTable is the routing table API of a router API ("" for others).
+func (f *Facts) RoutingTable(router string) string {
+	for _, r := range f.RoutedAPIs {
+		if r.Router == router {
+			return r.RoutingTable
+		}
+	}
+	return ""
+}
+
+// Dependents returns the enabled providers (api -> provider types) that need
+// an API through api_dependencies.
+func (f *Facts) Dependents(api string, enabled map[string][]string) []string {
+	var out []string
+	for _, a := range sortedKeys(enabled) {
+		for _, t := range enabled[a] {
+			if slices.Contains(f.Providers[a][t].APIDependencies, api) {
+				out = append(out, a+"/"+t)
+			}
+		}
+	}
+	return out
+}
+
+// startView is what the start-up checks read of a config of either line.
+type startView struct {
+	imageName     string
+	apis          []string
+	providers     map[string][]Provider
+	resources     []resourceRef
+	externalDir   *string
+	metadataStore bool // 0.2: metadata_store set
+	stores        *Stores
+	// defaultEmbedding is 0.3's vector_stores.default_embedding_model.
+	defaultEmbedding *QualifiedModel
+}
+
+// resourceRef is a registered resource with the provider it names.
+type resourceRef struct {
+	at, routingTable, providerID string
+}
+
+// served returns the APIs that have an implementation at start: the
+// internal ones, the routers (every one unless the config lists apis),
+// their routing tables, and every other API with an enabled provider
+// (resolver.py resolve_impls, specs_for_autorouted_apis).
+func (f *Facts) served(v startView) map[string]bool {
+	out := map[string]bool{}
+	for _, a := range f.InternalAPIs {
+		out[a] = true
+	}
+	routers := map[string]bool{}
+	for _, r := range f.RoutedAPIs {
+		routers[r.Router] = true
+		if len(v.apis) == 0 || slices.Contains(v.apis, r.Router) {
+			out[r.Router], out[r.RoutingTable] = true, true
+		}
+	}
+	for api, list := range v.providers {
+		if routers[api] {
+			continue
+		}
+		if slices.ContainsFunc(list, func(p Provider) bool { return p.ID() != "" && p.ID() != disabledID }) {
+			out[api] = true
+		}
+	}
+	return out
+}
+
+// checkStart checks what upstream's start-up (Stack.initialize: the
+// resolver, the internal services, register_resources) refuses, from the
+// line's facts, with upstream's messages.
+func checkStart(p *problems, w *writes, line Line, v startView, env Env, home string) {
+	f := line.Facts()
+	routingTables := map[string]string{}
+	for _, r := range f.RoutedAPIs {
+		routingTables[r.RoutingTable] = r.Router
+	}
+	served := f.served(v)
+	for _, api := range sortedKeys(v.providers) {
+		if _, ok := routingTables[api]; ok {
+			p.add("providers."+api, "Provider for `%s` is automatically provided and cannot be overridden", api)
+			continue
+		}
+		types, known := f.Providers[api]
+		if !known {
+			p.add("providers."+api, "%q is not an API of Llama Stack %s (%s)", api, line, strings.Join(sortedKeys(f.Providers), ", "))
+			continue
+		}
+		for i, pr := range v.providers[api] {
+			at := fmt.Sprintf("providers.%s[%d]", api, i)
+			if pr.ID() == "" || pr.ID() == disabledID || pr.ProviderType == nil || pr.Module != nil {
+				continue
+			}
+			fact, ok := types[pr.Type()]
+			if !ok {
+				p.add(at+".provider_type", "Provider `%s` is not available for API `Api.%s` (%s)", pr.Type(), api,
+					"llama_stack/providers/registry/"+api+".py at "+line.Tag())
+				continue
+			}
+			if fact.DeprecationError != "" {
+				p.add(at+".provider_type", "%s", fact.DeprecationError)
+			}
+			for _, dep := range fact.APIDependencies {
+				if !served[dep] {
+					p.add(at, "Failed to resolve '%s' provider '%s' of type '%s': required dependency '%s' is not available (%s needs %s)",
+						api, pr.ID(), pr.Type(), dep, pr.Type(), strings.Join(fact.APIDependencies, ", "))
+				}
+			}
+			for _, field := range sortedKeys(fact.RequiredConfig) {
+				val, ok := pr.Config[field]
+				switch {
+				case !ok || val == nil:
+					p.add(at+".config."+field, "Field required (%s, %s)", shortClass(fact.ConfigClass), fact.Source)
+				case fact.RequiredConfig[field] == "str":
+					if _, isString := val.(string); !isString {
+						p.add(at+".config."+field, "Input should be a valid string (%s)", shortClass(fact.ConfigClass))
+					}
+				}
+			}
+		}
+	}
+	for _, r := range v.resources {
+		if !served[r.routingTable] || r.providerID == "" || r.providerID == disabledID {
+			continue // register_resources skips both
+		}
+		api := routingTables[r.routingTable]
+		if !slices.ContainsFunc(v.providers[api], func(pr Provider) bool { return pr.ID() == r.providerID }) {
+			p.add(r.at+".provider_id", "Provider `%s` not found: no enabled %s provider has that id (enabled: %s)",
+				r.providerID, api, strings.Join(enabledIDs(v.providers[api]), ", "))
+		}
+	}
+	if line == Line03 {
+		s := v.stores
+		if s == nil {
+			s = &Stores{}
+		}
+		need := func(id string, missing bool) {
+			if r, ok := f.rule(id); ok && missing {
+				p.add("storage.stores."+strings.TrimPrefix(id, "stores."), "%s (%s)", r.Message, r.Source)
+			}
+		}
+		need("stores.metadata", s.Metadata == nil)
+		need("stores.conversations", s.Conversations == nil)
+		need("stores.inference", s.Inference == nil && served["inference"])
+		if m := v.defaultEmbedding; m != nil && m.ProviderID != nil && m.ModelID != nil {
+			id := *m.ProviderID + "/" + *m.ModelID
+			if r, ok := f.rule("vector_stores.models"); ok && !served["models"] {
+				p.add("vector_stores.default_embedding_model", "%s '%s' (%s)", r.Message, id, r.Source)
+			} else if r, ok := f.rule("vector_stores.model"); ok && !slices.Contains(enabledIDs(v.providers["inference"]), *m.ProviderID) {
+				p.add("vector_stores.default_embedding_model", "Embedding model '%s' %s: no inference provider that is on has id %s (%s)", id, r.Message, *m.ProviderID, r.Source)
+			}
+		}
+	}
+	for _, iw := range f.ImplicitWrites {
+		switch {
+		case strings.Contains(iw.Path, "${external_providers_dir}"):
+			w.providersDir(v.externalDir)
+		case strings.Contains(iw.When, "metadata_store unset") && v.metadataStore:
+		default:
+			dir := strings.NewReplacer("${"+f.ConfigDir.Env+"}", configDir(f, env, home), "${image_name}", v.imageName).Replace(iw.Path)
+			w.add(path.Dir(dir))
+		}
+	}
+}
+
+// configDir is $LLAMA_STACK_CONFIG_DIR, or ~/.llama (core/utils/config_dirs.py).
+func configDir(f *Facts, env Env, home string) string {
+	if d, ok := env(f.ConfigDir.Env); ok && d != "" {
+		return d
+	}
+	return expandHome(f.ConfigDir.Default, home)
+}
+
+func shortClass(c string) string { return c[strings.LastIndex(c, ".")+1:] }
+
+func enabledIDs(list []Provider) []string {
+	out := []string{}
+	for _, pr := range list {
+		if id := pr.ID(); id != "" && id != disabledID {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func ref(at, table string, providerID *string) resourceRef {
+	r := resourceRef{at: at, routingTable: table}
+	if providerID != nil {
+		r.providerID = *providerID
+	}
+	return r
+}
+
+func mapRefs[T ~map[string]any](at, table string, list []T) []resourceRef {
+	out := make([]resourceRef, 0, len(list))
+	for i, m := range list {
+		id, _ := m["provider_id"].(string)
+		out = append(out, resourceRef{at: fmt.Sprintf("%s[%d]", at, i), routingTable: table, providerID: id})
+	}
+	return out
+}
