@@ -14,6 +14,8 @@ module import and the provider registry):
     the config class's required fields with their annotated types;
   * the auto-routed APIs (core/distribution.py builtin_automatically_routed_apis)
     and the internal APIs the stack adds itself (INTERNAL_APIS);
+  * the server's own stores (registry, prompts, conversations): the config key
+    or the default path each lives at;
   * start-up rules that are code, not models: each names its upstream file and
     the exact message; the script refuses to write the facts if a message is not
     in that file at this tag, so a new line is a regeneration plus review.
@@ -71,6 +73,29 @@ IMPLICIT = {
         {"what": "external providers folder", "path": "${external_providers_dir}",
          "when": "always (the string None when unset, relative to the working directory)",
          "source": "llama_stack/cli/stack/run.py", "evidence": "os.makedirs(str(config.external_providers_dir)"},
+    ],
+}
+# The server's own stores (what a restarted server reads back): where each
+# lives, from the config ("config": the key naming it) or, when that is
+# unset or there is none, upstream's default ("default", a path in the
+# terms of implicit_writes); "namespace"/"table" are what upstream's code
+# fixes for it.
+SERVER_STORES = {
+    "v0.2.23": [
+        {"store": "registry", "kind": "kv", "config": "metadata_store",
+         "default": "${LLAMA_STACK_CONFIG_DIR}/distributions/${image_name}/kvstore.db",
+         "source": "llama_stack/core/store/registry.py", "evidence": 'DISTRIBS_BASE_DIR / image_name / "kvstore.db"'},
+        {"store": "prompts", "kind": "kv", "config": "",
+         "default": "${LLAMA_STACK_CONFIG_DIR}/distributions/${image_name}/prompts.db",
+         "source": "llama_stack/core/prompts/prompts.py", "evidence": '"prompts.db"'},
+    ],
+    "v0.3.0": [
+        {"store": "registry", "kind": "kv", "config": "storage.stores.metadata",
+         "source": "llama_stack/core/stack.py", "evidence": "create_dist_registry(stores.metadata"},
+        {"store": "prompts", "kind": "kv", "config": "storage.stores.metadata", "namespace": "prompts",
+         "source": "llama_stack/core/prompts/prompts.py", "evidence": 'KVStoreReference(namespace="prompts", backend=metadata_ref.backend)'},
+        {"store": "conversations", "kind": "sql", "config": "storage.stores.conversations", "table": "openai_conversations",
+         "source": "llama_stack/core/conversations/conversations.py", "evidence": 'table="openai_conversations"'},
     ],
 }
 CONFIG_DIR = {"default": "~/.llama", "env": "LLAMA_STACK_CONFIG_DIR", "source": "llama_stack/core/utils/config_dirs.py"}
@@ -135,6 +160,12 @@ def main():
             if i["evidence"] not in f.read():
                 sys.exit("%s: %r is not in %s at %s: review" % (i["what"], i["evidence"], i["source"], args.tag))
 
+    stores = SERVER_STORES.get(args.tag, [])
+    for st in stores:
+        with open(os.path.join(root, st["source"])) as f:
+            if st["evidence"] not in f.read():
+                sys.exit("%s store: %r is not in %s at %s: review" % (st["store"], st["evidence"], st["source"], args.tag))
+
     facts = {
         "upstream": "llamastack/llama-stack",
         "tag": args.tag,
@@ -146,6 +177,7 @@ def main():
         "config_dir": CONFIG_DIR,
         "rules": rules,
         "implicit_writes": implicit,
+        "server_stores": stores,
         "providers": providers,
     }
     json.dump(facts, sys.stdout, indent=1, sort_keys=True)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
+	"github.com/inferencestack/inferencestack/test/testutil"
 )
 
 // FuzzGenerate feeds arbitrary InferenceStack documents to the pipeline:
@@ -156,21 +156,27 @@ func mutations(data []byte) [][]byte {
 	return out
 }
 
-// FuzzSpec builds InferenceStack specs from the API's own values (each
-// distribution, any set of disabled APIs, providers of each API by the
-// provider types of the line's facts, models naming providers by id, by
-// type or not at all, storage choices) and holds the property the operator
-// promises: a spec is either refused with an error (the CR's condition) or
-// gives a config the line's model accepts; never one the model refuses.
+// FuzzSpec fills InferenceStack specs from the API's types with
+// testutil.SpecFiller (seeded by the fuzzer; its fill functions draw
+// distributions, APIs, provider names from the lines' facts, models,
+// storage) and holds the property the operator promises: a spec is either
+// refused with an error (the CR's condition) or gives a config the line's
+// model accepts; never one the model refuses. Unlike
+// operator/internal/controller's TestAdmittedSpecs, which holds the same
+// property over the specs the real API server admits, it also runs specs
+// the CRD would refuse (the pipeline must not accept a config the model
+// refuses whatever it is given); `go test -fuzz FuzzSpec` runs it longer.
 // FUZZ_SPEC_DUMP=DIR writes each accepted config there, for running
 // upstream's own start-up over them (hack/llamastack/upstream-startup.sh).
 func FuzzSpec(f *testing.F) {
 	for i := range 64 {
-		f.Add(uint64(i)*0x9e3779b97f4a7c15, uint64(i))
+		f.Add(int64(i))
 	}
 	dump := os.Getenv("FUZZ_SPEC_DUMP")
-	f.Fuzz(func(t *testing.T, a, b uint64) {
-		stack := specFrom(a, b)
+	f.Fuzz(func(t *testing.T, seed int64) {
+		stack := v1alpha1.InferenceStack{}
+		stack.Name = fmt.Sprintf("s-%x", uint64(seed)%4096)
+		testutil.SpecFiller(seed).Fill(&stack.Spec)
 		for _, l := range lines {
 			res := generateOne(t, stack, l.line, l.operand)
 			if dump != "" && res.YAML != nil {
@@ -178,70 +184,10 @@ func FuzzSpec(f *testing.F) {
 				require.NoError(t, os.MkdirAll(dir, 0o755))
 				env, err := yaml.Marshal(ContainerEnv(stack.Spec, res.Env))
 				require.NoError(t, err)
-				base := filepath.Join(dir, fmt.Sprintf("%016x-%016x", a, b))
+				base := filepath.Join(dir, fmt.Sprintf("%016x", uint64(seed)))
 				require.NoError(t, os.WriteFile(base+".yaml", res.YAML, 0o644))
 				require.NoError(t, os.WriteFile(base+".env", env, 0o644))
 			}
 		}
 	})
-}
-
-// specFrom draws a spec from two numbers.
-func specFrom(a, b uint64) v1alpha1.InferenceStack {
-	bits := func(n uint) uint64 { v := a & (1<<n - 1); a >>= n; return v }
-	pick := func(list []string) string { v := list[b%uint64(len(list))]; b /= uint64(len(list)); return v }
-	spec := v1alpha1.InferenceStackSpec{}
-	dists := []string{"starter", "remote-vllm", "postgres-demo", "meta-reference-gpu"}
-	spec.Distribution.Name = v1alpha1.DistributionName(pick(dists))
-	apis := []v1alpha1.APIName{v1alpha1.APIAgents, v1alpha1.APIBatches, v1alpha1.APIDatasetIO, v1alpha1.APIEval,
-		v1alpha1.APIFiles, v1alpha1.APIInference, v1alpha1.APIPostTraining, v1alpha1.APISafety, v1alpha1.APIScoring,
-		v1alpha1.APITelemetry, v1alpha1.APIToolRuntime, v1alpha1.APIVectorIO}
-	mask := bits(12)
-	if bits(2) != 0 { // most draws disable nothing or little
-		mask &= bits(12)
-	}
-	for i, api := range apis {
-		if mask&(1<<i) != 0 {
-			spec.Disabled = append(spec.Disabled, api)
-		}
-	}
-	inference := []string{"vllm", "ollama", "openai", "tgi", "fireworks", "together"}
-	var provs v1alpha1.ProvidersSpec
-	for i := range int(bits(2)) {
-		p := v1alpha1.ProviderSpec{Provider: pick(inference)}
-		if bits(1) == 1 {
-			p.ID = fmt.Sprintf("%s-%d", p.Provider, i)
-		}
-		if bits(1) == 1 || p.Provider == "vllm" || p.Provider == "ollama" || p.Provider == "tgi" {
-			p.Endpoint = "http://" + p.Provider + ".models.svc:8000"
-		}
-		provs.Inference = append(provs.Inference, p)
-	}
-	if len(provs.Inference) > 0 {
-		spec.Providers = &provs
-	}
-	if spec.Distribution.Name == v1alpha1.DistributionRemoteVLLM && bits(1) == 1 {
-		spec.Providers = &v1alpha1.ProvidersSpec{Inference: append(provs.Inference, v1alpha1.ProviderSpec{Provider: "vllm", Endpoint: "http://vllm:8000"})}
-	}
-	var models []v1alpha1.ModelSpec
-	for i := range int(bits(2)) {
-		ref := pick([]string{"", "vllm", "ollama", "openai", "sentence-transformers", "vllm-0", "nope"})
-		models = append(models, v1alpha1.ModelSpec{Name: fmt.Sprintf("m%d", i), Provider: ref, ProviderModelID: "x/y"})
-	}
-	if len(models) > 0 {
-		spec.Resources = &v1alpha1.ResourcesSpec{Models: models}
-	}
-	switch bits(2) {
-	case 1:
-		spec.Cache = &v1alpha1.CacheSpec{Enabled: true}
-	case 2:
-		spec.Storage = &v1alpha1.StorageSpec{}
-		if bits(1) == 1 {
-			spec.Storage.KV = &v1alpha1.KVStoreSpec{Type: v1alpha1.KVStoreRedis, Endpoint: "redis.cache.svc:6379"}
-		}
-	}
-	name := strings.ReplaceAll(fmt.Sprintf("s-%x", b%4096), "_", "-")
-	stack := v1alpha1.InferenceStack{Spec: spec}
-	stack.Name = name
-	return stack
 }

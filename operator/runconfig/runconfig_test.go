@@ -239,6 +239,18 @@ func TestStateOnTheStateVolume(t *testing.T) {
 				require.True(t, dir == DataDir || strings.HasPrefix(dir, DataDir+"/"),
 					"the server writes to %s, which is not on the state volume %s", dir, DataDir)
 			}
+			require.Contains(t, checked.Stores, "registry")
+			for name, s := range checked.Stores {
+				if s.Path == "" {
+					continue // PostgreSQL, Redis: outside the pod
+				}
+				file := s.Path
+				if !path.IsAbs(file) {
+					file = path.Join(WorkDir, file)
+				}
+				require.True(t, strings.HasPrefix(file, DataDir+"/"),
+					"the server keeps its %s store in %s, which is not on the state volume %s", name, file, DataDir)
+			}
 			if l.line == stackconfig.Line02 {
 				require.Contains(t, res.WritableDirs, StackConfigDir+"/distributions/"+imageName(t, res.YAML),
 					"0.2's prompts store (core/prompts/prompts.py)")

@@ -30,6 +30,13 @@ type Result struct {
 	// Server is the server section, expanded (nil when the file has none:
 	// the server's defaults apply).
 	Server *ServerConfig
+	// Stores are the server's own stores by name (registry, prompts and,
+	// on 0.3, conversations), where this config and upstream's defaults
+	// place them (Facts.ServerStores).
+	Stores map[string]Store
+	// Models are the models the server registers at start (expanded;
+	// those whose provider is off left out).
+	Models []ModelInput
 }
 
 // Options tune Check.
@@ -85,6 +92,8 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 		c.check(&p, w)
 		checkStart(&p, w, line, c.start(), env, home)
 		res.Providers, res.Server = enabled(c.Providers), c.Server
+		res.Stores = serverStores(line.Facts(), c.storeAt, deref(c.ImageName), env, home)
+		res.Models = registered(c.Models)
 	case Line03:
 		var c V03
 		if err := strictJSON(expanded, &c); err != nil {
@@ -93,6 +102,10 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 		c.check(&p, w)
 		checkStart(&p, w, line, c.start(), env, home)
 		res.Providers, res.Server = enabled(c.Providers), c.Server
+		res.Stores = serverStores(line.Facts(), c.storeAt, deref(c.ImageName), env, home)
+		if c.RegisteredResources != nil {
+			res.Models = registered(c.RegisteredResources.Models)
+		}
 	default:
 		return Result{}, &UnknownVersionError{Version: string(line)}
 	}
@@ -143,6 +156,13 @@ func unknownTopLevel(line Line, doc map[string]any) error {
 		}
 	}
 	return p.err()
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func enabled(providers map[string][]Provider) map[string][]string {

@@ -2,8 +2,11 @@ package stackconfig
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,6 +63,16 @@ func TestUpstreamVerdicts(t *testing.T) {
 					require.NotEmpty(t, res.Providers["inference"])
 					for _, w := range verdict.Writes {
 						require.Contains(t, res.WritableDirs, w, "upstream's server wrote to %s", w)
+					}
+					want := []string{"prompts", "registry"}
+					if line == Line03 {
+						want = []string{"conversations", "prompts", "registry"}
+					}
+					require.ElementsMatch(t, want, slices.Collect(maps.Keys(res.Stores)), "the server's own stores")
+					for name, s := range res.Stores {
+						if s.Path != "" {
+							require.Contains(t, verdict.Writes, path.Dir(s.Path), "the %s store's folder: upstream's server wrote there", name)
+						}
 					}
 					return
 				}
@@ -118,6 +131,50 @@ func TestRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Check(tc.line, []byte(tc.doc), Options{})
 			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// TestServerStores: the server's own stores are where the config places
+// them, or where upstream's defaults do (0.2: under
+// $LLAMA_STACK_CONFIG_DIR, else ~/.llama), the environment expanded.
+func TestServerStores(t *testing.T) {
+	const v03 = "version: 2\nimage_name: t\nproviders: {}\nstorage:\n  backends:\n" +
+		"    kv_default: {type: kv_sqlite, db_path: '${env.STATE:=/s}/kv.db'}\n    sql_default: {type: sql_postgres, user: u}\n" +
+		"  stores:\n    metadata: {namespace: registry, backend: kv_default}\n" +
+		"    conversations: {table_name: convs, backend: sql_default}\n    inference: {table_name: i, backend: sql_default}\n"
+	tests := []struct {
+		name string
+		line Line
+		doc  string
+		env  map[string]string
+		want map[string]Store
+	}{
+		{"0.2 without metadata_store: both under ~/.llama", Line02, "version: 2\nimage_name: t\nproviders: {}\n", nil, map[string]Store{
+			"registry": {Kind: "kv", Type: "sqlite", Path: "/home/u/.llama/distributions/t/kvstore.db"},
+			"prompts":  {Kind: "kv", Type: "sqlite", Path: "/home/u/.llama/distributions/t/prompts.db"},
+		}},
+		{"0.2 with LLAMA_STACK_CONFIG_DIR and a metadata_store", Line02,
+			"version: 2\nimage_name: t\nproviders: {}\nmetadata_store: {type: sqlite, db_path: '${env.STATE:=/s}/registry.db'}\n",
+			map[string]string{"LLAMA_STACK_CONFIG_DIR": "/data/.llama", "STATE": "/data"}, map[string]Store{
+				"registry": {Kind: "kv", Type: "sqlite", Path: "/data/registry.db"},
+				"prompts":  {Kind: "kv", Type: "sqlite", Path: "/data/.llama/distributions/t/prompts.db"},
+			}},
+		{"0.2 registry in PostgreSQL", Line02, "version: 2\nimage_name: t\nproviders: {}\nmetadata_store: {type: postgres, user: u}\n", nil, map[string]Store{
+			"registry": {Kind: "kv", Type: "postgres"},
+			"prompts":  {Kind: "kv", Type: "sqlite", Path: "/home/u/.llama/distributions/t/prompts.db"},
+		}},
+		{"0.3: the metadata backend holds the registry and the prompts", Line03, v03, map[string]string{"STATE": "/data"}, map[string]Store{
+			"registry":      {Kind: "kv", Type: "kv_sqlite", Path: "/data/kv.db", Namespace: "registry"},
+			"prompts":       {Kind: "kv", Type: "kv_sqlite", Path: "/data/kv.db", Namespace: "prompts"},
+			"conversations": {Kind: "sql", Type: "sql_postgres", Table: "openai_conversations"},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Check(tc.line, []byte(tc.doc), Options{Env: MapEnv(tc.env), Home: "/home/u"})
+			require.NoError(t, err)
+			require.Equal(t, tc.want, res.Stores)
 		})
 	}
 }

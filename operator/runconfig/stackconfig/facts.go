@@ -34,8 +34,29 @@ type Facts struct {
 	Rules []Rule `json:"rules"`
 	// ImplicitWrites are paths the server writes that the config does not name.
 	ImplicitWrites []ImplicitWrite `json:"implicit_writes"`
+	// ServerStores are the server's own stores (registry, prompts,
+	// conversations): what a restarted server reads back.
+	ServerStores []ServerStoreFact `json:"server_stores"`
 	// Providers are the provider types of each API.
 	Providers map[string]map[string]ProviderFact `json:"providers"`
+}
+
+// ServerStoreFact says where the server keeps one of its own stores.
+type ServerStoreFact struct {
+	// Store names it: registry, prompts, conversations.
+	Store string `json:"store"`
+	// Kind is kv or sql.
+	Kind string `json:"kind"`
+	// Config is the config key that places it ("" when none does);
+	// metadata_store (0.2) or storage.stores.<name> (0.3).
+	Config string `json:"config"`
+	// Default is the path (in the terms of ImplicitWrite.Path) of its
+	// SQLite file when Config is unset or empty.
+	Default string `json:"default"`
+	// Namespace and Table are what upstream's code fixes for it.
+	Namespace string `json:"namespace"`
+	Table     string `json:"table"`
+	Source    string `json:"source"`
 }
 
 // RoutedAPI pairs a router API with its routing table API.

@@ -55,7 +55,8 @@ const (
 // `kubernetes` Service, holding its leader election Lease and reading the
 // pin from its ConfigMap. The subtests share this install: a server image
 // that cannot be pulled, every sample and the auth and TLS variants on
-// each line reaching Ready (stacks_test.go), and faults (faults_test.go).
+// each line reaching Ready (stacks_test.go), faults (faults_test.go), and
+// the server's state kept across a new pod (state_test.go).
 func TestOperatorRunsAsTheInstalledPod(t *testing.T) {
 	dumpLogsOnFailure(t)
 	ctx := context.Background()
@@ -171,6 +172,7 @@ func TestOperatorRunsAsTheInstalledPod(t *testing.T) {
 		"crash loop":         func(t *testing.T) { crashLoop(t, installs[len(installs)-1], standIns) },
 		"ready":              func(t *testing.T) { readyStacks(t, installs, standIns) },
 		"faults":             func(t *testing.T) { faults(t, installs[0]) },
+		"state":              func(t *testing.T) { stateKept(t, installs) },
 	} {
 		wg.Go(func() { t.Run(name, run) })
 	}

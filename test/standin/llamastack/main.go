@@ -12,6 +12,18 @@
 //     external providers folder included (os.makedirs in `llama stack run`
 //     at v0.2.23 and v0.3.0, "None" in the working directory when unset),
 //     and exits 1 when one is not writable;
+//   - opens the server's own stores where the config, or upstream's
+//     defaults, place them (stackconfig.Result.Stores: the registry, the
+//     prompts store, 0.3's conversations store): a SQLite store is kept
+//     as a JSON file at the SQLite file's path, read back at start (it
+//     exits 1 when one cannot be written); PostgreSQL and Redis stores
+//     are held in memory (no client here). It registers the config's
+//     models into the registry, as register_resources does;
+//   - serves, with upstream's shapes, GET and POST /v1/models and
+//     /v1/prompts, and on 0.3 POST /v1/conversations and GET
+//     /v1/conversations/{id}, each reading and writing those stores; and
+//     GET /standin/v1/stores (the stand-in's own, not upstream's): where
+//     each store is kept and how many entries it read back at start;
 //   - serves GET /v1/health on server.port (default 8321) on every address:
 //     HTTPS with tls_certfile/tls_keyfile, requiring a client certificate
 //     signed by tls_cafile when set (uvicorn ssl_cert_reqs=CERT_REQUIRED);
@@ -23,6 +35,7 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -42,16 +55,36 @@ func main() {
 }
 
 func run(args []string) error {
+	srv, err := start(args)
+	if err != nil {
+		return err
+	}
+	return srv.serve()
+}
+
+// server is a stand-in that passed its start-up checks.
+type server struct {
+	line    stackconfig.Line
+	config  stackconfig.ServerConfig
+	res     stackconfig.Result
+	state   *state
+	handler http.Handler
+}
+
+// start does what the real server does before it serves: check the config,
+// make the folders it writes to, open its stores (reading back what they
+// hold) and register the config's models.
+func start(args []string) (*server, error) {
 	if len(args) != 3 || args[0] != "stack" || args[1] != "run" {
-		return fmt.Errorf("usage: llama stack run <config>, got %q", args)
+		return nil, fmt.Errorf("usage: llama stack run <config>, got %q", args)
 	}
 	line, err := stackconfig.LineOf(os.Getenv("LLAMA_STACK_STANDIN_VERSION"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	data, err := os.ReadFile(args[2])
 	if err != nil {
-		return err
+		return nil, err
 	}
 	home, _ := os.UserHomeDir()
 	if h := os.Getenv("HOME"); h != "" {
@@ -59,55 +92,147 @@ func run(args []string) error {
 	}
 	res, err := stackconfig.Check(line, data, stackconfig.Options{Env: env, Home: home})
 	if err != nil {
-		return fmt.Errorf("%s: %w", args[2], err)
+		return nil, fmt.Errorf("%s: %w", args[2], err)
 	}
 	for _, dir := range res.WritableDirs {
 		if err := writable(dir); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	srv := stackconfig.ServerConfig{}
+	st, err := openState(line, res.Stores)
+	if err != nil {
+		return nil, err
+	}
+	// register_resources: the config's models, into the registry.
+	for _, m := range res.Models {
+		if _, err := st.registerModel(res.Providers["inference"], m, "via_register_api"); err != nil {
+			return nil, fmt.Errorf("registering model %s: %w", *m.ModelID, err)
+		}
+	}
+	s := &server{line: line, res: res, state: st}
 	if res.Server != nil {
-		srv = *res.Server
+		s.config = *res.Server
 	}
-	port := int64(8321)
-	if srv.Port != nil {
-		port = *srv.Port
+	s.handler = s.routes()
+	return s, nil
+}
+
+// routes is the HTTP API: the line's auth middleware, then the endpoints.
+func (s *server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"OK"}`) })
+	mux.HandleFunc("GET /v1/version", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "{\"version\":%q}\n", os.Getenv("LLAMA_STACK_STANDIN_VERSION"))
+	})
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
+		models, err := s.state.models()
+		reply(w, map[string]any{"data": models}, err)
+	})
+	mux.HandleFunc("POST /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		var in stackconfig.ModelInput
+		if !decode(w, r, &in) {
+			return
+		}
+		m, err := s.state.registerModel(s.res.Providers["inference"], in, "via_register_api")
+		reply(w, m, err)
+	})
+	mux.HandleFunc("GET /v1/prompts", func(w http.ResponseWriter, _ *http.Request) {
+		prompts, err := s.state.prompts()
+		reply(w, map[string]any{"data": prompts}, err)
+	})
+	mux.HandleFunc("POST /v1/prompts", func(w http.ResponseWriter, r *http.Request) {
+		var in struct {
+			Prompt    string   `json:"prompt"`
+			Variables []string `json:"variables"`
+		}
+		if !decode(w, r, &in) {
+			return
+		}
+		p, err := s.state.createPrompt(in.Prompt, in.Variables)
+		reply(w, p, err)
+	})
+	if s.line != stackconfig.Line02 { // the conversations API arrived in 0.3
+		mux.HandleFunc("POST /v1/conversations", func(w http.ResponseWriter, r *http.Request) {
+			var in struct {
+				Metadata map[string]string `json:"metadata"`
+			}
+			if !decode(w, r, &in) {
+				return
+			}
+			c, err := s.state.createConversation(in.Metadata)
+			reply(w, c, err)
+		})
+		mux.HandleFunc("GET /v1/conversations/{id}", func(w http.ResponseWriter, r *http.Request) {
+			c, ok, err := s.state.conversation(r.PathValue("id"))
+			if err == nil && !ok {
+				http.Error(w, `{"detail":"Conversation not found"}`, http.StatusNotFound)
+				return
+			}
+			reply(w, c, err)
+		})
 	}
-	handler := http.NewServeMux()
-	handler.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		open := line != stackconfig.Line02 && (r.URL.Path == "/v1/health" || r.URL.Path == "/v1/version")
-		if srv.Auth != nil && !open && !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+	// Not upstream's: where the stand-in keeps each store and what it read
+	// back at start, for tests.
+	mux.HandleFunc("GET /standin/v1/stores", func(w http.ResponseWriter, _ *http.Request) {
+		reply(w, s.state.status(), nil)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		open := s.line != stackconfig.Line02 && (r.URL.Path == "/v1/health" || r.URL.Path == "/v1/version")
+		if s.config.Auth != nil && !open && !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
 			http.Error(w, `{"error":{"message":"Authentication required"}}`, http.StatusUnauthorized)
 			return
 		}
-		switch r.URL.Path {
-		case "/v1/health":
-			fmt.Fprintln(w, `{"status":"OK"}`)
-		case "/v1/version":
-			fmt.Fprintf(w, "{\"version\":%q}\n", os.Getenv("LLAMA_STACK_STANDIN_VERSION"))
-		default:
-			http.NotFound(w, r)
-		}
+		mux.ServeHTTP(w, r)
 	})
-	server := &http.Server{Addr: fmt.Sprintf(":%d", port), Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Printf("llama (stand-in %s): config valid, serving on :%d\n", line, port)
-	if srv.TLSCertFile == nil {
+}
+
+// decode reads a JSON request body into v, answering 400 when it is not.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
+		http.Error(w, fmt.Sprintf(`{"detail":%q}`, err.Error()), http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+// reply answers v as JSON, or err as upstream's 400 {"detail": ...}.
+func reply(w http.ResponseWriter, v any, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		v = map[string]string{"detail": err.Error()}
+	}
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// serve listens on server.port (default 8321), with TLS when the config
+// names a certificate, and a client CA when it names one.
+func (s *server) serve() error {
+	port := int64(8321)
+	if s.config.Port != nil {
+		port = *s.config.Port
+	}
+	server := &http.Server{Addr: fmt.Sprintf(":%d", port), Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	for _, st := range s.state.status() {
+		fmt.Printf("llama (stand-in %s): %s store %s %s, %d entries read back\n", s.line, st.Store, st.Type, st.Path, st.LoadedAtStart)
+	}
+	fmt.Printf("llama (stand-in %s): config valid, serving on :%d\n", s.line, port)
+	if s.config.TLSCertFile == nil {
 		return server.ListenAndServe()
 	}
 	server.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	if srv.TLSCAFile != nil {
-		pem, err := os.ReadFile(*srv.TLSCAFile)
+	if s.config.TLSCAFile != nil {
+		pem, err := os.ReadFile(*s.config.TLSCAFile)
 		if err != nil {
 			return err
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("server.tls_cafile %s holds no PEM certificate", *srv.TLSCAFile)
+			return fmt.Errorf("server.tls_cafile %s holds no PEM certificate", *s.config.TLSCAFile)
 		}
 		server.TLSConfig.ClientCAs, server.TLSConfig.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
-	return server.ListenAndServeTLS(*srv.TLSCertFile, *srv.TLSKeyFile)
+	return server.ListenAndServeTLS(*s.config.TLSCertFile, *s.config.TLSKeyFile)
 }
 
 // env is the process environment; an empty value counts as unset, as

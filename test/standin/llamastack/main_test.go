@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,4 +113,131 @@ func TestStartContract(t *testing.T) {
 			require.Equal(t, tc.want, resp.StatusCode)
 		})
 	}
+}
+
+// stateConfigs are configs of each line whose stores are SQLite files
+// under %[1]s; on 0.2 the prompts store is where upstream puts it, under
+// $LLAMA_STACK_CONFIG_DIR.
+var stateConfigs = map[string]string{
+	"0.2.23": `version: 2
+image_name: state
+providers:
+  inference:
+  - {provider_id: ollama, provider_type: remote::ollama, config: {url: http://ollama:11434}}
+metadata_store: {type: sqlite, db_path: '${env.STATE_DIR}/registry.db'}
+models:
+- {model_id: 'llama3.2:3b', provider_id: ollama}
+external_providers_dir: ${env.STATE_DIR}/providers.d
+`,
+	"0.3.0": `version: 2
+image_name: state
+providers:
+  inference:
+  - {provider_id: ollama, provider_type: remote::ollama, config: {url: http://ollama:11434}}
+storage:
+  backends:
+    kv_default: {type: kv_sqlite, db_path: '${env.STATE_DIR}/kv.db'}
+    sql_default: {type: sql_sqlite, db_path: '${env.STATE_DIR}/sql.db'}
+  stores:
+    metadata: {namespace: registry, backend: kv_default}
+    inference: {table_name: inference_store, backend: sql_default}
+    conversations: {table_name: openai_conversations, backend: sql_default}
+registered_resources:
+  models:
+  - {model_id: 'llama3.2:3b', provider_id: ollama}
+external_providers_dir: ${env.STATE_DIR}/providers.d
+`,
+}
+
+// call sends a JSON request to h and decodes the JSON answer into out.
+func call(t *testing.T, h http.Handler, method, url, body string, out any) int {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, url, strings.NewReader(body)))
+	if out != nil && rec.Code == http.StatusOK {
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), out), rec.Body.String())
+	}
+	return rec.Code
+}
+
+// TestStateReadBack: what is written through the API lands in the files
+// the config (and upstream's defaults) name, and a server started again on
+// the same config reads it back: registered models, prompts, 0.3's
+// conversations.
+func TestStateReadBack(t *testing.T) {
+	for _, version := range []string{"0.2.23", "0.3.0"} {
+		t.Run(version, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Setenv("LLAMA_STACK_STANDIN_VERSION", version)
+			t.Setenv("STATE_DIR", dir)
+			t.Setenv("LLAMA_STACK_CONFIG_DIR", filepath.Join(dir, ".llama"))
+			cfg := config(t, stateConfigs[version])
+			first, err := start([]string{"stack", "run", cfg})
+			require.NoError(t, err)
+			var m model
+			require.Equal(t, http.StatusOK, call(t, first.handler, "POST", "/v1/models", `{"model_id":"added","provider_id":"ollama"}`, &m))
+			require.Equal(t, "ollama/added", m.Identifier)
+			require.Equal(t, http.StatusBadRequest, call(t, first.handler, "POST", "/v1/models", `{"model_id":"x","provider_id":"vllm"}`, nil),
+				"a provider that is not on")
+			var p prompt
+			require.Equal(t, http.StatusOK, call(t, first.handler, "POST", "/v1/prompts", `{"prompt":"Hello {{ name }}","variables":["name"]}`, &p))
+			require.Regexp(t, `^pmpt_[0-9a-f]{48}$`, p.PromptID)
+			var conv conversation
+			if version != "0.2.23" {
+				require.Equal(t, http.StatusOK, call(t, first.handler, "POST", "/v1/conversations", `{"metadata":{"topic":"state"}}`, &conv))
+			}
+
+			// The files are where upstream's server keeps its SQLite stores.
+			want := map[string][]string{
+				"0.2.23": {"registry.db", ".llama/distributions/state/prompts.db"},
+				"0.3.0":  {"kv.db", "sql.db"},
+			}[version]
+			for _, f := range want {
+				require.FileExists(t, filepath.Join(dir, f))
+			}
+
+			again, err := start([]string{"stack", "run", cfg})
+			require.NoError(t, err)
+			var models struct{ Data []model }
+			require.Equal(t, http.StatusOK, call(t, again.handler, "GET", "/v1/models", "", &models))
+			var ids []string
+			for _, m := range models.Data {
+				ids = append(ids, m.Identifier)
+			}
+			require.ElementsMatch(t, []string{"ollama/added", "ollama/llama3.2:3b"}, ids)
+			var prompts struct{ Data []prompt }
+			require.Equal(t, http.StatusOK, call(t, again.handler, "GET", "/v1/prompts", "", &prompts))
+			require.Equal(t, []prompt{p}, prompts.Data)
+			if version != "0.2.23" {
+				var got conversation
+				require.Equal(t, http.StatusOK, call(t, again.handler, "GET", "/v1/conversations/"+conv.ID, "", &got))
+				require.Equal(t, conv, got)
+			}
+			var stores []storeStatus
+			require.Equal(t, http.StatusOK, call(t, again.handler, "GET", "/standin/v1/stores", "", &stores))
+			for _, s := range stores {
+				require.True(t, s.Persisted, "%+v", s)
+				require.Positive(t, s.LoadedAtStart, "the %s store read back nothing at start", s.Store)
+			}
+		})
+	}
+}
+
+// TestStoreNotWritable: a store the server cannot write stops it at start,
+// naming the store, as upstream's SQLite store does (os.makedirs, connect).
+func TestStoreNotWritable(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("LLAMA_STACK_STANDIN_VERSION", "0.2.23")
+	t.Setenv("STATE_DIR", dir)
+	blocked := filepath.Join(dir, "blocked")
+	require.NoError(t, os.WriteFile(blocked, nil, 0o600))
+	t.Setenv("LLAMA_STACK_CONFIG_DIR", blocked) // a file: nothing can be made under it
+	_, err := start([]string{"stack", "run", config(t, stateConfigs["0.2.23"])})
+	require.ErrorContains(t, err, blocked+"/distributions/state")
+
+	// The folder exists but the store file cannot be replaced: a folder is there.
+	t.Setenv("LLAMA_STACK_CONFIG_DIR", filepath.Join(dir, ".llama"))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "registry.db"), 0o755))
+	_, err = start([]string{"stack", "run", config(t, stateConfigs["0.2.23"])})
+	require.ErrorContains(t, err, "the registry store")
 }

@@ -1,0 +1,21 @@
+package controller
+
+import (
+	"errors"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/pin"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
+)
+
+// RunConfig is what the config step makes of a stack's generated run
+// config under a pin: the config, or the condition the reconcile sets
+// (its type and reason) with the error.
+func RunConfig(stack *v1alpha1.InferenceStack, p pin.Pin) (result runconfig.Result, conditionType, reason string, err error) {
+	result, err = makeRunConfig(&state{Stack: stack, Pin: p}, nil)
+	var c *conditionError
+	if errors.As(err, &c) {
+		return result, c.Type, c.Reason, err
+	}
+	return result, "", "", err
+}
