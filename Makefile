@@ -106,7 +106,7 @@ verify: ## Regenerate every generated file and fail, naming them, if any differs
 ##@ Release
 
 .PHONY: release
-release: manifests bundle catalog graph validate-bundles ## The main job: regenerate manifests, bundles (with the operand pin) and the catalog, validate them, draw the upgrade graphs (REGENERATE=1 rewrites unpublished releases' stale bundles).
+release: manifests bundle catalog graph matrix validate-bundles ## The main job: regenerate manifests, bundles (with the operand pin) and the catalog, validate them, draw the upgrade graphs (REGENERATE=1 rewrites unpublished releases' stale bundles).
 
 .PHONY: bundlegen
 bundlegen: ## Build the release CLI into bin/bundlegen.
@@ -146,7 +146,7 @@ pin: bundlegen ## Print the release's operand pin from channels/images.lock (RES
 	"$(BUNDLEGEN)" pin $(if $(VERSION),--version $(VERSION)) $(if $(RESOLVE),--resolve)
 
 # make verify re-renders the catalog and its graphs and fails on any difference.
-export VERIFY_TARGETS += catalog graph
+export VERIFY_TARGETS += catalog graph matrix
 
 .PHONY: catalog
 catalog: bundlegen ## Render catalog/<package>/catalog.yaml from channels/<package>.semver.yaml over bundle/ (no registry), then validate it.
@@ -160,6 +160,11 @@ validate-catalog: bundlegen ## Validate catalog/ (REQUIRE_DIGESTS=1 also fails o
 .PHONY: graph
 graph: bundlegen ## Draw catalog/<package>/graph.md (Mermaid) and graph.svg from the catalog.
 	"$(BUNDLEGEN)" graph
+
+.PHONY: matrix
+matrix: bundlegen ## Check the operator/CRD package compatibility matrix and write it to docs/compatibility.md.
+	"$(BUNDLEGEN)" matrix > docs/.compatibility.md.tmp
+	mv docs/.compatibility.md.tmp docs/compatibility.md
 
 .PHONY: images
 images: bundlegen ## Build the catalog image into bin/images/catalog (OCI layout, no Docker); PUSH=<ref> also pushes it (only with every image by digest).

@@ -45,7 +45,7 @@ func (g Generate) Build(in release.Input, images release.Images) (map[string]Fil
 	if err != nil {
 		return nil, err
 	}
-	crdBundle, err := g.crdBundle(in, crds)
+	crdBundle, err := g.crdBundle(in, images, crds)
 	if err != nil {
 		return nil, err
 	}
@@ -96,14 +96,22 @@ func (g Generate) base(pkg string) (*v1alpha1.ClusterServiceVersion, error) {
 	return csv.LoadBase(filepath.Join(g.BasesDir, pkg+".clusterserviceversion.yaml"))
 }
 
-func (g Generate) crdBundle(in release.Input, crds []crdFile) (Files, error) {
+func (g Generate) crdBundle(in release.Input, images release.Images, crds []crdFile) (Files, error) {
 	base, err := g.base(PackageCRDs)
 	if err != nil {
 		return nil, err
 	}
-	examples, err := g.samples(g.warnings())
+	samples, err := g.samples(g.warnings())
 	if err != nil {
 		return nil, err
+	}
+	// An example of a version the release does not serve is no example.
+	var examples []map[string]any
+	for _, e := range samples {
+		group, version, _ := strings.Cut(fmt.Sprint(e["apiVersion"]), "/")
+		if group != inferenceStackGroup || slices.Contains(in.API.Served, version) {
+			examples = append(examples, e)
+		}
 	}
 	gen := csv.Generator{
 		Package:        PackageCRDs,
@@ -114,6 +122,24 @@ func (g Generate) crdBundle(in release.Input, crds []crdFile) (Files, error) {
 	}
 	files := Files{}
 	for _, c := range crds {
+		if err := cutVersions(in, &c.crd); err != nil {
+			return nil, err
+		}
+		if c.crd.Name == InferenceStackCRD && len(c.crd.Spec.Versions) > 1 {
+			// Several versions: the API server converts through the webhook
+			// the package ships.
+			withConversion(&c.crd)
+			dep, cluster, namespaced, svc, err := conversionWebhook(images.Operator, c.crd.Name)
+			if err != nil {
+				return nil, err
+			}
+			gen.ContainerImage = images.Operator
+			gen.RelatedImages = []v1alpha1.RelatedImage{{Name: "conversion-webhook", Image: images.Operator}}
+			gen.Deployments = append(gen.Deployments, dep)
+			gen.ClusterPermissions = append(gen.ClusterPermissions, cluster...)
+			gen.Permissions = append(gen.Permissions, namespaced...)
+			files["manifests/"+ConversionName+"_v1_service.yaml"] = svc
+		}
 		gen.OwnedCRDs = append(gen.OwnedCRDs, c.crd)
 		data, err := manifests.Marshal(c.crd, "status")
 		if err != nil {
@@ -305,4 +331,37 @@ func addMetadata(files Files, pkg string, in release.Input) {
 	}
 	b.WriteString("\nCOPY manifests /manifests/\nCOPY metadata /metadata/\n")
 	files["bundle.Dockerfile"] = b.Bytes()
+}
+
+// InferenceStackCRD is the CRD whose versions the release inputs' api field
+// chooses.
+const InferenceStackCRD = "inferencestacks.inferencestack.io"
+
+const inferenceStackGroup = "inferencestack.io"
+
+// cutVersions keeps, of the InferenceStack CRD's versions (every version
+// operator/api has), the ones the release serves (in.API.Served), marks them
+// served and the release's storage version as the stored one.
+func cutVersions(in release.Input, crd *apiextensionsv1.CustomResourceDefinition) error {
+	if crd.Name != InferenceStackCRD {
+		return nil
+	}
+	var kept []apiextensionsv1.CustomResourceDefinitionVersion
+	have := map[string]bool{}
+	for _, v := range crd.Spec.Versions {
+		have[v.Name] = true
+		if slices.Contains(in.API.Served, v.Name) {
+			v.Served = true
+			v.Storage = v.Name == in.API.Storage
+			kept = append(kept, v)
+		}
+	}
+	for i, v := range in.API.Served {
+		if !have[v] {
+			return fmt.Errorf("release input %s: field api.served[%d]: the CRD %s has no version %s (it has %s): add operator/api/%s and run `make manifests`, or serve a version it has",
+				in.Path, i, crd.Name, v, strings.Join(slices.Sorted(maps.Keys(have)), ", "), v)
+		}
+	}
+	crd.Spec.Versions = kept
+	return nil
 }

@@ -40,6 +40,10 @@ type Catalogs struct {
 	// run (the release tools check that the bundle is exactly what its
 	// release input makes).
 	CheckBundle func(dir string) error
+	// CheckCatalog, when set, is called with a folder holding the new
+	// catalog (every package) once it validates; an error stops the run
+	// (the release tools check the compatibility matrix).
+	CheckCatalog func(ctx context.Context, dir string) error
 	// DefaultOutput says OutDir is the repository's catalog/ (the flag's
 	// default), not a path the user typed: the checks against typos such as
 	// `-o .` do not apply to it.
@@ -298,6 +302,11 @@ func (c Catalogs) validate(ctx context.Context, rendered map[string][]byte) erro
 			lines = append(lines, "  "+f.String())
 		}
 		return fmt.Errorf("the rendered catalog does not validate; %s is unchanged:\n%s", c.OutDir, strings.Join(lines, "\n"))
+	}
+	if c.CheckCatalog != nil {
+		if err := c.CheckCatalog(ctx, view); err != nil {
+			return fmt.Errorf("%s; %s is unchanged", strings.ReplaceAll(err.Error(), view, c.OutDir), c.OutDir)
+		}
 	}
 	return nil
 }

@@ -18,6 +18,10 @@ cacheImage: docker.io/library/postgres:16.4
 operands:
   starter: docker.io/llamastack/distribution-starter:0.3.0
   postgres-demo: docker.io/llamastack/distribution-postgres-demo:0.3.0
+api:
+  reads: v1alpha1
+  served: [v1alpha1, v1alpha2]
+  storage: v1alpha1
 `
 
 // TestLoadInput: the bad release inputs tried, each refused naming the file
@@ -37,6 +41,20 @@ func TestLoadInput(t *testing.T) {
 			new: "docker.io/llamastack/distribution-starter@" + digest, assertion: require.NoError},
 		{name: "tag and digest", old: "docker.io/llamastack/distribution-starter:0.3.0",
 			new: "docker.io/llamastack/distribution-starter:0.3.0@" + digest, assertion: require.NoError},
+		{name: "api missing", old: "api:\n  reads: v1alpha1\n  served: [v1alpha1, v1alpha2]\n  storage: v1alpha1\n", new: "",
+			want: []string{"field api: missing", "docs/api-versions.md"}, assertion: require.Error},
+		{name: "api.reads not served", old: "reads: v1alpha1", new: "reads: v1beta1",
+			want: []string{"field api.reads: v1beta1 is not served by the release's own CRD package"}, assertion: require.Error},
+		{name: "api.storage not served", old: "storage: v1alpha1", new: "storage: v2",
+			want: []string{"field api.storage: v2 is not served"}, assertion: require.Error},
+		{name: "api.served twice", old: "[v1alpha1, v1alpha2]", new: "[v1alpha1, v1alpha1]",
+			want: []string{"field api.served[1]: v1alpha1 is listed twice"}, assertion: require.Error},
+		{name: "api.served empty", old: "[v1alpha1, v1alpha2]", new: "[]",
+			want: []string{"field api.served: empty", "field api.storage: v1alpha1 is not served"}, assertion: require.Error},
+		{name: "api version typo", old: "served: [v1alpha1, v1alpha2]", new: "served: [v1alpha1, V1alpha2]",
+			want: []string{`field api.served[1]: "V1alpha2" is not a Kubernetes API version such as v1alpha1`}, assertion: require.Error},
+		{name: "api field typo", old: "  storage: v1alpha1", new: "  storage: v1alpha1\n  store: v1alpha1",
+			want: []string{`unknown field "store"`}, assertion: require.Error},
 		{name: "llamaStackVersion missing", old: "llamaStackVersion: 0.3.0\n", new: "",
 			want: []string{"field llamaStackVersion", "missing"}, assertion: require.Error},
 		{name: "llamaStackVersion with a v", old: "llamaStackVersion: 0.3.0", new: "llamaStackVersion: v0.3.0",

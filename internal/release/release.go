@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -67,10 +68,28 @@ type Input struct {
 	// side exactly one must: unset means it does; set it to false in a new
 	// major until the previous one reaches its end of life.
 	TakesUnlabeledStacks *bool `json:"takesUnlabeledStacks,omitempty"`
+	// API is the InferenceStack API versions of the release: the one its
+	// operator reads and writes, the ones its CRD package serves and the one
+	// that stores. bundlegen cuts the CRD to them and checks them against
+	// the other releases (docs/api-versions.md).
+	API APIVersions `json:"api"`
 
 	// Path is the file the input was read from (for messages).
 	Path string `json:"-"`
 }
+
+// APIVersions is a release's part of the compatibility matrix.
+type APIVersions struct {
+	// Reads is the version the operator reads and writes InferenceStacks in.
+	Reads string `json:"reads"`
+	// Served are the versions the CRD package serves.
+	Served []string `json:"served"`
+	// Storage is the served version the API server stores objects in.
+	Storage string `json:"storage"`
+}
+
+// apiVersion is a Kubernetes API version: v1, v1beta2, v2alpha1.
+var apiVersion = regexp.MustCompile(`^v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?$`)
 
 // SemVer returns the parsed Version.
 func (in Input) SemVer() semver.Version {
@@ -96,7 +115,7 @@ func LoadInput(path string) (Input, error) {
 	}
 	var in Input
 	if err := yaml.UnmarshalStrict(data, &in); err != nil {
-		return Input{}, fmt.Errorf("release input %s: %w (fields: version, releaseDate, minKubeVersion, llamaStackVersion, published, operatorImage, operands, cacheImage, takesUnlabeledStacks)", path, err)
+		return Input{}, fmt.Errorf("release input %s: %w (fields: version, releaseDate, minKubeVersion, llamaStackVersion, published, operatorImage, operands, cacheImage, takesUnlabeledStacks, api)", path, err)
 	}
 	in.Path = path
 	return in, in.check()
@@ -153,7 +172,38 @@ func (in Input) check() error {
 				ref, tag, in.LlamaStackVersion, in.LlamaStackVersion, d, in.LlamaStackVersion)
 		}
 	}
+	in.checkAPI(fail)
 	return errors.Join(errs...)
+}
+
+func (in Input) checkAPI(fail func(field, format string, args ...any)) {
+	a := in.API
+	if a.Reads == "" && len(a.Served) == 0 && a.Storage == "" {
+		fail("api", "missing: name the InferenceStack API versions of the release, e.g. api: {reads: v1alpha1, served: [v1alpha1], storage: v1alpha1} (docs/api-versions.md)")
+		return
+	}
+	for field, v := range map[string]string{"api.reads": a.Reads, "api.storage": a.Storage} {
+		if !apiVersion.MatchString(v) {
+			fail(field, "%q is not a Kubernetes API version such as v1alpha1", v)
+		}
+	}
+	if len(a.Served) == 0 {
+		fail("api.served", "empty: list the versions the CRD package serves, such as [v1alpha1]")
+	}
+	for i, v := range a.Served {
+		if !apiVersion.MatchString(v) {
+			fail(fmt.Sprintf("api.served[%d]", i), "%q is not a Kubernetes API version such as v1alpha1", v)
+		}
+		if slices.Index(a.Served, v) != i {
+			fail(fmt.Sprintf("api.served[%d]", i), "%s is listed twice", v)
+		}
+	}
+	if a.Storage != "" && !slices.Contains(a.Served, a.Storage) {
+		fail("api.storage", "%s is not served (api.served: %v): the storage version must be one the CRD serves", a.Storage, a.Served)
+	}
+	if a.Reads != "" && !slices.Contains(a.Served, a.Reads) {
+		fail("api.reads", "%s is not served by the release's own CRD package (api.served: %v): the operator would find the version it reads missing", a.Reads, a.Served)
+	}
 }
 
 // Images returns every image of the release: the operator first, then the

@@ -45,6 +45,7 @@ llamaStackVersion: 0.3.0
 operatorImage: `+host+`/inferencestack/operator:v2.0.0
 operands:
   starter: `+host+`/llamastack/distribution-starter:0.3.0
+api: {reads: v1alpha1, served: [v1alpha1], storage: v1alpha1}
 `), 0o644))
 	lock := filepath.Join(dir, "images.lock")
 	req := PinRequest{ReleasesDir: releases, LockPath: lock}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	apimanifests "github.com/operator-framework/api/pkg/manifests"
+	"github.com/operator-framework/api/pkg/operators/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -22,13 +23,19 @@ const (
 	PinConfigMapName = "inferencestack-operator-pin"
 	PinKey           = "versions.yaml"
 	PinMountDir      = "/etc/inferencestack/pin"
+	// managerContainer is the operator's container (bundle.ManagerContainer).
+	managerContainer = "manager"
 )
 
 // checkPin: a bundle that runs the operator ships the pin ConfigMap, its
 // Deployment mounts it, and the RELATED_IMAGE_ variables equal the pinned images.
 func checkPin(b *apimanifests.Bundle, files map[fileKey]string, csvFile string) []Finding {
 	deps := b.CSV.Spec.InstallStrategy.StrategySpec.DeploymentSpecs
-	if len(deps) == 0 {
+	// The operator's Deployment has the container "manager"; the CRD
+	// package's conversion webhook runs the same image, and no pin.
+	if !slices.ContainsFunc(deps, func(d v1alpha1.StrategyDeploymentSpec) bool {
+		return slices.ContainsFunc(d.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == managerContainer })
+	}) {
 		return nil
 	}
 	var out []Finding

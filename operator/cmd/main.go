@@ -23,10 +23,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/components/cache"
+	"github.com/inferencestack/inferencestack/operator/internal/apiserved"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
 	"github.com/inferencestack/inferencestack/operator/internal/metricsauth"
 	"github.com/inferencestack/inferencestack/operator/pin"
@@ -48,6 +50,7 @@ type options struct {
 	stackSelector    string
 	takeUnlabeled    bool
 	concurrency      int
+	apiCheckInterval time.Duration
 }
 
 // gcPercent is the operator's GOGC unless the GOGC variable sets one: most
@@ -57,6 +60,10 @@ type options struct {
 const gcPercent = 50
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == ConversionCommand {
+		conversionMain(os.Args[2:])
+		return
+	}
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(gcPercent)
 	}
@@ -82,6 +89,8 @@ func main() {
 			"The same decision gives servers with workload.stateVolume their fsGroup (none with "+cache.Platform+").")
 	fs.DurationVar(&o.retryInterval, "retry-interval", controller.DefaultRetryInterval,
 		"How soon a stack waiting for a missing Secret or ConfigMap is looked at again.")
+	fs.DurationVar(&o.apiCheckInterval, "api-check-interval", 10*time.Second,
+		"While the API server does not serve the InferenceStack version this operator reads (a CRD package release that does not serve it), how often it asks again.")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 0,
 		"How many InferenceStacks are reconciled (and claimed) at once; 0: 4 per CPU the operator may use (GOMAXPROCS).")
 	fs.StringVar(&o.stackSelector, "stack-selector", "",
@@ -151,10 +160,39 @@ func run(ctx context.Context, o options) error {
 		LeaderElectionID:        o.leaderElectionID,
 		LeaderElectionNamespace: o.leaderElectionNS,
 		Cache:                   controller.CacheOptions(selector),
+		MapperProvider:          apiserved.MapperProvider(v1alpha1.GroupVersion.WithKind("InferenceStack")),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	// The controllers start once the API server serves the version they
+	// read: a CRD package that does not serve it is reported (log, metric)
+	// instead of failing the start, so the pod does not crash-loop.
+	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if err := apiserved.Wait(ctx, dc.ServerResourcesForGroupVersion, v1alpha1.GroupVersion, "inferencestacks", o.apiCheckInterval, ctrl.Log.WithName("api")); err != nil {
+			return nil // stopping
+		}
+		if err := setupControllers(ctx, mgr, o, p, major, extra, cacheUser); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return nil
+	}))
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", healthz.Ping)); err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting", "operatorVersion", p.OperatorVersion, "distributions", len(p.Operands),
+		"stacks", selector.String(), "takeUnlabeledStacks", o.takeUnlabeled, "leaderElectionID", o.leaderElectionID,
+		"cacheRunAsUser", runAsUser(cacheUser))
+	return mgr.Start(ctx)
+}
+
+// setupControllers adds the reconciler (and the claimer of unlabelled
+// stacks) to the manager.
+func setupControllers(ctx context.Context, mgr manager.Manager, o options, p pin.Pin, major string, extra labels.Selector, cacheUser *int64) error {
 	recorder := mgr.GetEventRecorder("inferencestack-operator-v" + major)
 	r := &controller.InferenceStackReconciler{
 		Client:         mgr.GetClient(),
@@ -179,13 +217,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", healthz.Ping)); err != nil {
-		return err
-	}
-	ctrl.Log.Info("starting", "operatorVersion", p.OperatorVersion, "distributions", len(p.Operands),
-		"stacks", selector.String(), "takeUnlabeledStacks", o.takeUnlabeled, "leaderElectionID", o.leaderElectionID,
-		"cacheRunAsUser", runAsUser(cacheUser))
-	return mgr.Start(ctx)
+	return nil
 }
 
 // defaults fills in what differs per major, so that two majors run side by

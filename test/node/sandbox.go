@@ -303,6 +303,12 @@ func (n *Node) startSandbox(pause string) error {
 		{"link", "add", hostLink, "type", "veth", "peer", "name", "eth0", "netns", strconv.Itoa(n.initPID)},
 		{"addr", "add", HostIP + "/30", "dev", hostLink},
 		{"link", "set", hostLink, "up"},
+		// The API server (on this machine) reaches Services as a control
+		// plane node does: ClusterIPs through kube-proxy's rules in the
+		// node, which forwards to the pods (webhooks such as the CRD
+		// package's conversion webhook are called this way).
+		{"route", "add", ServiceCIDR, "via", NodeIP, "dev", hostLink},
+		{"route", "add", PodCIDR, "via", NodeIP, "dev", hostLink},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("node: ip %s: %w: %s", strings.Join(args, " "), err, out)

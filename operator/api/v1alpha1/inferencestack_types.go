@@ -753,6 +753,7 @@ type ConfigStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=istack
+// +kubebuilder:storageversion
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Distribution",type=string,JSONPath=`.status.resolvedDistribution.name`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.resolvedDistribution.operandVersion`

@@ -3,6 +3,7 @@
 package catalog
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -52,6 +53,13 @@ See docs/catalog.md.`,
 					return err
 				}
 				c.CheckBundle = check
+				c.CheckCatalog = func(ctx context.Context, dir string) error {
+					m, err := bundle.Matrix(ctx, dir, o.gen.ReleasesDir)
+					if err != nil {
+						return err
+					}
+					return m.Check()
+				}
 			}
 			written, err := c.Run(cmd.Context())
 			for _, p := range written {

@@ -16,6 +16,7 @@ import (
 	"github.com/inferencestack/inferencestack/tools/bundlegen/catalog"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/graph"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/image"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/matrix"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/pin"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/rbac"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/upgrades"
@@ -59,6 +60,7 @@ func NewCmd() *cobra.Command {
 	cmd.AddCommand(catalog.NewCmd())
 	cmd.AddCommand(graph.NewCmd())
 	cmd.AddCommand(upgrades.NewCmd())
+	cmd.AddCommand(matrix.NewCmd())
 	cmd.AddCommand(image.NewCmd())
 	cmd.AddCommand(rbac.NewCmd())
 	for _, c := range cmd.Commands() {

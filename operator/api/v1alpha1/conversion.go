@@ -1,0 +1,153 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+
+	"sigs.k8s.io/controller-runtime/pkg/conversion"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
+)
+
+// v1alpha1 converts through the hub, v1alpha2. The two versions differ in
+// where the replica count lives and in the autoscaling targets:
+//
+//	v1alpha1 spec.workload.replicas                          v1alpha2 spec.scaling.replicas
+//	v1alpha1 spec.workload.autoscaling                       v1alpha2 spec.scaling.autoscaling
+//	v1alpha1 spec.workload.podDisruptionBudget               v1alpha2 spec.scaling.podDisruptionBudget
+//	v1alpha1 ...autoscaling.targetCPUUtilizationPercentage   v1alpha2 ...autoscaling.metrics[resource=cpu]
+//
+// Everything else has the same JSON shape in both and is copied through it.
+// What v1alpha1 cannot express (metrics besides one CPU target, their
+// order) travels in the v1alpha2.MetricsAnnotation annotation, as
+// autoscaling/v1 keeps autoscaling/v2's metrics. An empty workload: {} is
+// kept; one that held only moved fields comes back absent when it is empty
+// in v1alpha2 too, and an empty scaling: {} is the same as none (both mean
+// the defaults).
+
+var _ conversion.Convertible = &InferenceStack{}
+
+// ConvertTo converts this InferenceStack to the hub version.
+func (src *InferenceStack) ConvertTo(dstRaw conversion.Hub) error {
+	dst, ok := dstRaw.(*v1alpha2.InferenceStack)
+	if !ok {
+		return fmt.Errorf("v1alpha1 converts only to v1alpha2, not %T", dstRaw)
+	}
+	var metrics []v1alpha2.ResourceMetric
+	annotations := maps.Clone(src.Annotations)
+	if raw, ok := annotations[v1alpha2.MetricsAnnotation]; ok {
+		if err := json.Unmarshal([]byte(raw), &metrics); err != nil {
+			return fmt.Errorf("InferenceStack %s/%s: annotation %s: %w: remove it, or set it to the JSON of spec.scaling.autoscaling.metrics of v1alpha2",
+				src.Namespace, src.Name, v1alpha2.MetricsAnnotation, err)
+		}
+		delete(annotations, v1alpha2.MetricsAnnotation)
+		if len(annotations) == 0 && src.Annotations != nil {
+			annotations = nil
+		}
+	}
+	*dst = v1alpha2.InferenceStack{TypeMeta: dst.TypeMeta}
+	src.ObjectMeta.DeepCopyInto(&dst.ObjectMeta)
+	dst.Annotations = annotations
+	if err := viaJSON(src.Spec, &dst.Spec); err != nil {
+		return err
+	}
+	if err := viaJSON(src.Status, &dst.Status); err != nil {
+		return err
+	}
+	w := src.Spec.Workload
+	if w == nil {
+		return nil
+	}
+	if w.Replicas != nil || w.Autoscaling != nil || w.PodDisruptionBudget != nil {
+		s := &v1alpha2.ScalingSpec{Replicas: w.Replicas, PodDisruptionBudget: (*v1alpha2.PodDisruptionBudgetSpec)(w.PodDisruptionBudget)}
+		if a := w.Autoscaling; a != nil {
+			s.Autoscaling = &v1alpha2.AutoscalingSpec{MinReplicas: a.MinReplicas, MaxReplicas: a.MaxReplicas,
+				Metrics: withCPU(metrics, a.TargetCPUUtilizationPercentage)}
+		}
+		dst.Spec.Scaling = s.DeepCopy()
+		if reflect.DeepEqual(*dst.Spec.Workload, v1alpha2.WorkloadSpec{}) {
+			// Only moved fields: v1alpha2 has no workload.
+			dst.Spec.Workload = nil
+		}
+	}
+	return nil
+}
+
+// ConvertFrom converts from the hub version to this InferenceStack.
+func (dst *InferenceStack) ConvertFrom(srcRaw conversion.Hub) error {
+	src, ok := srcRaw.(*v1alpha2.InferenceStack)
+	if !ok {
+		return fmt.Errorf("v1alpha1 converts only from v1alpha2, not %T", srcRaw)
+	}
+	*dst = InferenceStack{TypeMeta: dst.TypeMeta}
+	src.ObjectMeta.DeepCopyInto(&dst.ObjectMeta)
+	if err := viaJSON(src.Spec, &dst.Spec); err != nil {
+		return err
+	}
+	if err := viaJSON(src.Status, &dst.Status); err != nil {
+		return err
+	}
+	s := src.Spec.Scaling.DeepCopy()
+	if s == nil || (*s == v1alpha2.ScalingSpec{}) {
+		return nil
+	}
+	if dst.Spec.Workload == nil {
+		dst.Spec.Workload = &WorkloadSpec{}
+	}
+	w := dst.Spec.Workload
+	w.Replicas = s.Replicas
+	w.PodDisruptionBudget = (*PodDisruptionBudgetSpec)(s.PodDisruptionBudget)
+	if a := s.Autoscaling; a != nil {
+		w.Autoscaling = &AutoscalingSpec{MinReplicas: a.MinReplicas, MaxReplicas: a.MaxReplicas}
+		i := slices.IndexFunc(a.Metrics, func(m v1alpha2.ResourceMetric) bool { return m.Resource == v1alpha2.ResourceCPU })
+		if i >= 0 {
+			w.Autoscaling.TargetCPUUtilizationPercentage = &a.Metrics[i].AverageUtilization
+		}
+		if a.Metrics != nil && (len(a.Metrics) != 1 || i != 0) {
+			raw, err := json.Marshal(a.Metrics)
+			if err != nil {
+				return err
+			}
+			if dst.Annotations == nil {
+				dst.Annotations = map[string]string{}
+			}
+			dst.Annotations[v1alpha2.MetricsAnnotation] = string(raw)
+		}
+	}
+	return nil
+}
+
+// withCPU is the v1alpha2 metrics of a v1alpha1 autoscaling: kept, the ones
+// the annotation held (nil when it held none), with the CPU target set to
+// cpu: replaced where the list has one, first when it has none, removed when
+// cpu is nil.
+func withCPU(kept []v1alpha2.ResourceMetric, cpu *int32) []v1alpha2.ResourceMetric {
+	out := slices.Clone(kept)
+	i := slices.IndexFunc(out, func(m v1alpha2.ResourceMetric) bool { return m.Resource == v1alpha2.ResourceCPU })
+	switch {
+	case cpu == nil && i >= 0:
+		out = slices.Delete(out, i, i+1)
+	case cpu != nil && i >= 0:
+		out[i].AverageUtilization = *cpu
+	case cpu != nil:
+		out = slices.Insert(out, 0, v1alpha2.ResourceMetric{Resource: v1alpha2.ResourceCPU, AverageUtilization: *cpu})
+	}
+	if kept == nil && len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// viaJSON copies in to out through their JSON (the parts the two versions
+// share have the same JSON shape; fields only one of them has are dropped
+// here and moved by the callers).
+func viaJSON(in, out any) error {
+	data, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, out)
+}

@@ -1,0 +1,134 @@
+package main_test
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
+	"github.com/inferencestack/inferencestack/operator/conversion"
+	"github.com/inferencestack/inferencestack/test/local"
+	"github.com/inferencestack/inferencestack/test/testenv"
+)
+
+// TestStackThroughV1alpha2ReconciledByAV1alpha1Operator: with the CRD
+// serving both versions through the conversion webhook, a stack created
+// through v1alpha2 is reconciled by an operator that reads v1alpha1, with
+// the fields v1alpha2 moved (scaling.replicas) in force.
+func TestStackThroughV1alpha2ReconciledByAV1alpha1Operator(t *testing.T) {
+	ctx := context.Background()
+	ext, err := apiextensionsclient.NewForConfig(env.Config)
+	require.NoError(t, err)
+	core, err := kubernetes.NewForConfig(env.Config)
+	require.NoError(t, err)
+	ports, err := testenv.FreePorts(1)
+	require.NoError(t, err)
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+
+	const ns = "conversion-check"
+	createObject(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	s := &conversion.Server{Core: core, Extensions: ext, Namespace: ns, SecretName: "conversion-tls", CRDName: "inferencestacks.inferencestack.io",
+		IPs: []net.IP{net.ParseIP("127.0.0.1")}, Addr: addr, Validity: time.Hour, CheckInterval: 200 * time.Millisecond, Log: testr.New(t)}
+	_, err = s.Listen()
+	require.NoError(t, err)
+
+	setCRD := func(both bool) {
+		t.Helper()
+		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "inferencestacks.inferencestack.io", metav1.GetOptions{})
+			require.NoError(t, err)
+			for i := range crd.Spec.Versions {
+				crd.Spec.Versions[i].Served = both || crd.Spec.Versions[i].Name == "v1alpha1"
+			}
+			crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+			if both {
+				crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter,
+					Webhook: &apiextensionsv1.WebhookConversion{ConversionReviewVersions: []string{"v1"},
+						ClientConfig: &apiextensionsv1.WebhookClientConfig{URL: ptr.To("https://" + addr + conversion.Path)}}}
+			}
+			_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{})
+			return err
+		}))
+	}
+	setCRD(true)
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(sctx) }()
+	t.Cleanup(func() {
+		setCRD(false)
+		cancel()
+		require.NoError(t, <-done)
+	})
+
+	// An operator of major 8, as ServiceAccount operator-8 with the
+	// operator's ClusterRole.
+	createObject(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "operator-8"}})
+	role := &rbacv1.ClusterRole{}
+	readYAML(t, filepath.Join("..", "config", "rbac", "role.yaml"), role)
+	role.Name += "-conversion-check"
+	createObject(t, role)
+	createObject(t, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "operator-8"}},
+	})
+	token, err := env.Token(ctx, ns, "operator-8", time.Hour)
+	require.NoError(t, err)
+	kubeconfig, err := env.KubeconfigFor(token)
+	require.NoError(t, err)
+	op, err := local.StartOperator(buildOperator(t), kubeconfig, filepath.Join(t.TempDir(), "operator.log"), local.DemoPin("8.0.0"), "--take-unlabeled-stacks=false")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		op.Stop(10 * time.Second)
+		if t.Failed() {
+			t.Logf("---- operator log ----\n%s", testenv.LastLines(op.Log(), 40))
+		}
+	})
+
+	scheme, err := conversion.Scheme()
+	require.NoError(t, err)
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	s2 := &v1alpha2.InferenceStack{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "through-v2", Labels: map[string]string{"inferencestack.io/operator-major": "8"}},
+		Spec: v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Name: "starter"},
+			Workload: &v1alpha2.WorkloadSpec{ServiceAccountName: "custom-sa"}, Scaling: &v1alpha2.ScalingSpec{Replicas: ptr.To(int32(0))}},
+	}
+	waitFor(t, "the API server to convert through the webhook", func() bool { return c.Create(ctx, s2) == nil })
+	t.Cleanup(func() { _ = c.Delete(context.Background(), s2) })
+
+	// The operator reads it as v1alpha1 (workload.replicas: 0) and makes
+	// a server Deployment of 0 replicas.
+	waitFor(t, "the server Deployment with scaling.replicas", func() bool {
+		var list appsv1.DeploymentList
+		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false
+		}
+		for _, d := range list.Items {
+			if d.Spec.Replicas != nil && *d.Spec.Replicas == 0 && d.Spec.Template.Spec.ServiceAccountName == "custom-sa" {
+				return true
+			}
+		}
+		return false
+	})
+	var got v1alpha2.InferenceStack
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(s2), &got))
+	require.NotEmpty(t, got.Status.Phase, "the status the operator wrote through v1alpha1 reads through v1alpha2")
+	require.False(t, op.Exited())
+}
