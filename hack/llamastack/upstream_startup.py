@@ -370,8 +370,6 @@ def main():
     import logging
 
     logging.disable(logging.CRITICAL)
-    importlib.import_module("llama_stack.core.stack")
-    _patch_upstream()
 
     for f in args.files:
         # one process per file, as one server per pod: upstream keeps state
@@ -390,6 +388,11 @@ def main():
                     for k, v in (yaml.safe_load(ef) or {}).items():
                         os.environ[k] = str(v)
             try:
+                # imported here, after the environment is set: upstream reads
+                # some of it at import (core/utils/config_dirs.py reads
+                # LLAMA_STACK_CONFIG_DIR), as the server does at its start
+                importlib.import_module("llama_stack.core.stack")
+                _patch_upstream()
                 out["writes"] = check(f)
                 out["ok"] = True
             except BaseException as e:  # upstream raises many kinds

@@ -31,13 +31,15 @@ func FuzzGenerate(f *testing.F) {
 		require.NoError(f, err)
 		f.Add(data)
 	}
+	dump := os.Getenv("FUZZ_SPEC_DUMP")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var stack v1alpha1.InferenceStack
 		if err := yaml.Unmarshal(data, &stack); err != nil || stack.Spec.OverrideConfig != nil {
 			return
 		}
 		for _, l := range lines {
-			generateOne(t, stack, l.line, l.operand)
+			res := generateOne(t, stack, l.line, l.operand)
+			dumpAccepted(t, dump, l.line, dataName("stack", data), res.YAML, ContainerEnv(stack.Spec, res.Env))
 		}
 	})
 }
@@ -86,6 +88,7 @@ func FuzzFromOverride(f *testing.F) {
 		}
 	}
 	stack := readStack(f, filepath.Join("testdata", "override", "in", "stack.yaml"))
+	dump := os.Getenv("FUZZ_SPEC_DUMP")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, l := range lines {
 			input := bytes.Clone(data)
@@ -109,6 +112,7 @@ func FuzzFromOverride(f *testing.F) {
 			require.True(t, bytes.Equal(data, first.YAML), "the override is not returned byte for byte")
 			sum := sha256.Sum256(data)
 			require.Equal(t, hex.EncodeToString(sum[:]), first.Hash)
+			dumpAccepted(t, dump, l.line, dataName("override", data), data, ContainerEnv(stack.Spec, env.list()))
 		}
 	})
 }
@@ -166,8 +170,9 @@ func mutations(data []byte) [][]byte {
 // property over the specs the real API server admits, it also runs specs
 // the CRD would refuse (the pipeline must not accept a config the model
 // refuses whatever it is given); `go test -fuzz FuzzSpec` runs it longer.
-// FUZZ_SPEC_DUMP=DIR writes each accepted config there, for running
-// upstream's own start-up over them (hack/llamastack/upstream-startup.sh).
+// FUZZ_SPEC_DUMP=DIR writes each accepted config there (as FuzzGenerate
+// and FuzzFromOverride do), for running upstream's own start-up over them
+// (hack/llamastack/upstream-startup.sh).
 func FuzzSpec(f *testing.F) {
 	for i := range 64 {
 		f.Add(int64(i))
@@ -179,15 +184,29 @@ func FuzzSpec(f *testing.F) {
 		testutil.SpecFiller(seed).Fill(&stack.Spec)
 		for _, l := range lines {
 			res := generateOne(t, stack, l.line, l.operand)
-			if dump != "" && res.YAML != nil {
-				dir := filepath.Join(dump, l.line.Tag())
-				require.NoError(t, os.MkdirAll(dir, 0o755))
-				env, err := yaml.Marshal(ContainerEnv(stack.Spec, res.Env))
-				require.NoError(t, err)
-				base := filepath.Join(dir, fmt.Sprintf("%016x", uint64(seed)))
-				require.NoError(t, os.WriteFile(base+".yaml", res.YAML, 0o644))
-				require.NoError(t, os.WriteFile(base+".env", env, 0o644))
-			}
+			dumpAccepted(t, dump, l.line, fmt.Sprintf("spec-%016x", uint64(seed)), res.YAML, ContainerEnv(stack.Spec, res.Env))
 		}
 	})
+}
+
+// dumpAccepted writes an accepted config and its container environment to
+// DIR/<tag>/<name>.yaml and .env when DIR is set (FUZZ_SPEC_DUMP), the
+// layout hack/llamastack/upstream-startup.sh reads.
+func dumpAccepted(t *testing.T, dir string, line stackconfig.Line, name string, config []byte, env map[string]string) {
+	if dir == "" || config == nil {
+		return
+	}
+	dir = filepath.Join(dir, line.Tag())
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	envYAML, err := yaml.Marshal(env)
+	require.NoError(t, err)
+	base := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(base+".yaml", config, 0o644))
+	require.NoError(t, os.WriteFile(base+".env", envYAML, 0o644))
+}
+
+// dataName names a fuzz input by its bytes.
+func dataName(prefix string, data []byte) string {
+	sum := sha256.Sum256(data)
+	return prefix + "-" + hex.EncodeToString(sum[:8])
 }
