@@ -64,7 +64,6 @@ func TestCreationWritesEachObjectOnce(t *testing.T) {
 	for _, obj := range testutil.FeatureObjects(ns, override) {
 		create(t, obj)
 	}
-	before := reconciles(t)
 	starter := starterSample(t, ns)
 	create(t, starter)
 	names := []string{starter.Name}
@@ -77,10 +76,12 @@ func TestCreationWritesEachObjectOnce(t *testing.T) {
 	}
 	// One more reconcile of each: had a write of the creation been left to
 	// a later reconcile, it would show now.
-	reconcileAll(t, ns, names, "after-creation")
+	op.reconcileAll(t, ns, names, "after-creation")
 	// Nor did the operator's own writes bring the stacks back.
-	if n := reconciles(t) - before; n != 2*len(names) {
-		t.Errorf("%d stacks were reconciled %d times, want once at creation and once more", len(names), n)
+	for _, name := range names {
+		if n := op.reconciles.Finished(types.NamespacedName{Namespace: ns, Name: name}); n != 2 {
+			t.Errorf("stack %s was reconciled %d times, want once at creation and once more", name, n)
+		}
 	}
 
 	writes := op.writes.Writes()
@@ -392,8 +393,8 @@ func TestRunConfigMadeOnlyWhenItsInputsChange(t *testing.T) {
 		})
 	}
 	check("at creation")
-	reconcileAll(t, ns, names, "same-1")
-	reconcileAll(t, ns, names, "same-2")
+	op.reconcileAll(t, ns, names, "same-1")
+	op.reconcileAll(t, ns, names, "same-2")
 	check("after two reconciles of each with the same inputs")
 
 	configOf := func(name string) *corev1.ConfigMap {

@@ -77,7 +77,7 @@ func TestImagePullFailureDegradesTheStack(t *testing.T) {
 	// outside the operator's cache (no managed-by label) degrades the stack.
 	pod("old", "docker.io/llamastack/distribution-starter:0.1.0", "ErrImagePull", "not found")
 	pod("foreign", image, "ErrImagePull", pullError, components.LabelManagedBy)
-	reconcileAll(t, ns, []string{"pull"}, "ignored")
+	op.reconcileAll(t, ns, []string{"pull"}, "ignored")
 	if c, _ := degraded(); c == nil || c.Status != metav1.ConditionFalse {
 		t.Fatalf("Degraded %+v with only a pod of an old image and an unmanaged pod failing, want False", c)
 	}
@@ -116,8 +116,8 @@ func TestImagePullFailureDegradesTheStack(t *testing.T) {
 	}
 	// Two rounds: the pod's update reaches the operator's cache on a watch
 	// of its own, in the time of a round at most.
-	reconcileAll(t, ns, []string{"pull"}, "backoff-1")
-	reconcileAll(t, ns, []string{"pull"}, "backoff-2")
+	op.reconcileAll(t, ns, []string{"pull"}, "backoff-1")
+	op.reconcileAll(t, ns, []string{"pull"}, "backoff-2")
 	if c, _ := degraded(); c.Message != want {
 		t.Errorf("after ImagePullBackOff: Degraded %+v, want it unchanged", c)
 	}
@@ -234,9 +234,9 @@ func TestCrashLoopDegradesTheStack(t *testing.T) {
 		restarts int32
 	}{{running, 2}, {exited(1), 2}, {backOff("20s"), 2}, {running, 3}} {
 		status(turn.state, turn.restarts, false)
-		reconcileAll(t, ns, []string{"crash"}, fmt.Sprintf("turn-%d", i))
+		op.reconcileAll(t, ns, []string{"crash"}, fmt.Sprintf("turn-%d", i))
 	}
-	reconcileAll(t, ns, []string{"crash"}, "turns-done")
+	op.reconcileAll(t, ns, []string{"crash"}, "turns-done")
 	if c, _ := degraded(); c.Reason != v1alpha1.ReasonCrashLooping || c.Message != want {
 		t.Errorf("after the loop turned: Degraded %+v, want it unchanged", c)
 	}

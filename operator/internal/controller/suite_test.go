@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,9 +63,12 @@ var testPin = pin.Pin{OperatorVersion: "1.0.0", LlamaStackVersion: "0.2.23", Ope
 }}
 
 // operator is a running InferenceStack controller whose API writes are
-// counted.
+// counted and whose finished reconciles are recorded.
 type operator struct {
-	writes *writeCounter
+	writes     *writeCounter
+	reconciles *reconcileRecord
+	// rounds numbers the rounds of reconcileAll.
+	rounds atomic.Int64
 	stop   func()
 	// reconciler is the running reconciler; cache is its manager's cache.
 	reconciler *controller.InferenceStackReconciler
@@ -122,7 +126,7 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := &operator{writes: &writeCounter{}, cache: mgr.GetCache()}
+	op := &operator{writes: &writeCounter{}, reconciles: &reconcileRecord{}, cache: mgr.GetCache()}
 	counted := &countingClient{Client: mgr.GetClient(), counter: op.writes}
 	r := &controller.InferenceStackReconciler{
 		Client:           counted,
@@ -135,6 +139,7 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 		Concurrency:      setup.concurrency,
 	}
 	op.reconciler = r
+	controller.OnReconciled(r, op.reconciles.add)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		cancel()
