@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -165,6 +167,28 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 	}
 	t.Cleanup(op.stop)
 	return op
+}
+
+// cached waits until the operator's cache holds obj at its resourceVersion
+// (as the test last wrote or read it from the API server) or a later one:
+// from then on a reconcile that begins reads that version.
+func (op *operator) cached(t *testing.T, obj client.Object) {
+	t.Helper()
+	eventually(t, timeout, func() error {
+		in := obj.DeepCopyObject().(client.Object)
+		if err := op.cache.Get(context.Background(), client.ObjectKeyFromObject(obj), in); err != nil {
+			return err
+		}
+		cmp, err := resourceversion.CompareResourceVersion(in.GetResourceVersion(), obj.GetResourceVersion())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cmp < 0 {
+			return fmt.Errorf("the operator's cache holds %T %s at resourceVersion %s, want %s or later",
+				obj, client.ObjectKeyFromObject(obj), in.GetResourceVersion(), obj.GetResourceVersion())
+		}
+		return nil
+	})
 }
 
 // namespace makes a namespace for one test.
