@@ -46,6 +46,10 @@ func TestImagePullFailureDegradesTheStack(t *testing.T) {
 		dep, err = get(t, &appsv1.Deployment{}, ns, "pull")
 		return err
 	})
+	// The status reads the pods of the Deployment in the operator's cache:
+	// until the cache holds it, a pod's failure goes unseen, and the
+	// Deployment's arrival (the operator's own object) brings no reconcile.
+	op.cached(t, dep)
 	image := dep.Spec.Template.Spec.Containers[0].Image
 
 	// pod makes a pod of the server Deployment's labels (less the ones
@@ -197,6 +201,10 @@ func TestCrashLoopDegradesTheStack(t *testing.T) {
 		dep, err = get(t, &appsv1.Deployment{}, ns, "crash")
 		return err
 	})
+	// The status reads the pods of the Deployment in the operator's cache:
+	// until the cache holds it, a pod's failure goes unseen, and the
+	// Deployment's arrival (the operator's own object) brings no reconcile.
+	op.cached(t, dep)
 	image := dep.Spec.Template.Spec.Containers[0].Image
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crash-abc", Labels: dep.Spec.Template.Labels},
