@@ -14,24 +14,6 @@ import (
 
 const golden = "testdata/bundle"
 
-// TestCommittedBundles: every bundle committed under bundle/ validates.
-func TestCommittedBundles(t *testing.T) {
-	dirs, err := filepath.Glob("../../bundle/*/*")
-	require.NoError(t, err)
-	if len(dirs) == 0 {
-		t.Log("no bundles committed under bundle/ yet")
-	}
-	for _, dir := range dirs {
-		t.Run(dir, func(t *testing.T) {
-			r, err := Bundle{Dir: dir}.Run(context.Background())
-			require.NoError(t, err)
-			var b strings.Builder
-			r.Print(&b)
-			require.False(t, r.HasErrors(), b.String())
-		})
-	}
-}
-
 func copyBundle(t *testing.T, pkg string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), pkg)

@@ -360,6 +360,13 @@ func (n *Node) VolumeDir(name string) (string, error) {
 // policy says. containerID is as a pod's status gives it
 // ("containerd://<id>"); the processes are those in its cgroup.
 func (n *Node) KillContainer(containerID string) (int, error) {
+	return n.SignalContainer(containerID, syscall.SIGKILL)
+}
+
+// SignalContainer sends sig to every process of a container of the node
+// (SIGSTOP holds them where they are, SIGCONT lets them go on) and returns
+// how many it signalled. containerID is as for KillContainer.
+func (n *Node) SignalContainer(containerID string, sig syscall.Signal) (int, error) {
 	id := strings.TrimPrefix(containerID, "containerd://")
 	if id == "" || strings.ContainsAny(id, "/:") {
 		return 0, fmt.Errorf("node: %q is not a containerd container ID (containerd://<id>)", containerID)
@@ -368,7 +375,7 @@ func (n *Node) KillContainer(containerID string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	killed := 0
+	signalled := 0
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil || !strings.Contains(string(data), cgroupRoot+"/") || !strings.Contains(string(data), "/"+id+"\n") {
@@ -378,14 +385,14 @@ func (n *Node) KillContainer(containerID string) (int, error) {
 		if err != nil {
 			continue
 		}
-		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
-			killed++
+		if err := syscall.Kill(pid, sig); err == nil {
+			signalled++
 		}
 	}
-	if killed == 0 {
+	if signalled == 0 {
 		return 0, fmt.Errorf("node: no process of container %s runs", id)
 	}
-	return killed, nil
+	return signalled, nil
 }
 
 // Leave stops kube-scheduler, kube-proxy and the kubelet: the node leaves

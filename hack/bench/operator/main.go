@@ -64,6 +64,9 @@ type options struct {
 	steady        time.Duration
 	unrelated     int
 	timeout       time.Duration
+	// clockTicks is the rate of the CPU times in /proc/<pid>/stat, ticks a
+	// second (AT_CLKTCK).
+	clockTicks int64
 }
 
 func main() {
@@ -156,6 +159,9 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	if o.clockTicks, err = clockTicks(); err != nil {
+		return err
+	}
 	binary := o.operator
 	if !filepath.IsAbs(binary) {
 		binary = filepath.Join(root, binary)
@@ -246,7 +252,7 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 	if err != nil {
 		return r, err
 	}
-	cpuStart, othersStart := cpuTime(op.Cmd.Process.Pid), othersCPU(op.Cmd.Process.Pid)
+	cpuStart, othersStart := cpuTime(op.Cmd.Process.Pid, o.clockTicks), othersCPU(op.Cmd.Process.Pid, o.clockTicks)
 	start := time.Now()
 	err = parallel(n, 8, func(i int) error { return c.Create(ctx, newStack(stackName(i), i)) })
 	if err != nil {
@@ -260,7 +266,7 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 	}
 	r.applied = time.Since(start)
 	_, r.peak, _ = op.RSS()
-	r.cpuApplied, r.cpuOthers = cpuTime(op.Cmd.Process.Pid)-cpuStart, othersCPU(op.Cmd.Process.Pid)-othersStart
+	r.cpuApplied, r.cpuOthers = cpuTime(op.Cmd.Process.Pid, o.clockTicks)-cpuStart, othersCPU(op.Cmd.Process.Pid, o.clockTicks)-othersStart
 
 	fmt.Fprintln(os.Stderr, "bench: waiting for the writes that follow creation...")
 	var afterCreate sample
@@ -438,9 +444,9 @@ func rssParts(pid int) string {
 }
 
 // othersCPU is the CPU time of this process and of its children but the
-// operator (etcd and kube-apiserver).
-func othersCPU(operator int) time.Duration {
-	total := cpuTime(os.Getpid())
+// operator (etcd and kube-apiserver); hz is the clock tick rate.
+func othersCPU(operator int, hz int64) time.Duration {
+	total := cpuTime(os.Getpid(), hz)
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -453,21 +459,21 @@ func othersCPU(operator int) time.Duration {
 		}
 		_, after, _ := strings.Cut(string(data), ") ")
 		if f := strings.Fields(after); len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
-			total += cpuTime(pid)
+			total += cpuTime(pid, hz)
 		}
 	}
 	return total
 }
 
-// cpuTime is the CPU time (user and system) process pid has used.
-func cpuTime(pid int) time.Duration {
+// cpuTime is the CPU time (user and system) process pid has used; hz is
+// the clock tick rate of /proc/<pid>/stat (clockTicks).
+func cpuTime(pid int, hz int64) time.Duration {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
 	// The fields after the command name, which is in parentheses: state is
-	// the first, utime and stime the 12th and 13th, in clock ticks (100 a
-	// second on Linux).
+	// the first, utime and stime the 12th and 13th, in clock ticks.
 	_, after, _ := strings.Cut(string(data), ") ")
 	f := strings.Fields(after)
 	if len(f) < 13 {
@@ -475,7 +481,7 @@ func cpuTime(pid int) time.Duration {
 	}
 	user, _ := strconv.ParseInt(f[11], 10, 64)
 	sys, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(user+sys) * 10 * time.Millisecond
+	return ticksToDuration(user+sys, hz)
 }
 
 // loadAverage is the 1, 5 and 15 minute load average of the machine.

@@ -4,18 +4,27 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
+	"reflect"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -35,8 +44,9 @@ const faultTimeout = 2 * time.Minute
 // faults: a stack with a user Secret (an API key), the cache and a state
 // volume, Ready on the node, is hurt one way after another: its server pod
 // deleted, its Deployment deleted, its Service deleted, its run-config
-// ConfigMap deleted, the operator's process killed (SIGKILL) right when a
-// spec change is due, its user Secret rotated. After each it is Ready again
+// ConfigMap deleted, the operator's process killed (SIGKILL) in the middle
+// of the reconcile of a spec change, before its first write and after it
+// (killMidReconcile), its user Secret rotated. After each it is Ready again
 // at its generation, and its PersistentVolumeClaims, the user Secret and
 // the cache's password Secret are the same objects (UIDs) with the same data
 // (the user Secret's as rotated). What must not happen is proved with
@@ -117,34 +127,14 @@ func faults(t *testing.T, in *install) {
 		untouched(t)
 	})
 
-	t.Run("operator killed", func(t *testing.T) {
-		op := operatorPod(t, in.namespace, in.selector)
-		restarts := op.Status.ContainerStatuses[0].RestartCount
-		dep, sets := serverDeployment(t, s), replicaSets(t, s)
-		// The spec change, then the kill as soon as the write returns:
-		// the operator is told of the change and reconciles it within
-		// milliseconds, so it dies before or in the middle of that
-		// reconcile, or at the latest right after it.
-		update(t, s, func(st *v1alpha1.InferenceStack) {
-			st.Spec.Workload.Env = append(st.Spec.Workload.Env, corev1.EnvVar{Name: "FAULT", Value: "operator-killed"})
-		})
-		killed, err := node.KillContainer(op.Status.ContainerStatuses[0].ContainerID)
-		require.NoError(t, err)
-		after := &v1alpha1.InferenceStack{}
-		require.NoError(t, kube.Get(ctx, client.ObjectKeyFromObject(s), after))
-		t.Logf("killed %d process(es) of operator pod %s; the stack's status then described generation %d of %d",
-			killed, op.Name, after.Status.ObservedGeneration, after.Generation)
-		// The kubelet restarts the container; it waits for the dead
-		// process's Lease to expire.
-		waitPod(t, in.namespace, op.Name, faultTimeout, func(p *corev1.Pod) bool {
-			return p.Status.ContainerStatuses[0].RestartCount > restarts && podReady(p)
-		})
-		recovered(t, s, func(p *corev1.Pod) bool {
-			return slices.Contains(p.Spec.Containers[0].Env, corev1.EnvVar{Name: "FAULT", Value: "operator-killed"})
-		})
-		barrier(t, s)
-		require.Equal(t, dep.Generation+1, serverDeployment(t, s).Generation, "the spec change rolled out other than once")
-		require.Len(t, replicaSets(t, s), len(sets)+1, "ReplicaSets after one rollout")
+	// The operator's process killed in the middle of the reconcile of a
+	// spec change, before and after that reconcile's first write.
+	t.Run("operator killed before its first write", func(t *testing.T) {
+		killMidReconcile(t, in, s, "killed-before-write", false)
+		untouched(t)
+	})
+	t.Run("operator killed after its first write", func(t *testing.T) {
+		killMidReconcile(t, in, s, "killed-after-write", true)
 		untouched(t)
 	})
 
@@ -164,6 +154,98 @@ func faults(t *testing.T, in *install) {
 		untouched(t)
 	})
 	deleteStack(t, s)
+}
+
+// killMidReconcile sets FAULT=value in the environment of s and kills the
+// operator's process in the middle of its reconcile of that change. The
+// reconcile's first write, the server Deployment with the change, is held
+// in admission (holdWrite), where the process waits for it: the kill lands
+// after the reconcile began and before it ended (its status, written
+// last, still describes the generation before, which is checked). With
+// written the process is first stopped (SIGSTOP) and the write let through,
+// so it dies with its Deployment changed; without, the write is refused
+// after the kill, so it dies having changed nothing. Either way the
+// restarted operator must bring the change once: nothing lost (the server
+// pod with the change, the stack Ready at its generation), nothing twice
+// (one rollout: the Deployment's generation one up, one more ReplicaSet;
+// the stack's objects the same ones).
+func killMidReconcile(t *testing.T, in *install, s *v1alpha1.InferenceStack, value string, written bool) {
+	t.Helper()
+	ctx := context.Background()
+	// Earlier changes settled (and the barrier's PodDisruptionBudget
+	// made): the objects read now are those the kill must not change.
+	barrier(t, s)
+	op := operatorPod(t, in.namespace, in.selector)
+	container := op.Status.ContainerStatuses[0]
+	dep, sets, owned := serverDeployment(t, s), replicaSets(t, s), ownedObjects(t, s)
+	fault := corev1.EnvVar{Name: "FAULT", Value: value}
+	hasFault := func(spec corev1.PodSpec) bool {
+		return slices.ContainsFunc(spec.Containers, func(c corev1.Container) bool { return slices.Contains(c.Env, fault) })
+	}
+	user := "system:serviceaccount:" + in.namespace + ":" + op.Spec.ServiceAccountName
+	hold := holdWrite(t, s.Namespace, user, func(req *admissionv1.AdmissionRequest) bool {
+		d := &appsv1.Deployment{}
+		return req.Kind.Kind == "Deployment" && req.Name == dep.Name && req.Operation == admissionv1.Update &&
+			json.Unmarshal(req.Object.Raw, d) == nil && hasFault(d.Spec.Template.Spec)
+	})
+	update(t, s, func(st *v1alpha1.InferenceStack) {
+		st.Spec.Workload.Env = append(slices.DeleteFunc(st.Spec.Workload.Env, func(e corev1.EnvVar) bool { return e.Name == fault.Name }), fault)
+	})
+	var held *admissionv1.AdmissionRequest
+	select {
+	case held = <-hold.Held:
+	case <-time.After(faultTimeout):
+		t.Fatalf("the operator (%s) did not write Deployment %s with the spec change in %s; its writes in %s: %q",
+			user, dep.Name, faultTimeout, s.Namespace, hold.Seen())
+	}
+	if pod := held.UserInfo.Extra["authentication.kubernetes.io/pod-name"]; len(pod) > 0 {
+		require.Equal(t, []string{op.Name}, []string(pod), "the held write's pod")
+	}
+	if written {
+		stopped, err := node.SignalContainer(container.ContainerID, syscall.SIGSTOP)
+		require.NoError(t, err)
+		// Should the test stop before the kill, the operator goes on.
+		t.Cleanup(func() { _, _ = node.SignalContainer(container.ContainerID, syscall.SIGCONT) })
+		hold.Release()
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			d := serverDeployment(t, s)
+			return d.Generation == dep.Generation+1 && hasFault(d.Spec.Template.Spec), nil
+		})
+		require.NoError(t, err, "the stopped operator's write of Deployment %s was not made", dep.Name)
+		t.Logf("stopped %d process(es) of operator pod %s, then let its write of Deployment %s through", stopped, op.Name, dep.Name)
+	}
+	killed, err := node.KillContainer(container.ContainerID)
+	require.NoError(t, err)
+	mid := &v1alpha1.InferenceStack{}
+	require.NoError(t, kube.Get(ctx, client.ObjectKeyFromObject(s), mid))
+	require.Less(t, mid.Status.ObservedGeneration, mid.Generation,
+		"the stack's status describes its generation: the reconcile had ended when the operator was killed")
+	if !written {
+		hold.Deny()
+	}
+	// The webhook goes before the restarted operator writes.
+	hold.Stop()
+	now := serverDeployment(t, s)
+	if written {
+		require.Equal(t, dep.Generation+1, now.Generation, "the Deployment's generation when the operator was killed")
+	} else {
+		require.Equal(t, dep.Generation, now.Generation, "the refused write changed the Deployment")
+	}
+	t.Logf("killed %d process(es) of operator pod %s in its reconcile of generation %d, at its first write %s %s/%s "+
+		"(its writes in %s before it, since the hold was set: %q); the status described generation %d; the Deployment's generation %d (was %d)",
+		killed, op.Name, mid.Generation, held.Operation, resourceOf(held), held.Name, s.Namespace, hold.Seen(),
+		mid.Status.ObservedGeneration, now.Generation, dep.Generation)
+
+	// The kubelet restarts the container; it waits for the dead process's
+	// Lease to expire.
+	waitPod(t, in.namespace, op.Name, faultTimeout, func(p *corev1.Pod) bool {
+		return p.Status.ContainerStatuses[0].RestartCount > container.RestartCount && podReady(p)
+	})
+	recovered(t, s, func(p *corev1.Pod) bool { return hasFault(p.Spec) })
+	barrier(t, s)
+	require.Equal(t, dep.Generation+1, serverDeployment(t, s).Generation, "the spec change rolled out other than once")
+	require.Len(t, replicaSets(t, s), len(sets)+1, "ReplicaSets after one rollout")
+	require.Equal(t, owned, ownedObjects(t, s), "the stack's objects (kind/name: UID): one of each, none made again")
 }
 
 // keptObject is what must survive a fault of an object holding data.
@@ -207,6 +289,29 @@ func serverPod(t *testing.T, s *v1alpha1.InferenceStack) corev1.Pod {
 	}
 	require.Len(t, pods, 1, "server pods of %s", s.Name)
 	return pods[0]
+}
+
+// ownedObjects are the objects of the kinds the operator writes that s
+// controls (its owner reference), by kind/name: their UIDs.
+func ownedObjects(t *testing.T, s *v1alpha1.InferenceStack) map[string]types.UID {
+	t.Helper()
+	out := map[string]types.UID{}
+	for _, list := range []client.ObjectList{
+		&corev1.ConfigMapList{}, &corev1.SecretList{}, &corev1.ServiceList{}, &corev1.ServiceAccountList{},
+		&corev1.PersistentVolumeClaimList{}, &appsv1.DeploymentList{}, &networkingv1.NetworkPolicyList{},
+		&autoscalingv2.HorizontalPodAutoscalerList{}, &policyv1.PodDisruptionBudgetList{},
+	} {
+		require.NoError(t, node.Env.Client.List(context.Background(), list, client.InNamespace(s.Namespace)))
+		require.NoError(t, meta.EachListItem(list, func(o runtime.Object) error {
+			obj := o.(client.Object)
+			if c := metav1.GetControllerOf(obj); c != nil && c.UID == s.UID {
+				out[reflect.TypeOf(o).Elem().Name()+"/"+obj.GetName()] = obj.GetUID()
+			}
+			return nil
+		}))
+	}
+	require.NotEmpty(t, out, "objects controlled by InferenceStack %s/%s", s.Namespace, s.Name)
+	return out
 }
 
 // replicaSets are the server Deployment's ReplicaSets.
