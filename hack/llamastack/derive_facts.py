@@ -12,6 +12,9 @@ module import and the provider registry):
     (llama_stack/providers/registry/<api>.py): api_dependencies,
     optional_api_dependencies, deprecation_error/_warning, config_class, and
     the config class's required fields with their annotated types;
+  * config fields whose validator admits only upstream's own list (PERMITTED),
+    with that list, and the models the providers whose implementation runs at
+    start list (the default embedding model of 0.3's vector_stores);
   * the auto-routed APIs (core/distribution.py builtin_automatically_routed_apis)
     and the internal APIs the stack adds itself (INTERNAL_APIS);
   * the server's own stores (registry, prompts, conversations): the config key
@@ -101,6 +104,42 @@ SERVER_STORES = {
 CONFIG_DIR = {"default": "~/.llama", "env": "LLAMA_STACK_CONFIG_DIR", "source": "llama_stack/core/utils/config_dirs.py"}
 
 
+# Config fields whose validator admits only values from upstream's own list:
+# (api, provider type, field, file of the validator, evidence in that file,
+# module and function that give the list).
+PERMITTED = [
+    ("inference", "inline::meta-reference", "model",
+     "llama_stack/providers/inline/inference/meta_reference/config.py", "Unknown model: `{model}`",
+     "llama_stack.providers.utils.inference", "supported_inference_models"),
+]
+
+
+def permitted_values(module, func):
+    """The descriptors and Hugging Face repos the validator admits (it reads
+    both: meta_reference/config.py validate_model)."""
+    models = getattr(importlib.import_module(module), func)()
+    return sorted({m.descriptor() for m in models} | {m.huggingface_repo for m in models if m.huggingface_repo})
+
+
+def listed_models(spec):
+    """The models a provider whose own implementation runs at start
+    (upstream_startup.REAL_PROVIDERS) lists: the routing table registers them
+    at start, so vector_stores.default_embedding_model may name them."""
+    import asyncio
+
+    mod = importlib.import_module(spec.module)
+    cm, cn = spec.config_class.rsplit(".", 1)
+    impl = asyncio.run(mod.get_provider_impl(getattr(importlib.import_module(cm), cn)(), {}))
+    impl.__provider_id__ = "provider"
+    out = []
+    for m in asyncio.run(impl.list_models()) or []:
+        e = {"provider_resource_id": m.provider_resource_id, "model_type": str(getattr(m.model_type, "value", m.model_type))}
+        if "embedding_dimension" in (m.metadata or {}):
+            e["embedding_dimension"] = int(m.metadata["embedding_dimension"])
+        out.append(e)
+    return out
+
+
 def type_name(ann):
     s = getattr(ann, "__name__", None) if isinstance(ann, type) else None
     return s or str(ann).replace("typing.", "")
@@ -143,6 +182,17 @@ def main():
                 entry["required_config"] = {n: type_name(f.annotation) for n, f in sorted(fields.items()) if f.is_required()}
             except Exception as e:  # the config module needs what is missing here
                 entry["required_config_unknown"] = "%s: %s" % (type(e).__name__, e)
+            for papi, pt, field, path, evidence, module, func in PERMITTED:
+                if (papi, pt) != (api.value, ptype):
+                    continue
+                with open(os.path.join(root, path)) as f:
+                    if evidence not in f.read():
+                        sys.exit("%s %s: %r is not in %s at %s: review" % (pt, field, evidence, path, args.tag))
+                entry.setdefault("permitted_config", {})[field] = {
+                    "values": permitted_values(module, func), "message": evidence.split("`")[0].strip(), "source": path}
+            if ptype in us.REAL_PROVIDERS.get(api.value, ()):
+                entry["listed_models"] = listed_models(spec)
+                entry["listed_models_source"] = spec.module.replace(".", "/") + " list_models"
             out[ptype] = entry
         providers[api.value] = out
 

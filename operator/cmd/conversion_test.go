@@ -127,8 +127,11 @@ func TestStackThroughV1alpha2ReconciledByAV1alpha1Operator(t *testing.T) {
 		}
 		return false
 	})
-	var got v1alpha2.InferenceStack
-	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(s2), &got))
-	require.NotEmpty(t, got.Status.Phase, "the status the operator wrote through v1alpha1 reads through v1alpha2")
+	// The operator writes the status after the objects: wait for it, read
+	// through v1alpha2.
+	waitFor(t, "the status the operator wrote through v1alpha1 to read through v1alpha2", func() bool {
+		var got v1alpha2.InferenceStack
+		return c.Get(ctx, client.ObjectKeyFromObject(s2), &got) == nil && got.Status.Phase != ""
+	})
 	require.False(t, op.Exited())
 }

@@ -126,11 +126,48 @@ func TestRefuses(t *testing.T) {
 		{"access rule with both permit and forbid", Line03, base03 + "providers: {}\nserver:\n  auth:\n    provider_config: {type: kubernetes}\n    access_policy:\n    - {permit: {actions: [read]}, forbid: {actions: [read]}}\n",
 			"needs exactly one of permit or forbid"},
 		{"unset variable", Line03, base03 + "providers: {}\nserver: {port: '${env.PORT}'}\n", "environment variable PORT is not set"},
+		// Found by running upstream's start-up over the configs of fuzzed specs:
+		// MetaReferenceInferenceConfig's validator admits only upstream's models.
+		{"meta-reference model upstream does not know", Line02, base02 + "providers:\n  inference:\n  - {provider_id: m, provider_type: inline::meta-reference, config: {model: main}}\n",
+			"providers.inference[0].config.model: Unknown model: `main`"},
+		// and validate_vector_stores_config finds no embedding model on a
+		// provider of another type that took the base's provider id.
+		{"default embedding model nobody serves", Line03, base03 + "providers:\n  inference:\n  - {provider_id: sentence-transformers, provider_type: remote::fireworks, config: {url: 'http://f'}}\n" +
+			"vector_stores:\n  default_embedding_model: {provider_id: sentence-transformers, model_id: nomic-ai/nomic-embed-text-v1.5}\n",
+			"Embedding model 'sentence-transformers/nomic-ai/nomic-embed-text-v1.5' not found. Available embedding models"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Check(tc.line, []byte(tc.doc), Options{})
 			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// TestAdmitsWhatUpstreamAdmits: the counterparts of the refusals above
+// that upstream accepts raise no problem at those fields.
+func TestAdmitsWhatUpstreamAdmits(t *testing.T) {
+	base03 := "version: 2\nimage_name: t\nstorage:\n  backends:\n    kv_default: {type: kv_sqlite, db_path: /d/kv.db}\n    sql_default: {type: sql_sqlite, db_path: /d/sql.db}\n"
+	tests := []struct {
+		name, doc, field string
+		line             Line
+	}{
+		{"a meta-reference model by its Hugging Face repo", "version: 2\nimage_name: t\nproviders:\n  inference:\n  - {provider_id: m, provider_type: inline::meta-reference, config: {model: meta-llama/Llama-3.2-3B-Instruct}}\n",
+			"config.model", Line02},
+		{"a meta-reference model by its descriptor", "version: 2\nimage_name: t\nproviders:\n  inference:\n  - {provider_id: m, provider_type: inline::meta-reference, config: {model: Llama3.2-3B-Instruct}}\n",
+			"config.model", Line02},
+		{"the embedding model sentence-transformers lists", base03 + "providers:\n  inference:\n  - {provider_id: st, provider_type: inline::sentence-transformers, config: {}}\n" +
+			"vector_stores:\n  default_embedding_model: {provider_id: st, model_id: nomic-ai/nomic-embed-text-v1.5}\n", "vector_stores", Line03},
+		{"a registered embedding model", base03 + "providers:\n  inference:\n  - {provider_id: f, provider_type: remote::fireworks, config: {url: 'http://f'}}\n" +
+			"registered_resources:\n  models:\n  - {model_id: e, provider_id: f, provider_model_id: nomic-ai/nomic-embed-text-v1.5, model_type: embedding, metadata: {embedding_dimension: 768}}\n" +
+			"vector_stores:\n  default_embedding_model: {provider_id: f, model_id: nomic-ai/nomic-embed-text-v1.5}\n", "vector_stores", Line03},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Check(tc.line, []byte(tc.doc), Options{})
+			if err != nil {
+				require.NotContains(t, err.Error(), tc.field)
+			}
 		})
 	}
 }

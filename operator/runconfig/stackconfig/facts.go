@@ -89,6 +89,27 @@ type ProviderFact struct {
 	DeprecationError        string            `json:"deprecation_error"`
 	DeprecationWarning      string            `json:"deprecation_warning"`
 	Source                  string            `json:"source"`
+	// PermittedConfig are config fields whose validator admits only the
+	// values of upstream's own list (e.g. meta-reference's model).
+	PermittedConfig map[string]PermittedValues `json:"permitted_config"`
+	// ListedModels are the models the provider lists at start (its own
+	// implementation runs there): the routing table registers them.
+	ListedModels       []ListedModel `json:"listed_models"`
+	ListedModelsSource string        `json:"listed_models_source"`
+}
+
+// PermittedValues is what a config field's validator admits.
+type PermittedValues struct {
+	Values  []string `json:"values"`
+	Message string   `json:"message"`
+	Source  string   `json:"source"`
+}
+
+// ListedModel is a model a provider lists at start.
+type ListedModel struct {
+	ProviderResourceID string `json:"provider_resource_id"`
+	ModelType          string `json:"model_type"`
+	EmbeddingDimension int    `json:"embedding_dimension"`
 }
 
 var factsOf = sync.OnceValue(func() map[Line]*Facts {
@@ -167,6 +188,8 @@ type startView struct {
 	stores        *Stores
 	// defaultEmbedding is 0.3's vector_stores.default_embedding_model.
 	defaultEmbedding *QualifiedModel
+	// models are the models registered at start (0.3).
+	models []ModelInput
 }
 
 // resourceRef is a registered resource with the provider it names.
@@ -241,6 +264,13 @@ func checkStart(p *problems, w *writes, line Line, v startView, env Env, home st
 						api, pr.ID(), pr.Type(), dep, pr.Type(), strings.Join(fact.APIDependencies, ", "))
 				}
 			}
+			for _, field := range sortedKeys(fact.PermittedConfig) {
+				allowed := fact.PermittedConfig[field]
+				if val, ok := pr.Config[field].(string); ok && !slices.Contains(allowed.Values, val) {
+					p.add(at+".config."+field, "%s `%s`: %s admits only the models upstream knows (%s, e.g. %s)",
+						allowed.Message, val, shortClass(fact.ConfigClass), allowed.Source, strings.Join(allowed.Values[:min(3, len(allowed.Values))], ", "))
+				}
+			}
 			for _, field := range sortedKeys(fact.RequiredConfig) {
 				val, ok := pr.Config[field]
 				switch {
@@ -283,6 +313,9 @@ func checkStart(p *problems, w *writes, line Line, v startView, env Env, home st
 				p.add("vector_stores.default_embedding_model", "%s '%s' (%s)", r.Message, id, r.Source)
 			} else if r, ok := f.rule("vector_stores.model"); ok && !slices.Contains(enabledIDs(v.providers["inference"]), *m.ProviderID) {
 				p.add("vector_stores.default_embedding_model", "Embedding model '%s' %s: no inference provider that is on has id %s (%s)", id, r.Message, *m.ProviderID, r.Source)
+			} else if ok && !f.embeddingAtStart(v, *m.ProviderID, *m.ModelID) {
+				p.add("vector_stores.default_embedding_model", "Embedding model '%s' %s: neither registered under registered_resources.models "+
+					"(model_type embedding) nor listed at start by the inference provider %s (%s)", id, r.Message, *m.ProviderID, r.Source)
 			}
 		}
 	}
@@ -296,6 +329,38 @@ func checkStart(p *problems, w *writes, line Line, v startView, env Env, home st
 			w.add(path.Dir(dir))
 		}
 	}
+}
+
+// embeddingAtStart: the models routing table holds the embedding model
+// <providerID>/<modelID> once the server started: registered by the config
+// (routing_tables/models.py register_model: identifier provider_id/
+// (provider_model_id or model_id)), or listed by that provider's own
+// implementation (ListedModels). A remote provider's models come from its
+// remote at run time, which the config cannot promise.
+func (f *Facts) embeddingAtStart(v startView, providerID, modelID string) bool {
+	for _, m := range v.models {
+		if m.ProviderID == nil || *m.ProviderID != providerID || m.ModelType == nil || *m.ModelType != "embedding" {
+			continue
+		}
+		resource := m.ProviderModelID
+		if resource == nil {
+			resource = m.ModelID
+		}
+		if resource != nil && *resource == modelID {
+			return true
+		}
+	}
+	for _, pr := range v.providers["inference"] {
+		if pr.ID() != providerID || pr.ProviderType == nil {
+			continue
+		}
+		for _, lm := range f.Providers["inference"][pr.Type()].ListedModels {
+			if lm.ModelType == "embedding" && lm.ProviderResourceID == modelID {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // configDir is $LLAMA_STACK_CONFIG_DIR, or ~/.llama (core/utils/config_dirs.py).

@@ -206,6 +206,7 @@ func (c *V03) start() startView {
 	}
 	if r := c.RegisteredResources; r != nil {
 		const at = "registered_resources."
+		v.models = r.Models
 		for i, m := range r.Models {
 			v.resources = append(v.resources, ref(fmt.Sprintf(at+"models[%d]", i), "models", m.ProviderID))
 		}
