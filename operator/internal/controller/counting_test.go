@@ -6,37 +6,18 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/apply"
 )
 
-// writeCounter counts the API writes of the operator's client, and the
-// InferenceStacks it found, as each reconcile of a stack begins by reading
-// it (a request for a stack outside the operator's cache finds none).
-// (Finished reconciles are counted by controller-runtime: reconciles in the
-// tests.)
+// writeCounter counts the API writes of the operator's client.
 type writeCounter struct {
 	mu     sync.Mutex
 	writes []string
-	reads  map[string]int
-}
-
-func (w *writeCounter) read(key string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.reads == nil {
-		w.reads = map[string]int{}
-	}
-	w.reads[key]++
-}
-
-// StackReads is how often the client found the InferenceStack namespace/name.
-func (w *writeCounter) StackReads(key string) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.reads[key]
 }
 
 func (w *writeCounter) add(verb string, obj any) {
@@ -66,19 +47,10 @@ func (w *writeCounter) Writes() []string {
 	return append([]string(nil), w.writes...)
 }
 
-// countingClient is the manager's client, counting every write and every
-// InferenceStack it finds.
+// countingClient is the manager's client, counting every write.
 type countingClient struct {
 	client.Client
 	counter *writeCounter
-}
-
-func (c *countingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	err := c.Client.Get(ctx, key, obj, opts...)
-	if _, ok := obj.(*v1alpha1.InferenceStack); ok && err == nil {
-		c.counter.read(key.String())
-	}
-	return err
 }
 
 func (c *countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
@@ -123,4 +95,54 @@ func (s *countingStatus) Update(ctx context.Context, obj client.Object, opts ...
 func (s *countingStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 	s.counter.add("status patch", obj)
 	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+// reconcileRecord keeps, for each InferenceStack, what its finished
+// reconciles read, as the reconciler reports them (controller.OnReconciled):
+// how many finished, and the newest resourceVersion of the stack that one
+// returning no error read.
+type reconcileRecord struct {
+	mu       sync.Mutex
+	finished map[types.NamespacedName]int
+	newest   map[types.NamespacedName]string
+}
+
+func (r *reconcileRecord) add(stack *v1alpha1.InferenceStack, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.finished == nil {
+		r.finished = map[types.NamespacedName]int{}
+		r.newest = map[types.NamespacedName]string{}
+	}
+	key := client.ObjectKeyFromObject(stack)
+	r.finished[key]++
+	if err != nil {
+		return
+	}
+	if old, ok := r.newest[key]; ok {
+		if cmp, cmpErr := resourceversion.CompareResourceVersion(stack.ResourceVersion, old); cmpErr != nil || cmp <= 0 {
+			return
+		}
+	}
+	r.newest[key] = stack.ResourceVersion
+}
+
+// Finished is how many reconciles of stack key have finished.
+func (r *reconcileRecord) Finished(key types.NamespacedName) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.finished[key]
+}
+
+// Read reports whether a reconcile of stack key that read it at
+// resourceVersion rv, or a later one, has finished without error.
+func (r *reconcileRecord) Read(key types.NamespacedName, rv string) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	newest, ok := r.newest[key]
+	if !ok {
+		return false, nil
+	}
+	cmp, err := resourceversion.CompareResourceVersion(newest, rv)
+	return cmp >= 0, err
 }

@@ -64,7 +64,6 @@ func TestCreationWritesEachObjectOnce(t *testing.T) {
 	for _, obj := range testutil.FeatureObjects(ns, override) {
 		create(t, obj)
 	}
-	before := reconciles(t)
 	starter := starterSample(t, ns)
 	create(t, starter)
 	names := []string{starter.Name}
@@ -77,10 +76,12 @@ func TestCreationWritesEachObjectOnce(t *testing.T) {
 	}
 	// One more reconcile of each: had a write of the creation been left to
 	// a later reconcile, it would show now.
-	reconcileAll(t, ns, names, "after-creation")
+	op.reconcileAll(t, ns, names, "after-creation")
 	// Nor did the operator's own writes bring the stacks back.
-	if n := reconciles(t) - before; n != 2*len(names) {
-		t.Errorf("%d stacks were reconciled %d times, want once at creation and once more", len(names), n)
+	for _, name := range names {
+		if n := op.reconciles.Finished(types.NamespacedName{Namespace: ns, Name: name}); n != 2 {
+			t.Errorf("stack %s was reconciled %d times, want once at creation and once more", name, n)
+		}
 	}
 
 	writes := op.writes.Writes()
@@ -379,8 +380,12 @@ func TestRunConfigMadeOnlyWhenItsInputsChange(t *testing.T) {
 	}
 	// checkSoon is check for a change the test sees in the run-config
 	// ConfigMap: the reconcile that applied it counts what it made just
-	// after the apply returns.
-	checkSoon := func(what string) {
+	// after the apply returns. Once the counts are what the test wants, the
+	// operator's cache catches up with the objects the change touched
+	// (changed, as the test last read them), a reconcile of each stack after
+	// that finishes, and the counts must still be exactly what the test
+	// wants: a run config made later than the one expected shows there.
+	checkSoon := func(what string, changed ...client.Object) {
 		t.Helper()
 		eventually(t, timeout, func() error {
 			for _, name := range names {
@@ -390,10 +395,15 @@ func TestRunConfigMadeOnlyWhenItsInputsChange(t *testing.T) {
 			}
 			return nil
 		})
+		for _, obj := range changed {
+			op.cached(t, obj)
+		}
+		op.reconcileAll(t, ns, names, what)
+		check(what + ", then a reconcile of each stack")
 	}
 	check("at creation")
-	reconcileAll(t, ns, names, "same-1")
-	reconcileAll(t, ns, names, "same-2")
+	op.reconcileAll(t, ns, names, "same-1")
+	op.reconcileAll(t, ns, names, "same-2")
 	check("after two reconciles of each with the same inputs")
 
 	configOf := func(name string) *corev1.ConfigMap {
@@ -417,14 +427,15 @@ func TestRunConfigMadeOnlyWhenItsInputsChange(t *testing.T) {
 	if err := env.Client.Update(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
+	var applied *corev1.ConfigMap
 	eventually(t, timeout, func() error {
-		if got := configOf("ovr").Data[runconfig.ConfigKey]; got != cm.Data["run.yaml"] {
+		if applied = configOf("ovr"); applied.Data[runconfig.ConfigKey] != cm.Data["run.yaml"] {
 			return errors.New("the run-config ConfigMap does not hold the edited override yet")
 		}
 		return nil
 	})
 	want["ovr"]++
-	checkSoon("after the override was edited")
+	checkSoon("after the override was edited", cm, applied)
 
 	edited := configOf("gen")
 	text := edited.Data[runconfig.ConfigKey]
@@ -432,22 +443,24 @@ func TestRunConfigMadeOnlyWhenItsInputsChange(t *testing.T) {
 	if err := env.Client.Update(context.Background(), edited); err != nil {
 		t.Fatal(err)
 	}
+	var repaired *corev1.ConfigMap
 	eventually(t, timeout, func() error {
-		if configOf("gen").Data[runconfig.ConfigKey] != text {
+		if repaired = configOf("gen"); repaired.Data[runconfig.ConfigKey] != text {
 			return errors.New("the hand edit of the run config is not repaired yet")
 		}
 		return nil
 	})
 	want["gen"]++
-	checkSoon("after a hand edit of the run-config ConfigMap")
+	checkSoon("after a hand edit of the run-config ConfigMap", repaired)
 
 	gone := configOf("gen")
 	if err := env.Client.Delete(context.Background(), gone); err != nil {
 		t.Fatal(err)
 	}
+	var again *corev1.ConfigMap
 	eventually(t, timeout, func() error {
-		again, err := get(t, &corev1.ConfigMap{}, ns, config.ConfigMapName("gen"))
-		if err != nil {
+		var err error
+		if again, err = get(t, &corev1.ConfigMap{}, ns, config.ConfigMapName("gen")); err != nil {
 			return err
 		}
 		if again.UID == gone.UID || again.Data[runconfig.ConfigKey] != text {
@@ -456,5 +469,5 @@ func TestRunConfigMadeOnlyWhenItsInputsChange(t *testing.T) {
 		return nil
 	})
 	want["gen"]++
-	checkSoon("after the run-config ConfigMap was deleted")
+	checkSoon("after the run-config ConfigMap was deleted", again)
 }

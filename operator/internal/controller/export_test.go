@@ -19,3 +19,10 @@ func RunConfig(stack *v1alpha1.InferenceStack, p pin.Pin) (result runconfig.Resu
 	}
 	return result, "", "", err
 }
+
+// OnReconciled makes r tell f of each finished reconcile of a stack its
+// cache holds: the stack as that reconcile read it, and the error it
+// returned. Call it before the manager starts.
+func OnReconciled(r *InferenceStackReconciler, f func(stack *v1alpha1.InferenceStack, err error)) {
+	r.reconciled = f
+}

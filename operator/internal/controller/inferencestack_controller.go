@@ -90,6 +90,11 @@ type InferenceStackReconciler struct {
 	watching singleflight.Group
 	// configs remembers each stack's run config and what it was made from.
 	configs configMemo
+	// reconciled, when set, is told of each finished reconcile of a stack
+	// the cache holds: the stack as the reconcile read it, and the error it
+	// returned. Only tests set it (OnReconciled in export_test.go), to learn
+	// that a reconcile which saw a change has finished.
+	reconciled func(stack *v1alpha1.InferenceStack, err error)
 }
 
 // RunConfigsMade is how many run configs the reconciler has made and applied
@@ -125,7 +130,7 @@ func concurrency(n int) int {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings one InferenceStack's objects and status to its spec.
-func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
 	original := &v1alpha1.InferenceStack{}
 	if err := r.Client.Get(ctx, req.NamespacedName, original); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -138,6 +143,10 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		if err := r.APIReader.Get(ctx, req.NamespacedName, original); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
+	}
+	if r.reconciled != nil {
+		read := original
+		defer func() { r.reconciled(read, err) }()
 	}
 	stack := original.DeepCopy()
 	if !stack.DeletionTimestamp.IsZero() {

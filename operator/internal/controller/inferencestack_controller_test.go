@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/components"
@@ -213,8 +212,8 @@ func TestCreateMakesEveryObjectAndStatus(t *testing.T) {
 
 // TestSteadyStateMakesNoWrites: stacks that together use every feature
 // (testutil.FeatureStack), once converged, are reconciled again and again
-// (each reconcile counted by controller-runtime's reconcile counter) without
-// a single API write.
+// (each stack's reconcile after each change waited for: reconcileAll)
+// without a single API write.
 func TestSteadyStateMakesNoWrites(t *testing.T) {
 	op := startOperator(t)
 	ns := namespace(t)
@@ -238,7 +237,7 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 	// one writes nothing.
 	for round := 1; ; round++ {
 		op.writes.Reset()
-		reconcileAll(t, ns, names, fmt.Sprintf("settle-%d", round))
+		op.reconcileAll(t, ns, names, fmt.Sprintf("settle-%d", round))
 		if len(op.writes.Writes()) == 0 {
 			break
 		}
@@ -248,7 +247,7 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 	}
 	op.writes.Reset()
 	for round := range 5 {
-		reconcileAll(t, ns, names, fmt.Sprint(round))
+		op.reconcileAll(t, ns, names, fmt.Sprint(round))
 	}
 	if w := op.writes.Writes(); len(w) != 0 {
 		t.Errorf("reconciling %d unchanged stacks 5 times each made %d writes, want 0:\n%s",
@@ -256,51 +255,40 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 	}
 }
 
-// reconcileAll changes an annotation of each stack, which makes the
-// operator reconcile it once more with nothing to change, and waits until
-// controller-runtime's reconcile counter has counted that many more
-// finished reconciles.
-func reconcileAll(t *testing.T, ns string, names []string, round string) {
+// reconcileAll changes an annotation of each named stack, which makes the
+// operator reconcile it once more, and waits until, for each, a reconcile
+// that read the stack as changed (or later) has finished without error.
+// That reconcile began after the change reached the operator's cache, so it
+// saw every object the cache held by then: whatever those make the operator
+// write has been written when this returns. (A reconcile of the stack that
+// was running when the annotation changed does not count: it read an older
+// version, and one stack's reconciles never overlap.)
+func (op *operator) reconcileAll(t *testing.T, ns string, names []string, round string) {
 	t.Helper()
-	before := reconciles(t)
+	changed := map[types.NamespacedName]string{}
+	// A value of its own, so the patch changes the stack even when a test
+	// names two rounds alike.
+	value := fmt.Sprintf("%s #%d", round, op.rounds.Add(1))
 	for _, name := range names {
-		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{"test/round":%q}}}`, round))
+		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{"test/round":%q}}}`, value))
 		stack := &v1alpha1.InferenceStack{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 		if err := env.Client.Patch(context.Background(), stack, patch); err != nil {
 			t.Fatal(err)
 		}
+		changed[client.ObjectKeyFromObject(stack)] = stack.ResourceVersion
 	}
 	eventually(t, timeout, func() error {
-		if n := reconciles(t) - before; n < len(names) {
-			return fmt.Errorf("round %s: %d of %d reconciles", round, n, len(names))
+		for key, rv := range changed {
+			read, err := op.reconciles.Read(key, rv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !read {
+				return fmt.Errorf("round %s: no reconcile of stack %s that read resourceVersion %s or later has finished", round, key, rv)
+			}
 		}
 		return nil
 	})
-}
-
-// reconciles is the number of finished reconciles of InferenceStacks, from
-// controller-runtime's controller_runtime_reconcile_total (shared by the
-// managers of this test binary; tests run one at a time).
-func reconciles(t *testing.T) int {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == "inferencestack" {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return int(total)
 }
 
 // TestStatusReportsTheDeployedServer: url (https with TLS), replica counts
@@ -591,7 +579,7 @@ func TestOperatorRestartConverges(t *testing.T) {
 	names := []string{"r0", "r1", "r2", "r3", "r4"}
 	for round := 1; ; round++ {
 		second.writes.Reset()
-		reconcileAll(t, ns, names, fmt.Sprintf("settle-%d", round))
+		second.reconcileAll(t, ns, names, fmt.Sprintf("settle-%d", round))
 		if len(second.writes.Writes()) == 0 {
 			break
 		}
@@ -600,28 +588,27 @@ func TestOperatorRestartConverges(t *testing.T) {
 		}
 	}
 	// The third operator's informers list the 5 stacks at start: it
-	// reconciles each (a reconcile begins by finding its stack in the
-	// operator's cache), and 5 reconciles finish (the idle second one adds
-	// none). (The count alone is not enough: requests from the owned objects'
-	// informers finish as reconciles too, also for stacks the operator's
-	// cache does not hold.)
-	before := reconciles(t)
+	// reconciles each once.
 	third := startOperator(t)
 	eventually(t, timeout, func() error {
 		for _, name := range names {
-			if third.writes.StackReads(ns+"/"+name) == 0 {
+			if third.reconciles.Finished(types.NamespacedName{Namespace: ns, Name: name}) == 0 {
 				return fmt.Errorf("the restarted operator has not reconciled stack %s", name)
 			}
-		}
-		if n := reconciles(t) - before; n < len(names) {
-			return fmt.Errorf("the restarted operator finished %d of %d reconciles", n, len(names))
 		}
 		return nil
 	})
 	second.stop()
-	reconcileAll(t, ns, names, "after-restart")
+	third.reconcileAll(t, ns, names, "after-restart")
 	if w := third.writes.Writes(); len(w) != 0 {
 		t.Errorf("a restarted operator wrote to converged stacks:\n%s", strings.Join(w, "\n"))
+	}
+	// Once at start and once for the annotation: its writes (none) brought
+	// no stack back.
+	for _, name := range names {
+		if n := third.reconciles.Finished(types.NamespacedName{Namespace: ns, Name: name}); n != 2 {
+			t.Errorf("the restarted operator reconciled stack %s %d times, want 2 (at start, after the annotation)", name, n)
+		}
 	}
 }
 

@@ -46,6 +46,10 @@ func TestImagePullFailureDegradesTheStack(t *testing.T) {
 		dep, err = get(t, &appsv1.Deployment{}, ns, "pull")
 		return err
 	})
+	// The status reads the pods of the Deployment in the operator's cache:
+	// until the cache holds it, a pod's failure goes unseen, and the
+	// Deployment's arrival (the operator's own object) brings no reconcile.
+	op.cached(t, dep)
 	image := dep.Spec.Template.Spec.Containers[0].Image
 
 	// pod makes a pod of the server Deployment's labels (less the ones
@@ -74,10 +78,13 @@ func TestImagePullFailureDegradesTheStack(t *testing.T) {
 	degraded := func() (*metav1.Condition, *v1alpha1.InferenceStack) { return degradedOf(t, ns, "pull") }
 
 	// Neither a pod of an image the Deployment no longer runs nor a pod
-	// outside the operator's cache (no managed-by label) degrades the stack.
-	pod("old", "docker.io/llamastack/distribution-starter:0.1.0", "ErrImagePull", "not found")
+	// outside the operator's cache (no managed-by label) degrades the stack:
+	// a reconcile after the cache holds the first (the second it never
+	// holds, as the cache below shows) leaves it as it was.
+	old := pod("old", "docker.io/llamastack/distribution-starter:0.1.0", "ErrImagePull", "not found")
 	pod("foreign", image, "ErrImagePull", pullError, components.LabelManagedBy)
-	reconcileAll(t, ns, []string{"pull"}, "ignored")
+	op.cached(t, old)
+	op.reconcileAll(t, ns, []string{"pull"}, "ignored")
 	if c, _ := degraded(); c == nil || c.Status != metav1.ConditionFalse {
 		t.Fatalf("Degraded %+v with only a pod of an old image and an unmanaged pod failing, want False", c)
 	}
@@ -114,10 +121,10 @@ func TestImagePullFailureDegradesTheStack(t *testing.T) {
 	if err := env.Client.Status().Update(context.Background(), failing); err != nil {
 		t.Fatal(err)
 	}
-	// Two rounds: the pod's update reaches the operator's cache on a watch
-	// of its own, in the time of a round at most.
-	reconcileAll(t, ns, []string{"pull"}, "backoff-1")
-	reconcileAll(t, ns, []string{"pull"}, "backoff-2")
+	// The pod's update reaches the operator's cache on a watch of its own:
+	// once the cache holds it, a reconcile reads it.
+	op.cached(t, failing)
+	op.reconcileAll(t, ns, []string{"pull"}, "backoff")
 	if c, _ := degraded(); c.Message != want {
 		t.Errorf("after ImagePullBackOff: Degraded %+v, want it unchanged", c)
 	}
@@ -194,6 +201,10 @@ func TestCrashLoopDegradesTheStack(t *testing.T) {
 		dep, err = get(t, &appsv1.Deployment{}, ns, "crash")
 		return err
 	})
+	// The status reads the pods of the Deployment in the operator's cache:
+	// until the cache holds it, a pod's failure goes unseen, and the
+	// Deployment's arrival (the operator's own object) brings no reconcile.
+	op.cached(t, dep)
 	image := dep.Spec.Template.Spec.Containers[0].Image
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crash-abc", Labels: dep.Spec.Template.Labels},
@@ -227,18 +238,19 @@ func TestCrashLoopDegradesTheStack(t *testing.T) {
 	waitDegraded(t, ns, "crash", v1alpha1.ReasonCrashLooping, want)
 
 	// The loop turns: the container runs (not ready), exits again, waits
-	// longer. Each turn reaches the operator's cache within a round.
+	// longer. Each turn is read by a reconcile that began once the
+	// operator's cache held it.
 	op.writes.Reset()
 	for i, turn := range []struct {
 		state    corev1.ContainerState
 		restarts int32
 	}{{running, 2}, {exited(1), 2}, {backOff("20s"), 2}, {running, 3}} {
 		status(turn.state, turn.restarts, false)
-		reconcileAll(t, ns, []string{"crash"}, fmt.Sprintf("turn-%d", i))
-	}
-	reconcileAll(t, ns, []string{"crash"}, "turns-done")
-	if c, _ := degraded(); c.Reason != v1alpha1.ReasonCrashLooping || c.Message != want {
-		t.Errorf("after the loop turned: Degraded %+v, want it unchanged", c)
+		op.cached(t, pod)
+		op.reconcileAll(t, ns, []string{"crash"}, fmt.Sprintf("turn-%d", i))
+		if c, _ := degraded(); c.Reason != v1alpha1.ReasonCrashLooping || c.Message != want {
+			t.Errorf("after turn %d of the loop: Degraded %+v, want it unchanged", i, c)
+		}
 	}
 	if w := slices.DeleteFunc(op.writes.Writes(), func(w string) bool { return !strings.Contains(w, " "+ns+"/") }); len(w) != 0 {
 		t.Errorf("the turns of the crash loop made the operator write:\n%s", strings.Join(w, "\n"))

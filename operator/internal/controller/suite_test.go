@@ -2,8 +2,10 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -62,9 +65,12 @@ var testPin = pin.Pin{OperatorVersion: "1.0.0", LlamaStackVersion: "0.2.23", Ope
 }}
 
 // operator is a running InferenceStack controller whose API writes are
-// counted.
+// counted and whose finished reconciles are recorded.
 type operator struct {
-	writes *writeCounter
+	writes     *writeCounter
+	reconciles *reconcileRecord
+	// rounds numbers the rounds of reconcileAll.
+	rounds atomic.Int64
 	stop   func()
 	// reconciler is the running reconciler; cache is its manager's cache.
 	reconciler *controller.InferenceStackReconciler
@@ -122,7 +128,7 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := &operator{writes: &writeCounter{}, cache: mgr.GetCache()}
+	op := &operator{writes: &writeCounter{}, reconciles: &reconcileRecord{}, cache: mgr.GetCache()}
 	counted := &countingClient{Client: mgr.GetClient(), counter: op.writes}
 	r := &controller.InferenceStackReconciler{
 		Client:           counted,
@@ -135,6 +141,7 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 		Concurrency:      setup.concurrency,
 	}
 	op.reconciler = r
+	controller.OnReconciled(r, op.reconciles.add)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		cancel()
@@ -160,6 +167,28 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 	}
 	t.Cleanup(op.stop)
 	return op
+}
+
+// cached waits until the operator's cache holds obj at its resourceVersion
+// (as the test last wrote or read it from the API server) or a later one:
+// from then on a reconcile that begins reads that version.
+func (op *operator) cached(t *testing.T, obj client.Object) {
+	t.Helper()
+	eventually(t, timeout, func() error {
+		in := obj.DeepCopyObject().(client.Object)
+		if err := op.cache.Get(context.Background(), client.ObjectKeyFromObject(obj), in); err != nil {
+			return err
+		}
+		cmp, err := resourceversion.CompareResourceVersion(in.GetResourceVersion(), obj.GetResourceVersion())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cmp < 0 {
+			return fmt.Errorf("the operator's cache holds %T %s at resourceVersion %s, want %s or later",
+				obj, client.ObjectKeyFromObject(obj), in.GetResourceVersion(), obj.GetResourceVersion())
+		}
+		return nil
+	})
 }
 
 // namespace makes a namespace for one test.
