@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -221,7 +222,8 @@ func release(t *testing.T) (oldChannels, newChannels, oldRoot, root string) {
 				data, err := os.ReadFile(filepath.Join(root, "channels", pkg+suffix))
 				require.NoError(t, err)
 				if dir == oldChannels {
-					data = []byte(strings.ReplaceAll(string(data), "  - image: bundle/"+pkg+"/2.0.0\n", ""))
+					// every release after 1.0.0
+					data = regexp.MustCompile(`(?m)^  - image: bundle/`+pkg+`/(?:[2-9]|1\.0\.[1-9]|1\.[1-9])[^\n]*\n`).ReplaceAll(data, nil)
 					data = []byte(strings.Replace(string(data), "\nbridges:\n- bundle: 2.0.0", "\nbridges-off:\n- bundle: 2.0.0", 1))
 					if suffix == ".release.yaml" {
 						data = []byte(strings.Split(string(data), "\nbridges-off:")[0] + "\n")

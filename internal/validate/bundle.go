@@ -347,8 +347,12 @@ func checkRelatedImages(c *v1alpha1.ClusterServiceVersion, file string) []Findin
 // checkPermissions: the CSV's permissions equal those of the RBAC manifests.
 func checkPermissions(c *v1alpha1.ClusterServiceVersion, file, rbacDir string) []Finding {
 	spec := c.Spec.InstallStrategy.StrategySpec
-	if len(spec.DeploymentSpecs) == 0 {
-		return nil // the CRD package runs nothing
+	op := operatorDeployment(spec.DeploymentSpecs)
+	if op < 0 {
+		// The CRD package runs nothing, or only its conversion webhook, whose
+		// rights come from internal/bundle/conversion.go (bundle --check
+		// holds them to the generator byte for byte), not from rbacDir.
+		return nil
 	}
 	rbac, err := manifests.LoadRBAC(rbacDir)
 	if err != nil {
@@ -356,7 +360,7 @@ func checkPermissions(c *v1alpha1.ClusterServiceVersion, file, rbacDir string) [
 	}
 	// The bundle names the ServiceAccount per major (csv.MajorServiceAccount);
 	// the RBAC manifests bind the plain name.
-	sa := spec.DeploymentSpecs[0].Spec.Template.Spec.ServiceAccountName
+	sa := spec.DeploymentSpecs[op].Spec.Template.Spec.ServiceAccountName
 	source := strings.TrimSuffix(sa, csv.MajorServiceAccount("", c.Spec.Version.Major))
 	cluster, namespaced, err := csv.Permissions(rbac, source)
 	if err != nil {

@@ -27,15 +27,21 @@ const (
 	managerContainer = "manager"
 )
 
+// operatorDeployment is the index of the operator's Deployment among deps,
+// the one with the container "manager", or -1: the CRD package's conversion
+// webhook runs the same image, with no pin and with rights that
+// internal/bundle/conversion.go gives it, not the RBAC manifests.
+func operatorDeployment(deps []v1alpha1.StrategyDeploymentSpec) int {
+	return slices.IndexFunc(deps, func(d v1alpha1.StrategyDeploymentSpec) bool {
+		return slices.ContainsFunc(d.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == managerContainer })
+	})
+}
+
 // checkPin: a bundle that runs the operator ships the pin ConfigMap, its
 // Deployment mounts it, and the RELATED_IMAGE_ variables equal the pinned images.
 func checkPin(b *apimanifests.Bundle, files map[fileKey]string, csvFile string) []Finding {
 	deps := b.CSV.Spec.InstallStrategy.StrategySpec.DeploymentSpecs
-	// The operator's Deployment has the container "manager"; the CRD
-	// package's conversion webhook runs the same image, and no pin.
-	if !slices.ContainsFunc(deps, func(d v1alpha1.StrategyDeploymentSpec) bool {
-		return slices.ContainsFunc(d.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == managerContainer })
-	}) {
+	if operatorDeployment(deps) < 0 {
 		return nil
 	}
 	var out []Finding

@@ -434,7 +434,7 @@ func TestProviderSecretEnv(t *testing.T) {
 // TestSamplesGenerate: every sample InferenceStack gives a run config (the
 // override sample needs its ConfigMap and is only checked for shape).
 func TestSamplesGenerate(t *testing.T) {
-	samples, err := filepath.Glob(filepath.Join("..", "config", "samples", "inferencestack_*.yaml"))
+	samples, err := filepath.Glob(filepath.Join("..", "config", "samples", "inferencestack_v1alpha1_*.yaml"))
 	require.NoError(t, err)
 	require.NotEmpty(t, samples)
 	for _, path := range samples {

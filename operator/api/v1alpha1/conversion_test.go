@@ -3,6 +3,8 @@ package v1alpha1_test
 import (
 	"encoding/json"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -216,4 +218,30 @@ func TestConversionRefusesABrokenAnnotation(t *testing.T) {
 		spec: {distribution: {name: starter}, workload: {autoscaling: {maxReplicas: 5}}}}`), &v1))
 	var v2 v1alpha2.InferenceStack
 	require.ErrorContains(t, v1.ConvertTo(&v2), "InferenceStack ns/s: annotation inferencestack.io/v1alpha2-autoscaling-metrics")
+}
+
+// TestV1alpha2SamplesConvert: every v1alpha2 sample (the examples of a CRD
+// package release that serves v1alpha2) has no unknown field, converts to
+// a v1alpha1 object the API server admits, and back to what it was.
+func TestV1alpha2SamplesConvert(t *testing.T) {
+	ctx, c := setup(t)
+	files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "inferencestack_v1alpha2_*.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "no v1alpha2 sample")
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			require.NoError(t, err)
+			var hub v1alpha2.InferenceStack
+			require.NoError(t, yaml.UnmarshalStrict(data, &hub), "sample %s has unknown fields", f)
+			var spoke v1alpha1.InferenceStack
+			require.NoError(t, spoke.ConvertFrom(&hub))
+			var back v1alpha2.InferenceStack
+			require.NoError(t, spoke.DeepCopy().ConvertTo(&back))
+			require.Equal(t, jsonOf(t, hub.Spec), jsonOf(t, back.Spec))
+			spoke.Namespace = namespace
+			spoke.Name = "v1alpha2-sample-" + hub.Name
+			require.NoError(t, c.Create(ctx, &spoke))
+		})
+	}
 }

@@ -545,7 +545,7 @@ func TestSamplesAreAccepted(t *testing.T) {
 	}
 	require.NoError(t, yaml.UnmarshalStrict(data, &k))
 	require.NotEmpty(t, k.Resources)
-	entries, err := filepath.Glob(filepath.Join(dir, "inferencestack_*.yaml"))
+	entries, err := filepath.Glob(filepath.Join(dir, "inferencestack_v1alpha1_*.yaml"))
 	require.NoError(t, err)
 	require.Len(t, k.Resources, len(entries), "every sample file is listed in kustomization.yaml")
 	distributions := map[v1alpha1.DistributionName]bool{}

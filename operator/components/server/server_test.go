@@ -184,7 +184,7 @@ func TestProbesPerLine(t *testing.T) {
 // Deployment while the root filesystem stays read-only. A provider with a
 // new path fails here until the pod spec follows.
 func TestEveryWrittenPathIsOnAWritableVolume(t *testing.T) {
-	samples, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "inferencestack_*.yaml"))
+	samples, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "inferencestack_v1alpha1_*.yaml"))
 	if err != nil || len(samples) == 0 {
 		t.Fatalf("no samples: %v", err)
 	}

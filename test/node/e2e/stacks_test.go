@@ -275,7 +275,7 @@ func probeKind(p *corev1.Probe) string {
 // samples are the sample InferenceStacks (operator/config/samples).
 func samples(t *testing.T) []*v1alpha1.InferenceStack {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(root, "operator", "config", "samples", "inferencestack_*.yaml"))
+	files, err := filepath.Glob(filepath.Join(root, "operator", "config", "samples", "inferencestack_v1alpha1_*.yaml"))
 	require.NoError(t, err)
 	var out []*v1alpha1.InferenceStack
 	for _, f := range files {
