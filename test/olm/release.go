@@ -40,6 +40,9 @@ type Release struct {
 	// Deprecations, by package, replace the deprecations of the
 	// repository's release extras (channels/<package>.release.yaml).
 	Deprecations map[string]fbc.Deprecations
+	// NoBridges drops the cross-major bridges of the repository's release
+	// extras (they name versions a test release may not have).
+	NoBridges bool
 	// Digests override the repository's image digest lock
 	// ("registry/repository:tag" -> "sha256:..."), such as the digest of an
 	// operator image a test built, which the bundles then name.
@@ -110,10 +113,17 @@ func (r Release) Run(ctx context.Context) (string, error) {
 		}
 	}
 	// A version makes bundles of both packages; drop those the package does
-	// not list, which the catalog would refuse to leave out.
-	for pkg, versions := range r.Versions {
+	// not list (all of a package Versions leaves out, which is then not in
+	// the catalog), which the catalog would refuse to leave out.
+	for _, pkg := range []string{bundle.PackageCRDs, bundle.PackageOperator} {
+		if _, listed := r.Versions[pkg]; !listed {
+			if err := os.RemoveAll(filepath.Join(r.Dir, "bundle", pkg)); err != nil {
+				return "", err
+			}
+			continue
+		}
 		for _, v := range all {
-			if !slices.Contains(versions, v) {
+			if !slices.Contains(r.Versions[pkg], v) {
 				if err := os.RemoveAll(filepath.Join(r.Dir, "bundle", pkg, v)); err != nil {
 					return "", err
 				}
@@ -138,12 +148,17 @@ func (r Release) Run(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if d, ok := r.Deprecations[pkg]; ok {
+		if d, ok := r.Deprecations[pkg]; ok || r.NoBridges {
 			rel, err := fbc.ParseRelease(extrasPath, extras)
 			if err != nil {
 				return "", err
 			}
-			rel.Deprecations = d
+			if ok {
+				rel.Deprecations = d
+			}
+			if r.NoBridges {
+				rel.Bridges = nil
+			}
 			if extras, err = yaml.Marshal(rel); err != nil {
 				return "", err
 			}

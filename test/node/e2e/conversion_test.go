@@ -6,12 +6,20 @@ import (
 	"context"
 	"maps"
 	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +30,7 @@ import (
 	"github.com/inferencestack/inferencestack/internal/release"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
+	"github.com/inferencestack/inferencestack/operator/conversion"
 	"github.com/inferencestack/inferencestack/test/olm"
 	"github.com/inferencestack/inferencestack/test/testenv"
 )
@@ -41,20 +50,31 @@ func TestConversionWebhookOnTheNode(t *testing.T) {
 	require.NoError(t, testenv.BuildStatic("./operator/cmd", bin))
 	in, err := release.LoadInput(filepath.Join(root, "channels", "releases", "2.0.0.yaml"))
 	require.NoError(t, err)
-	pushed, err := node.PushBinary(ctx, bin, image.BinaryOptions{Path: image.OperatorPath}, in.OperatorImage)
-	require.NoError(t, err)
+	digests := map[string]string{}
+	// The webhook of each test release runs its operator image (a tag per
+	// version, the same binary).
+	for _, v := range []string{"2.0.0", "2.1.0"} {
+		ref := strings.Replace(in.OperatorImage, ":v2.0.0", ":v"+v, 1)
+		pushed, err := node.PushBinary(ctx, bin, image.BinaryOptions{Path: image.OperatorPath}, ref)
+		require.NoError(t, err)
+		digests[ref] = digestOf(pushed)
+	}
 
+	// 2.0.0 serves both versions and stores v1alpha1; 2.1.0 stores v1alpha2
+	// (steps 1 and 2 of the storage move, docs/api-versions.md).
 	dir := t.TempDir()
 	catalogDir, err := olm.Release{
 		Root:     root,
 		Dir:      dir,
-		Versions: map[string][]string{bundle.PackageCRDs: {"1.0.0", "2.0.0"}, bundle.PackageOperator: {"1.0.0", "2.0.0"}},
-		Digests:  map[string]string{in.OperatorImage: digestOf(pushed)},
+		Versions: map[string][]string{bundle.PackageCRDs: {"1.0.0", "2.0.0", "2.1.0"}, bundle.PackageOperator: {"1.0.0", "2.0.0"}},
+		Digests:  digests,
 		Edit: func(in *release.Input) {
-			if in.Version != "2.0.0" {
-				return
+			switch in.Version {
+			case "2.0.0":
+				in.API = release.APIVersions{Reads: "v1alpha1", Served: []string{"v1alpha1", "v1alpha2"}, Storage: "v1alpha1"}
+			case "2.1.0":
+				in.API = release.APIVersions{Reads: "v1alpha1", Served: []string{"v1alpha1", "v1alpha2"}, Storage: "v1alpha2"}
 			}
-			in.API = release.APIVersions{Reads: "v1alpha1", Served: []string{"v1alpha1", "v1alpha2"}, Storage: "v1alpha1"}
 		},
 	}.Run(ctx)
 	require.NoError(t, err)
@@ -83,7 +103,7 @@ func TestConversionWebhookOnTheNode(t *testing.T) {
 			o.SetLabels(labels)
 		case "ClusterExtension":
 			crds = o
-			require.NoError(t, unstructured.SetNestedField(o.Object, "2.x", "spec", "source", "catalog", "version"))
+			require.NoError(t, unstructured.SetNestedField(o.Object, "2.0.0", "spec", "source", "catalog", "version"))
 		}
 	}
 	apply(t, objs...)
@@ -125,4 +145,93 @@ func TestConversionWebhookOnTheNode(t *testing.T) {
 	var asV2 v1alpha2.InferenceStack
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(&made), &asV2))
 	require.Equal(t, made.Spec, asV2.Spec, "stored as v1alpha1, read through v1alpha2: nothing lost")
+
+	webhookDown(t, c, pod, &made)
+	storageMoved(t, c, crds, &made)
+}
+
+// webhookDown: with the webhook's process stopped (the kubelet's readiness
+// probe then takes the pod out of the Service), what a user reads through
+// the version that is not stored fails with the API server's conversion
+// error, reads and lists through the stored version work, nothing is
+// deleted; once the process goes on, reads through v1alpha2 work again and
+// give what was written.
+func webhookDown(t *testing.T, c client.Client, pod *corev1.Pod, made *v1alpha2.InferenceStack) {
+	ctx := context.Background()
+	i := slices.IndexFunc(pod.Status.ContainerStatuses, func(s corev1.ContainerStatus) bool { return s.Name == "webhook" })
+	require.GreaterOrEqual(t, i, 0, "the webhook container's status")
+	id := pod.Status.ContainerStatuses[i].ContainerID
+	stopped, err := node.SignalContainer(id, syscall.SIGSTOP)
+	require.NoError(t, err)
+	require.Positive(t, stopped)
+	t.Cleanup(func() { _, _ = node.SignalContainer(id, syscall.SIGCONT) })
+
+	var downErr error
+	deadline := time.Now().Add(2 * time.Minute)
+	for downErr == nil {
+		require.True(t, time.Now().Before(deadline), "reads through v1alpha2 still work with the webhook stopped")
+		downErr = c.Get(ctx, client.ObjectKeyFromObject(made), &v1alpha2.InferenceStack{})
+	}
+	t.Logf("the webhook stopped, a read through v1alpha2 says: %v", downErr)
+	require.ErrorContains(t, downErr, "conversion webhook for inferencestack.io/v1alpha1, Kind=InferenceStack failed")
+	var asV1 v1alpha1.InferenceStack
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(made), &asV1), "reads through the stored version need no conversion")
+	var list v1alpha1.InferenceStackList
+	require.NoError(t, c.List(ctx, &list, client.InNamespace(made.Namespace)))
+	require.Len(t, list.Items, 1, "nothing deleted")
+
+	_, err = node.SignalContainer(id, syscall.SIGCONT)
+	require.NoError(t, err)
+	var asV2 v1alpha2.InferenceStack
+	deadline = time.Now().Add(2 * time.Minute)
+	for c.Get(ctx, client.ObjectKeyFromObject(made), &asV2) != nil {
+		require.True(t, time.Now().Before(deadline), "reads through v1alpha2 work again once the webhook goes on")
+		time.Sleep(250 * time.Millisecond)
+	}
+	require.Equal(t, made.Spec, asV2.Spec)
+}
+
+// storageMoved: the CRD package moves to 2.1.0 (v1alpha2 stored):
+// status.storedVersions lists both until the migration (the webhook's
+// `--migrate`, here its code in the test process) rewrites every object
+// through v1alpha2 and trims it to [v1alpha2]; the stack reads the same
+// through both versions after it.
+func storageMoved(t *testing.T, c client.Client, crds *unstructured.Unstructured, made *v1alpha2.InferenceStack) {
+	ctx := context.Background()
+	require.NoError(t, node.Env.Client.Get(ctx, client.ObjectKeyFromObject(crds), crds))
+	require.NoError(t, unstructured.SetNestedField(crds.Object, "2.1.0", "spec", "source", "catalog", "version"))
+	require.NoError(t, node.Env.Client.Update(ctx, crds))
+	ext, err := apiextensionsclient.NewForConfig(node.Env.Config)
+	require.NoError(t, err)
+	var crd *apiextensionsv1.CustomResourceDefinition
+	deadline := time.Now().Add(installTimeout)
+	for {
+		crd, err = ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "inferencestacks.inferencestack.io", metav1.GetOptions{})
+		require.NoError(t, err)
+		i := slices.IndexFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Storage })
+		if i >= 0 && crd.Spec.Versions[i].Name == "v1alpha2" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the CRD package 2.1.0 (v1alpha2 stored) installed: %v", crd.Spec.Versions)
+		time.Sleep(250 * time.Millisecond)
+	}
+	require.Equal(t, []string{"v1alpha1", "v1alpha2"}, crd.Status.StoredVersions, "the stack is still stored as v1alpha1")
+
+	dyn, err := dynamic.NewForConfig(node.Env.Config)
+	require.NoError(t, err)
+	m, err := conversion.Migrate(ctx, dyn, ext, crd.Name)
+	require.NoError(t, err)
+	t.Logf("migration: %d object(s) rewritten through %s, storedVersions %v -> [%s]", m.Rewritten, m.Storage, m.Before, m.Storage)
+	require.Equal(t, "v1alpha2", m.Storage)
+	require.GreaterOrEqual(t, m.Rewritten, 1)
+	crd, err = ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"v1alpha2"}, crd.Status.StoredVersions)
+
+	var asV2 v1alpha2.InferenceStack
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(made), &asV2))
+	require.Equal(t, made.Spec, asV2.Spec, "stored as v1alpha2 now: nothing lost")
+	var asV1 v1alpha1.InferenceStack
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(made), &asV1))
+	require.Equal(t, ptr.To(int32(70)), asV1.Spec.Workload.Autoscaling.TargetCPUUtilizationPercentage)
 }
