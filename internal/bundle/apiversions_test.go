@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -69,6 +70,13 @@ func TestCRDVersionsFromTheReleaseInput(t *testing.T) {
 				got[v.Name] = [2]bool{v.Served, v.Storage}
 			}
 			require.Equal(t, tt.want, got)
+			// The operator reads api.reads: a flag only when it is not the
+			// operator's default, v1alpha1.
+			opCSV, err := os.ReadFile(filepath.Join(g.OutputDir, PackageOperator, "1.0.0", "manifests", PackageOperator+".clusterserviceversion.yaml"))
+			require.NoError(t, err)
+			reads := strings.TrimSpace(strings.Split(strings.Split(tt.api, "reads:")[1], ",")[0])
+			require.Equal(t, reads != "v1alpha1", strings.Contains(string(opCSV), "- "+APIVersionFlag+"="+reads), "the manager's %s for api.reads %s", APIVersionFlag, reads)
+			require.Equal(t, reads != "v1alpha1", strings.Contains(string(opCSV), APIVersionFlag))
 			csvData, err := os.ReadFile(filepath.Join(g.OutputDir, PackageCRDs, "1.0.0", "manifests", PackageCRDs+".clusterserviceversion.yaml"))
 			require.NoError(t, err)
 			_, err = os.Stat(filepath.Join(g.OutputDir, PackageCRDs, "1.0.0", "manifests", ConversionName+"_v1_service.yaml"))

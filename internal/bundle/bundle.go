@@ -37,6 +37,10 @@ const (
 	ManagerContainer = "manager"
 	// TakeUnlabeledFlag is the operator flag a release's takesUnlabeledStacks sets.
 	TakeUnlabeledFlag = "--take-unlabeled-stacks"
+	// APIVersionFlag is the operator flag a release's api.reads sets when it
+	// is not v1alpha1 (the operator's default, so that the bundles of
+	// releases that read v1alpha1 stay as they were).
+	APIVersionFlag = "--api-version"
 )
 
 // Build returns the files of both bundles of a release.
@@ -294,6 +298,9 @@ func (g Generate) deployment(in release.Input, images release.Images) (appsv1.De
 	c.Env = append(env, corev1.EnvVar{Name: pin.LlamaStackVersionEnv, Value: in.LlamaStackVersion})
 	if !in.TakesUnlabeled() {
 		c.Args = append(slices.DeleteFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, TakeUnlabeledFlag) }), TakeUnlabeledFlag+"=false")
+	}
+	if in.API.Reads != "" && in.API.Reads != "v1alpha1" {
+		c.Args = append(slices.DeleteFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, APIVersionFlag) }), APIVersionFlag+"="+in.API.Reads)
 	}
 	return dep, nil
 }

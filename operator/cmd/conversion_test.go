@@ -4,7 +4,9 @@ import (
 	"context"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,8 +23,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/conversion"
+	"github.com/inferencestack/inferencestack/operator/internal/controller"
 	"github.com/inferencestack/inferencestack/test/local"
 	"github.com/inferencestack/inferencestack/test/testenv"
 )
@@ -33,48 +37,9 @@ import (
 // the fields v1alpha2 moved (scaling.replicas) in force.
 func TestStackThroughV1alpha2ReconciledByAV1alpha1Operator(t *testing.T) {
 	ctx := context.Background()
-	ext, err := apiextensionsclient.NewForConfig(env.Config)
-	require.NoError(t, err)
-	core, err := kubernetes.NewForConfig(env.Config)
-	require.NoError(t, err)
-	ports, err := testenv.FreePorts(1)
-	require.NoError(t, err)
-	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
-
 	const ns = "conversion-check"
 	createObject(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	s := &conversion.Server{Core: core, Extensions: ext, Namespace: ns, SecretName: "conversion-tls", CRDName: "inferencestacks.inferencestack.io",
-		IPs: []net.IP{net.ParseIP("127.0.0.1")}, Addr: addr, Validity: time.Hour, CheckInterval: 200 * time.Millisecond, Log: testr.New(t)}
-	_, err = s.Listen()
-	require.NoError(t, err)
-
-	setCRD := func(both bool) {
-		t.Helper()
-		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "inferencestacks.inferencestack.io", metav1.GetOptions{})
-			require.NoError(t, err)
-			for i := range crd.Spec.Versions {
-				crd.Spec.Versions[i].Served = both || crd.Spec.Versions[i].Name == "v1alpha1"
-			}
-			crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
-			if both {
-				crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter,
-					Webhook: &apiextensionsv1.WebhookConversion{ConversionReviewVersions: []string{"v1"},
-						ClientConfig: &apiextensionsv1.WebhookClientConfig{URL: ptr.To("https://" + addr + conversion.Path)}}}
-			}
-			_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{})
-			return err
-		}))
-	}
-	setCRD(true)
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(sctx) }()
-	t.Cleanup(func() {
-		setCRD(false)
-		cancel()
-		require.NoError(t, <-done)
-	})
+	servesBothVersions(t, ns)
 
 	// An operator of major 8, as ServiceAccount operator-8 with the
 	// operator's ClusterRole.
@@ -134,4 +99,133 @@ func TestStackThroughV1alpha2ReconciledByAV1alpha1Operator(t *testing.T) {
 		return c.Get(ctx, client.ObjectKeyFromObject(s2), &got) == nil && got.Status.Phase != ""
 	})
 	require.False(t, op.Exited())
+}
+
+// reverseNS holds TestStackThroughV1alpha1ReconciledByAV1alpha2Operator's
+// operator account (the audit policy logs its writes) and stack.
+const reverseNS = "conversion-reverse"
+
+// TestStackThroughV1alpha1ReconciledByAV1alpha2Operator is the reverse: an
+// operator that reads v1alpha2 (--api-version=v1alpha2, a release whose
+// api.reads is v1alpha2) reconciles a stack created through v1alpha1. Its
+// writes to the stack (finalizer, status) reach the API server in v1alpha2
+// (the audit log), its objects name the stack in v1alpha2 as their owner,
+// and what it wrote reads back through v1alpha1.
+func TestStackThroughV1alpha1ReconciledByAV1alpha2Operator(t *testing.T) {
+	ctx := context.Background()
+	createObject(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: reverseNS}})
+	servesBothVersions(t, reverseNS)
+	createObject(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: reverseNS, Name: "operator-9"}})
+	role := &rbacv1.ClusterRole{}
+	readYAML(t, filepath.Join("..", "config", "rbac", "role.yaml"), role)
+	role.Name += "-conversion-reverse"
+	createObject(t, role)
+	createObject(t, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: reverseNS, Name: "operator-9"}},
+	})
+	token, err := env.Token(ctx, reverseNS, "operator-9", time.Hour)
+	require.NoError(t, err)
+	kubeconfig, err := env.KubeconfigFor(token)
+	require.NoError(t, err)
+	offset := auditSize(t)
+	op, err := local.StartOperator(buildOperator(t), kubeconfig, filepath.Join(t.TempDir(), "operator.log"), local.DemoPin("9.0.0"),
+		"--take-unlabeled-stacks=false", "--api-version=v1alpha2")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		op.Stop(10 * time.Second)
+		if t.Failed() {
+			t.Logf("---- operator log ----\n%s", testenv.LastLines(op.Log(), 40))
+		}
+	})
+
+	// Through v1alpha1: workload.replicas, which v1alpha2 keeps under scaling.
+	s1 := &v1alpha1.InferenceStack{
+		ObjectMeta: metav1.ObjectMeta{Namespace: reverseNS, Name: "through-v1", Labels: map[string]string{v1alpha1.LabelOperatorMajor: "9"}},
+		Spec: v1alpha1.InferenceStackSpec{Distribution: v1alpha1.DistributionSpec{Name: "starter"},
+			Workload: &v1alpha1.WorkloadSpec{ServiceAccountName: "custom-sa", Replicas: ptr.To(int32(0))}},
+	}
+	createObject(t, s1)
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), s1) })
+	var dep appsv1.Deployment
+	waitFor(t, "the server Deployment with workload.replicas", func() bool {
+		var list appsv1.DeploymentList
+		if err := env.Client.List(ctx, &list, client.InNamespace(reverseNS)); err != nil {
+			return false
+		}
+		for _, d := range list.Items {
+			if d.Spec.Replicas != nil && *d.Spec.Replicas == 0 && d.Spec.Template.Spec.ServiceAccountName == "custom-sa" {
+				dep = d
+				return true
+			}
+		}
+		return false
+	})
+	require.Len(t, dep.OwnerReferences, 1)
+	require.Equal(t, "inferencestack.io/v1alpha2", dep.OwnerReferences[0].APIVersion, "the operator names its stack in the version it reads")
+	waitFor(t, "the status the operator wrote through v1alpha2 to read through v1alpha1", func() bool {
+		var got v1alpha1.InferenceStack
+		return env.Client.Get(ctx, client.ObjectKeyFromObject(s1), &got) == nil && got.Status.Phase != "" &&
+			slices.Contains(got.Finalizers, controller.Finalizer)
+	})
+	var stackWrites []string
+	for _, e := range operatorWrites(t, offset, "system:serviceaccount:"+reverseNS+":operator-9") {
+		if e.ObjectRef.Resource == "inferencestacks" {
+			stackWrites = append(stackWrites, e.Verb+" "+e.ObjectRef.Subresource+" "+e.ObjectRef.APIVersion)
+		}
+	}
+	require.NotEmpty(t, stackWrites, "the operator wrote the stack (finalizer, status)")
+	for _, w := range stackWrites {
+		require.True(t, strings.HasSuffix(w, " v1alpha2"), "a write to the stack in another version than the one the operator reads: %q", w)
+	}
+	require.False(t, op.Exited())
+}
+
+// servesBothVersions makes the test CRD serve v1alpha1 and v1alpha2, converted
+// by the conversion webhook running in the test process (its Secret in ns),
+// until the test ends.
+func servesBothVersions(t *testing.T, ns string) {
+	ctx := context.Background()
+	ext, err := apiextensionsclient.NewForConfig(env.Config)
+	require.NoError(t, err)
+	core, err := kubernetes.NewForConfig(env.Config)
+	require.NoError(t, err)
+	ports, err := testenv.FreePorts(1)
+	require.NoError(t, err)
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+
+	s := &conversion.Server{Core: core, Extensions: ext, Namespace: ns, SecretName: "conversion-tls", CRDName: "inferencestacks.inferencestack.io",
+		IPs: []net.IP{net.ParseIP("127.0.0.1")}, Addr: addr, Validity: time.Hour, CheckInterval: 200 * time.Millisecond, Log: testr.New(t)}
+	_, err = s.Listen()
+	require.NoError(t, err)
+
+	setCRD := func(both bool) {
+		t.Helper()
+		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "inferencestacks.inferencestack.io", metav1.GetOptions{})
+			require.NoError(t, err)
+			for i := range crd.Spec.Versions {
+				crd.Spec.Versions[i].Served = both || crd.Spec.Versions[i].Name == "v1alpha1"
+			}
+			crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+			if both {
+				crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter,
+					Webhook: &apiextensionsv1.WebhookConversion{ConversionReviewVersions: []string{"v1"},
+						ClientConfig: &apiextensionsv1.WebhookClientConfig{URL: ptr.To("https://" + addr + conversion.Path)}}}
+			}
+			_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{})
+			return err
+		}))
+	}
+	setCRD(true)
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(sctx) }()
+	t.Cleanup(func() {
+		setCRD(false)
+		cancel()
+		require.NoError(t, <-done)
+	})
+
 }

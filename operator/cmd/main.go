@@ -13,11 +13,13 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,10 +29,12 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/internal/apiserved"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
 	"github.com/inferencestack/inferencestack/operator/internal/metricsauth"
+	"github.com/inferencestack/inferencestack/operator/internal/wire"
 	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
@@ -51,6 +55,7 @@ type options struct {
 	takeUnlabeled    bool
 	concurrency      int
 	apiCheckInterval time.Duration
+	apiVersion       string
 }
 
 // gcPercent is the operator's GOGC unless the GOGC variable sets one: most
@@ -91,6 +96,8 @@ func main() {
 		"How soon a stack waiting for a missing Secret or ConfigMap is looked at again.")
 	fs.DurationVar(&o.apiCheckInterval, "api-check-interval", 10*time.Second,
 		"While the API server does not serve the InferenceStack version this operator reads (a CRD package release that does not serve it), how often it asks again.")
+	fs.StringVar(&o.apiVersion, "api-version", v1alpha1.GroupVersion.Version,
+		"The InferenceStack API version this operator reads and writes ("+strings.Join(wire.Versions, ", ")+"; the release input's api.reads, docs/api-versions.md).")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 0,
 		"How many InferenceStacks are reconciled (and claimed) at once; 0: 4 per CPU the operator may use (GOMAXPROCS).")
 	fs.StringVar(&o.stackSelector, "stack-selector", "",
@@ -131,8 +138,12 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	o.defaults(major)
+	gv, err := wire.GroupVersion(o.apiVersion)
+	if err != nil {
+		return fmt.Errorf("--api-version: %w", err)
+	}
 	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme)); err != nil {
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme), v1alpha2.AddToScheme(scheme)); err != nil {
 		return err
 	}
 	metrics := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure}
@@ -159,8 +170,8 @@ func run(ctx context.Context, o options) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectionID,
 		LeaderElectionNamespace: o.leaderElectionNS,
-		Cache:                   controller.CacheOptions(selector),
-		MapperProvider:          apiserved.MapperProvider(v1alpha1.GroupVersion.WithKind("InferenceStack")),
+		Cache:                   controller.CacheOptionsAt(selector, gv),
+		MapperProvider:          apiserved.MapperProvider(gv.WithKind("InferenceStack")),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
@@ -169,10 +180,10 @@ func run(ctx context.Context, o options) error {
 	// read: a CRD package that does not serve it is reported (log, metric)
 	// instead of failing the start, so the pod does not crash-loop.
 	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		if err := apiserved.Wait(ctx, dc.ServerResourcesForGroupVersion, v1alpha1.GroupVersion, "inferencestacks", o.apiCheckInterval, ctrl.Log.WithName("api")); err != nil {
+		if err := apiserved.Wait(ctx, dc.ServerResourcesForGroupVersion, gv, "inferencestacks", o.apiCheckInterval, ctrl.Log.WithName("api")); err != nil {
 			return nil // stopping
 		}
-		if err := setupControllers(ctx, mgr, o, p, major, extra, cacheUser); err != nil {
+		if err := setupControllers(ctx, mgr, o, p, major, extra, cacheUser, gv); err != nil {
 			return err
 		}
 		<-ctx.Done()
@@ -185,18 +196,19 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	ctrl.Log.Info("starting", "operatorVersion", p.OperatorVersion, "distributions", len(p.Operands),
-		"stacks", selector.String(), "takeUnlabeledStacks", o.takeUnlabeled, "leaderElectionID", o.leaderElectionID,
+		"stacks", selector.String(), "apiVersion", gv.String(), "takeUnlabeledStacks", o.takeUnlabeled, "leaderElectionID", o.leaderElectionID,
 		"cacheRunAsUser", runAsUser(cacheUser))
 	return mgr.Start(ctx)
 }
 
 // setupControllers adds the reconciler (and the claimer of unlabelled
 // stacks) to the manager.
-func setupControllers(ctx context.Context, mgr manager.Manager, o options, p pin.Pin, major string, extra labels.Selector, cacheUser *int64) error {
+func setupControllers(ctx context.Context, mgr manager.Manager, o options, p pin.Pin, major string, extra labels.Selector, cacheUser *int64, gv schema.GroupVersion) error {
 	recorder := mgr.GetEventRecorder("inferencestack-operator-v" + major)
 	r := &controller.InferenceStackReconciler{
-		Client:         mgr.GetClient(),
-		APIReader:      mgr.GetAPIReader(),
+		Client:         wire.Client(mgr.GetClient(), gv),
+		APIReader:      wire.Reader(mgr.GetAPIReader(), gv),
+		APIVersion:     gv,
 		Recorder:       recorder,
 		Pin:            p,
 		CacheImage:     o.cacheImage,
@@ -212,7 +224,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o options, p pin
 		return err
 	}
 	if o.takeUnlabeled {
-		claimer := &controller.Claimer{Client: mgr.GetClient(), Recorder: recorder, Major: major, Extra: extra, Concurrency: o.concurrency}
+		claimer := &controller.Claimer{Client: mgr.GetClient(), Recorder: recorder, Major: major, Extra: extra, Concurrency: o.concurrency, APIVersion: gv}
 		if err := claimer.SetupWithManager(mgr); err != nil {
 			return err
 		}

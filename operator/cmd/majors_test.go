@@ -60,7 +60,7 @@ omitStages: [RequestReceived]
 rules:
 - level: Metadata
   verbs: [create, update, patch, delete, deletecollection]
-  userGroups: ["system:serviceaccounts:` + operatorsNS + `"]
+  userGroups: ["system:serviceaccounts:` + operatorsNS + `", "system:serviceaccounts:` + reverseNS + `"]
 - level: None
 `
 
@@ -412,6 +412,7 @@ type auditEvent struct {
 		Subresource string `json:"subresource"`
 		Namespace   string `json:"namespace"`
 		Name        string `json:"name"`
+		APIVersion  string `json:"apiVersion"`
 	} `json:"objectRef"`
 	ResponseStatus struct {
 		Code int `json:"code"`
@@ -425,7 +426,7 @@ type auditEvent struct {
 func auditWrites(t *testing.T, offset int64) map[string]map[string]int {
 	t.Helper()
 	out := map[string]map[string]int{}
-	for _, e := range operatorWrites(t, offset) {
+	for _, e := range operatorWrites(t, offset, operatorPrefix) {
 		ref := e.ObjectRef
 		what := e.Verb + " " + ref.Resource
 		if ref.Subresource != "" {
@@ -449,8 +450,9 @@ func auditWrites(t *testing.T, offset int64) map[string]map[string]int {
 const operatorPrefix = "system:serviceaccount:" + operatorsNS + ":operator-"
 
 // operatorWrites reads the audit log from offset: the writes to objects that
-// the operators' ServiceAccounts made.
-func operatorWrites(t *testing.T, offset int64) []auditEvent {
+// the users whose names begin with userPrefix made (operatorPrefix: the
+// operators' ServiceAccounts).
+func operatorWrites(t *testing.T, offset int64, userPrefix string) []auditEvent {
 	t.Helper()
 	f, err := os.Open(auditLog)
 	require.NoError(t, err)
@@ -463,7 +465,7 @@ func operatorWrites(t *testing.T, offset int64) []auditEvent {
 	for sc.Scan() {
 		var e auditEvent
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &e))
-		if strings.HasPrefix(e.User.Username, operatorPrefix) && e.ObjectRef != nil {
+		if strings.HasPrefix(e.User.Username, userPrefix) && e.ObjectRef != nil {
 			out = append(out, e)
 		}
 	}
@@ -495,7 +497,7 @@ func auditSize(t *testing.T) int64 {
 func checkAudit(t *testing.T, offset int64, stacks, mustWrite map[string][]string) {
 	t.Helper()
 	wrote := map[string]map[string]int{}
-	for _, e := range operatorWrites(t, offset) {
+	for _, e := range operatorWrites(t, offset, operatorPrefix) {
 		if e.ResponseStatus.Code >= 300 {
 			continue
 		}

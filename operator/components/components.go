@@ -15,6 +15,7 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
@@ -78,12 +79,22 @@ func SelectorLabels(stack *v1alpha1.InferenceStack, component string) map[string
 // object, so garbage collection removes it with the stack.
 func OwnerReference(stack *v1alpha1.InferenceStack) *metav1ac.OwnerReferenceApplyConfiguration {
 	return metav1ac.OwnerReference().
-		WithAPIVersion(v1alpha1.GroupVersion.String()).
+		WithAPIVersion(StackAPIVersion(stack)).
 		WithKind("InferenceStack").
 		WithName(stack.Name).
 		WithUID(stack.UID).
 		WithController(true).
 		WithBlockOwnerDeletion(true)
+}
+
+// StackAPIVersion is the API version the operator reads the stack in (its
+// TypeMeta, set by the operator's client: operator/internal/wire), v1alpha1
+// when unset.
+func StackAPIVersion(stack *v1alpha1.InferenceStack) string {
+	if gv, err := schema.ParseGroupVersion(stack.APIVersion); err == nil && gv.Group == v1alpha1.GroupVersion.Group && stack.Kind == "InferenceStack" {
+		return stack.APIVersion
+	}
+	return v1alpha1.GroupVersion.String()
 }
 
 // Owned reports whether a live object was made by the operator for the

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -37,6 +38,7 @@ import (
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/components/config"
 	"github.com/inferencestack/inferencestack/operator/components/server"
+	"github.com/inferencestack/inferencestack/operator/internal/wire"
 	"github.com/inferencestack/inferencestack/operator/pin"
 )
 
@@ -56,8 +58,12 @@ const (
 
 // InferenceStackReconciler reconciles InferenceStacks.
 type InferenceStackReconciler struct {
-	// Client reads from the manager's cache and writes to the API server.
+	// Client reads from the manager's cache and writes to the API server
+	// (InferenceStacks in APIVersion: wire.Client).
 	Client client.Client
+	// APIVersion is the InferenceStack version the operator reads, watches
+	// and indexes (zero: v1alpha1); Client and APIReader must read it too.
+	APIVersion schema.GroupVersion
 	// APIReader reads user objects the cache does not hold yet.
 	APIReader client.Reader
 	// Recorder emits events on InferenceStacks.
@@ -282,9 +288,17 @@ func (r *InferenceStackReconciler) finalizerTimeout() time.Duration {
 
 // SetupWithManager registers the controller, its index and its watches.
 func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.InferenceStack{}, referencesIndex, func(obj client.Object) []string {
+	gv := r.APIVersion
+	if gv.Empty() {
+		gv = v1alpha1.GroupVersion
+	}
+	err := mgr.GetFieldIndexer().IndexField(ctx, wire.Object(gv), referencesIndex, func(obj client.Object) []string {
+		internal, err := wire.Internal(obj)
+		if err != nil {
+			return nil // a stack that does not convert is refused by the reconcile
+		}
 		var keys []string
-		for _, ref := range config.References(obj.(*v1alpha1.InferenceStack).Spec) {
+		for _, ref := range config.References(internal.(*v1alpha1.InferenceStack).Spec) {
 			keys = append(keys, config.IndexKey(ref.Kind, ref.Name))
 		}
 		return keys
@@ -296,7 +310,7 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("inferencestack").
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency(r.Concurrency)}).
-		For(&v1alpha1.InferenceStack{}, builder.WithPredicates(r.observed(), predicate.Or(
+		For(wire.Object(gv), builder.WithPredicates(r.observed(), predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
 			predicate.AnnotationChangedPredicate{}, deletionPredicate())))
 	for _, obj := range append(ownedTypes(), &corev1.Secret{}, &corev1.ConfigMap{}) {
@@ -345,8 +359,16 @@ func (r *InferenceStackReconciler) notOwnWrites() predicate.Predicate {
 // every event.
 func (r *InferenceStackReconciler) observed() predicate.Predicate {
 	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool { r.applier.Observe(e.ObjectNew); return true },
-		DeleteFunc: func(e event.DeleteEvent) bool { r.applier.Observe(e.Object); return true },
+		UpdateFunc: func(e event.UpdateEvent) bool { r.observe(e.ObjectNew); return true },
+		DeleteFunc: func(e event.DeleteEvent) bool { r.observe(e.Object); return true },
+	}
+}
+
+// observe tells the Applier of a stack the cache saw, as the reconciler
+// (and so the Applier's writes) sees it: in v1alpha1.
+func (r *InferenceStackReconciler) observe(obj client.Object) {
+	if internal, err := wire.Internal(obj); err == nil {
+		r.applier.Observe(internal)
 	}
 }
 

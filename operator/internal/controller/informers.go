@@ -7,6 +7,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,6 +15,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/apply"
 	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/internal/wire"
 )
 
 // ownedTypes are the kinds the operator makes; each carries the managed-by
@@ -43,6 +45,12 @@ func ownedTypes() []client.Object {
 //
 // A non-nil stacks selector also restricts the InferenceStacks it sees.
 func CacheOptions(stacks labels.Selector) cache.Options {
+	return CacheOptionsAt(stacks, v1alpha1.GroupVersion)
+}
+
+// CacheOptionsAt is CacheOptions with the InferenceStacks cached in the API
+// version gv, the one the operator reads.
+func CacheOptionsAt(stacks labels.Selector, gv schema.GroupVersion) cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{components.LabelManagedBy: components.ManagedBy})
 	watched := labels.SelectorFromSet(labels.Set{components.LabelWatched: "true"})
 	by := map[client.Object]cache.ByObject{
@@ -88,7 +96,7 @@ func CacheOptions(stacks labels.Selector) cache.Options {
 	if stacks != nil {
 		stack.Label = stacks
 	}
-	by[&v1alpha1.InferenceStack{}] = stack
+	by[wire.Object(gv)] = stack
 	return cache.Options{ByObject: by}
 }
 

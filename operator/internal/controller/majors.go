@@ -7,6 +7,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -69,6 +70,9 @@ type Claimer struct {
 	// Concurrency is how many stacks are claimed at once; 0 means
 	// DefaultConcurrency.
 	Concurrency int
+	// APIVersion is the InferenceStack version the operator reads (zero:
+	// v1alpha1).
+	APIVersion schema.GroupVersion
 
 	cache cache.Cache
 }
@@ -92,21 +96,25 @@ func (c *Claimer) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("inferencestack-claim").
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency(c.Concurrency)}).
-		WatchesRawSource(source.Kind(c.cache, stackMetadata(),
+		WatchesRawSource(source.Kind(c.cache, c.stackMetadata(),
 			&handler.TypedEnqueueRequestForObject[*metav1.PartialObjectMetadata]{})).
 		Complete(c)
 }
 
-func stackMetadata() *metav1.PartialObjectMetadata {
+func (c *Claimer) stackMetadata() *metav1.PartialObjectMetadata {
+	gv := c.APIVersion
+	if gv.Empty() {
+		gv = v1alpha1.GroupVersion
+	}
 	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("InferenceStack"))
+	m.SetGroupVersionKind(gv.WithKind("InferenceStack"))
 	return m
 }
 
 // Reconcile labels one unlabelled InferenceStack with the Claimer's major and
 // adds the Finalizer, in one patch.
 func (c *Claimer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	stack := stackMetadata()
+	stack := c.stackMetadata()
 	if err := c.cache.Get(ctx, req.NamespacedName, stack); err != nil {
 		// Gone, or labelled since (so no longer in this cache).
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -130,7 +138,7 @@ func (c *Claimer) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		return reconcile.Result{}, fmt.Errorf("labelling InferenceStack %s with %s=%s and adding finalizer %s: %w",
 			req, v1alpha1.LabelOperatorMajor, c.Major, Finalizer, err)
 	}
-	stack.SetGroupVersionKind(stackMetadata().GroupVersionKind())
+	stack.SetGroupVersionKind(c.stackMetadata().GroupVersionKind())
 	c.Recorder.Eventf(stack, nil, "Normal", "AssignedToMajor", "Assign",
 		"unlabelled, so taken by the operator of major %s, which takes unlabelled stacks; set label %s to another major to hand it over",
 		c.Major, v1alpha1.LabelOperatorMajor)
