@@ -13,14 +13,17 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -35,13 +38,20 @@ import (
 	"github.com/inferencestack/inferencestack/test/testenv"
 )
 
-// TestConversionWebhookOnTheNode: a CRD package release that serves
-// v1alpha1 and v1alpha2 (a test release 2.0.0 whose input says so), as
-// bundlegen packages it and OLM v1 installs it: the conversion webhook runs
-// as the pod of its Deployment under the restricted Pod Security Standard,
-// makes its certificate, writes the CRD's caBundle, and the API server
-// converts through its Service: an InferenceStack written through v1alpha2
-// reads back through v1alpha1 (stored) and v1alpha2 the same.
+// TestConversionWebhookOnTheNode is the API version move end to end, with
+// OLM v1 and a real node. The CRD package at 1.0.0 (v1alpha1 alone) and
+// operator majors 1 and 2 (both reading v1alpha1) are installed by OLM;
+// the package is upgraded to 2.0.0, which serves v1alpha1 and v1alpha2 (as
+// bundlegen packages it): its conversion webhook runs as the pod of its
+// Deployment under the restricted Pod Security Standard, makes its
+// certificate, writes the CRD's caBundle, and the API server converts
+// through its Service: an InferenceStack written through v1alpha2 reads back
+// through v1alpha1 (stored) and v1alpha2 the same and is reconciled by
+// major 2, one written through v1alpha1 by major 1. Then the webhook is
+// stopped and comes back (webhookDown), the package moves its storage to
+// v1alpha2 and the migration runs (storageMoved), and a change made through
+// v1alpha2 afterwards is reconciled. (OLM's refusal of a too-early removal
+// of v1alpha1: test/olm/e2e/storedversions_test.go.)
 func TestConversionWebhookOnTheNode(t *testing.T) {
 	dumpLogsOnFailure(t)
 	ctx := context.Background()
@@ -53,15 +63,16 @@ func TestConversionWebhookOnTheNode(t *testing.T) {
 	digests := map[string]string{}
 	// The webhook of each test release runs its operator image (a tag per
 	// version, the same binary).
-	for _, v := range []string{"2.0.0", "2.1.0"} {
+	for _, v := range []string{"1.0.0", "2.0.0", "2.1.0"} {
 		ref := strings.Replace(in.OperatorImage, ":v2.0.0", ":v"+v, 1)
 		pushed, err := node.PushBinary(ctx, bin, image.BinaryOptions{Path: image.OperatorPath}, ref)
 		require.NoError(t, err)
 		digests[ref] = digestOf(pushed)
 	}
 
-	// 2.0.0 serves both versions and stores v1alpha1; 2.1.0 stores v1alpha2
-	// (steps 1 and 2 of the storage move, docs/api-versions.md).
+	// 1.0.0 serves v1alpha1 alone; 2.0.0 serves both versions and stores
+	// v1alpha1; 2.1.0 stores v1alpha2 (steps 1 and 2 of the storage move,
+	// docs/api-versions.md). The operators of 1.0.0 and 2.0.0 read v1alpha1.
 	dir := t.TempDir()
 	catalogDir, err := olm.Release{
 		Root:     root,
@@ -70,6 +81,8 @@ func TestConversionWebhookOnTheNode(t *testing.T) {
 		Digests:  digests,
 		Edit: func(in *release.Input) {
 			switch in.Version {
+			case "1.0.0":
+				in.API = release.APIVersions{Reads: "v1alpha1", Served: []string{"v1alpha1"}, Storage: "v1alpha1"}
 			case "2.0.0":
 				in.API = release.APIVersions{Reads: "v1alpha1", Served: []string{"v1alpha1", "v1alpha2"}, Storage: "v1alpha1"}
 			case "2.1.0":
@@ -82,35 +95,51 @@ func TestConversionWebhookOnTheNode(t *testing.T) {
 	require.NoError(t, err)
 
 	var objs []*unstructured.Unstructured
-	for _, f := range []string{"clustercatalog.yaml", "namespace.yaml", "installer-rbac.yaml", "clusterextension-crds.yaml"} {
+	for _, f := range []string{"clustercatalog.yaml", "namespace.yaml", "installer-rbac.yaml", "clusterextension-crds.yaml",
+		"clusterextension-operator.yaml", "v2/namespace.yaml", "v2/installer.yaml", "v2/clusterextension-operator.yaml"} {
 		o, err := olm.ReadObjects(filepath.Join(root, "operator", "config", "olm", f))
 		require.NoError(t, err)
 		objs = append(objs, o...)
 	}
 	var catalog, crds *unstructured.Unstructured
+	var operators []*unstructured.Unstructured
 	for _, o := range objs {
-		switch o.GetKind() {
-		case "ClusterCatalog":
+		switch {
+		case o.GetKind() == "ClusterCatalog":
 			catalog = o
 			require.NoError(t, unstructured.SetNestedField(o.Object, catalogRef, "spec", "source", "image", "ref"))
-		case "Namespace":
-			require.Equal(t, bundle.ConversionNamespace, o.GetName(), "the sample installs where the CRD package's webhook must run")
+		case o.GetKind() == "Namespace":
 			labels := o.GetLabels()
 			if labels == nil {
 				labels = map[string]string{}
 			}
 			maps.Copy(labels, enforceRestricted)
 			o.SetLabels(labels)
-		case "ClusterExtension":
+		case o.GetKind() == "ClusterExtension" && o.GetName() == "inferencestack-crds":
 			crds = o
-			require.NoError(t, unstructured.SetNestedField(o.Object, "2.0.0", "spec", "source", "catalog", "version"))
+			ns, _, _ := unstructured.NestedString(o.Object, "spec", "namespace")
+			require.Equal(t, bundle.ConversionNamespace, ns, "the sample installs where the CRD package's webhook must run")
+			require.NoError(t, unstructured.SetNestedField(o.Object, "1.0.0", "spec", "source", "catalog", "version"))
+		case o.GetKind() == "ClusterExtension":
+			operators = append(operators, o)
 		}
 	}
+	require.Len(t, operators, 2, "the ClusterExtensions of operator majors 1 and 2")
 	apply(t, objs...)
 	_, err = cluster.WaitCondition(ctx, catalog, olm.TypeServing, serveTimeout)
 	require.NoError(t, err)
-	_, err = cluster.WaitCondition(ctx, crds, olm.TypeInstalled, installTimeout)
+	// The CRD package with one version, and both operator majors beside it.
+	for _, ce := range append([]*unstructured.Unstructured{crds}, operators...) {
+		_, err = cluster.WaitCondition(ctx, ce, olm.TypeInstalled, installTimeout)
+		require.NoError(t, err)
+	}
+	ext, err := apiextensionsclient.NewForConfig(node.Env.Config)
 	require.NoError(t, err)
+	crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "inferencestacks.inferencestack.io", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Len(t, crd.Spec.Versions, 1, "CRD package 1.0.0 serves v1alpha1 alone")
+	// The CRD package upgraded to serve both.
+	upgradeCRDs(t, crds, "2.0.0")
 
 	pod := operatorPod(t, bundle.ConversionNamespace, map[string]string{"app.kubernetes.io/name": bundle.ConversionName})
 	t.Logf("conversion webhook pod %s Ready", pod.Name)
@@ -122,9 +151,16 @@ func TestConversionWebhookOnTheNode(t *testing.T) {
 	c, err := client.New(node.Env.Config, client.Options{Scheme: scheme})
 	require.NoError(t, err)
 
+	// Through v1alpha2, for major 2; through v1alpha1 (below), unlabelled,
+	// which major 1 takes. (Its PostgreSQL is the user's, named by a Secret:
+	// no volume claim that this node without a provisioner would keep.)
+	pg := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: bundle.ConversionNamespace, Name: "pg"},
+		StringData: map[string]string{"uri": "postgresql://llama@pg:5432/llama"}}
+	require.NoError(t, node.Env.Client.Create(ctx, pg))
+	t.Cleanup(func() { _ = node.Env.Client.Delete(context.Background(), pg) })
 	var made v1alpha2.InferenceStack
-	require.NoError(t, yaml.UnmarshalStrict([]byte(`{metadata: {namespace: `+bundle.ConversionNamespace+`, name: through-v2}, spec: {distribution: {name: starter},
-		cache: {enabled: true}, storage: {kv: {type: redis, endpoint: "redis:6379"}},
+	require.NoError(t, yaml.UnmarshalStrict([]byte(`{metadata: {namespace: `+bundle.ConversionNamespace+`, name: through-v2, labels: {inferencestack.io/operator-major: "2"}}, spec: {distribution: {name: starter},
+		storage: {kv: {type: redis, endpoint: "redis:6379"}, sql: {type: postgres, connectionString: {name: pg, key: uri}}},
 		scaling: {autoscaling: {maxReplicas: 3, metrics: [{resource: memory, averageUtilization: 60}, {resource: cpu, averageUtilization: 70}]}}}}`), &made))
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -136,7 +172,11 @@ func TestConversionWebhookOnTheNode(t *testing.T) {
 			err, testenv.LastLines(node.PodLogs(bundle.ConversionNamespace, pod.Name)["webhook"], 30))
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), &made) })
+	// Deleted, and let go by its operator, before the later cleanups
+	// uninstall the operators and the webhook.
+	t.Cleanup(func() {
+		deleteStack(t, &v1alpha1.InferenceStack{ObjectMeta: metav1.ObjectMeta{Namespace: made.Namespace, Name: made.Name}})
+	})
 
 	var asV1 v1alpha1.InferenceStack
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(&made), &asV1))
@@ -146,8 +186,80 @@ func TestConversionWebhookOnTheNode(t *testing.T) {
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(&made), &asV2))
 	require.Equal(t, made.Spec, asV2.Spec, "stored as v1alpha1, read through v1alpha2: nothing lost")
 
+	restrictedNamespace(t, "through-v1")
+	viaV1 := &v1alpha1.InferenceStack{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "through-v1", Name: "through-v1"},
+		Spec: v1alpha1.InferenceStackSpec{Distribution: v1alpha1.DistributionSpec{Name: "starter"},
+			Workload: &v1alpha1.WorkloadSpec{Replicas: ptr.To(int32(0))}},
+	}
+	require.NoError(t, c.Create(ctx, viaV1))
+	t.Cleanup(func() { deleteStack(t, viaV1) })
+	reconciledBy(t, c, viaV1.Namespace, viaV1.Name, "1")
+	reconciledBy(t, c, made.Namespace, made.Name, "2")
+
 	webhookDown(t, c, pod, &made)
 	storageMoved(t, c, crds, &made)
+
+	// After the migration (both stacks stored as v1alpha2, the operators
+	// reading v1alpha1 through the webhook): a change made through v1alpha2
+	// is reconciled by major 1.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var s v1alpha2.InferenceStack
+		if err := c.Get(ctx, client.ObjectKeyFromObject(viaV1), &s); err != nil {
+			return err
+		}
+		s.Spec.Workload = &v1alpha2.WorkloadSpec{Env: []corev1.EnvVar{{Name: "AFTER_MIGRATION", Value: "1"}}}
+		return c.Update(ctx, &s)
+	}))
+	gen := reconciledBy(t, c, viaV1.Namespace, viaV1.Name, "1")
+	require.Equal(t, int64(2), gen, "the change through v1alpha2 is the stack's second generation")
+}
+
+// upgradeCRDs moves the CRD package's ClusterExtension to version and waits
+// until OLM installed it.
+func upgradeCRDs(t *testing.T, crds *unstructured.Unstructured, version string) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, node.Env.Client.Get(ctx, client.ObjectKeyFromObject(crds), crds))
+	require.NoError(t, unstructured.SetNestedField(crds.Object, version, "spec", "source", "catalog", "version"))
+	require.NoError(t, node.Env.Client.Update(ctx, crds))
+	deadline := time.Now().Add(installTimeout)
+	for {
+		require.NoError(t, node.Env.Client.Get(ctx, client.ObjectKeyFromObject(crds), crds))
+		if v, _, _ := unstructured.NestedString(crds.Object, "status", "install", "bundle", "version"); v == version {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "the CRD package upgraded to %s", version)
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// reconciledBy waits until the stack (read through v1alpha1) carries the
+// operator major's label and a status of its current generation that is not
+// Degraded, with its server Deployment made and owned by it, and returns
+// the generation. (Right after the CRD package's upgrade, the API server's
+// owner-reference admission may not map the stack's version for a while,
+// its discovery not yet refreshed: the operator's writes fail, it says so
+// in the status (Degraded, ApplyFailed) and retries.)
+func reconciledBy(t *testing.T, c client.Client, ns, name, major string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	var s v1alpha1.InferenceStack
+	var dep appsv1.Deployment
+	deadline := time.Now().Add(installTimeout)
+	for {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s); err == nil && s.Labels[v1alpha1.LabelOperatorMajor] == major &&
+			s.Status.Phase != "" && s.Status.ObservedGeneration == s.Generation &&
+			!meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.TypeDegraded) &&
+			c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &dep) == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "stack %s/%s reconciled by major %s: %+v", ns, name, major, s.Status)
+		time.Sleep(250 * time.Millisecond)
+	}
+	require.Equal(t, s.UID, metav1.GetControllerOf(&dep).UID, "the server Deployment is the stack's")
+	t.Logf("stack %s/%s (generation %d) reconciled by major %s: phase %s", ns, name, s.Generation, major, s.Status.Phase)
+	return s.Generation
 }
 
 // webhookDown: with the webhook's process stopped (the kubelet's readiness
@@ -198,9 +310,7 @@ func webhookDown(t *testing.T, c client.Client, pod *corev1.Pod, made *v1alpha2.
 // through both versions after it.
 func storageMoved(t *testing.T, c client.Client, crds *unstructured.Unstructured, made *v1alpha2.InferenceStack) {
 	ctx := context.Background()
-	require.NoError(t, node.Env.Client.Get(ctx, client.ObjectKeyFromObject(crds), crds))
-	require.NoError(t, unstructured.SetNestedField(crds.Object, "2.1.0", "spec", "source", "catalog", "version"))
-	require.NoError(t, node.Env.Client.Update(ctx, crds))
+	upgradeCRDs(t, crds, "2.1.0")
 	ext, err := apiextensionsclient.NewForConfig(node.Env.Config)
 	require.NoError(t, err)
 	var crd *apiextensionsv1.CustomResourceDefinition
