@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
@@ -51,20 +50,7 @@ func TestUnservedVersionIsReportedNotCrashed(t *testing.T) {
 
 	const ns, sa = "api-check", "operator-9"
 	createObject(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	createObject(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}})
-	role := &rbacv1.ClusterRole{}
-	readYAML(t, filepath.Join("..", "config", "rbac", "role.yaml"), role)
-	role.Name += "-api-check"
-	createObject(t, role)
-	createObject(t, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa}},
-	})
-	token, err := env.Token(ctx, ns, sa, time.Hour)
-	require.NoError(t, err)
-	kubeconfig, err := env.KubeconfigFor(token)
-	require.NoError(t, err)
+	kubeconfig := operatorAccount(t, ns, sa)
 	op, err := local.StartOperator(buildOperator(t), kubeconfig, filepath.Join(t.TempDir(), "operator.log"), local.DemoPin("9.0.0"),
 		"--api-check-interval=100ms", "--take-unlabeled-stacks=false")
 	require.NoError(t, err)

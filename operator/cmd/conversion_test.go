@@ -43,20 +43,7 @@ func TestStackThroughV1alpha2ReconciledByAV1alpha1Operator(t *testing.T) {
 
 	// An operator of major 8, as ServiceAccount operator-8 with the
 	// operator's ClusterRole.
-	createObject(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "operator-8"}})
-	role := &rbacv1.ClusterRole{}
-	readYAML(t, filepath.Join("..", "config", "rbac", "role.yaml"), role)
-	role.Name += "-conversion-check"
-	createObject(t, role)
-	createObject(t, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "operator-8"}},
-	})
-	token, err := env.Token(ctx, ns, "operator-8", time.Hour)
-	require.NoError(t, err)
-	kubeconfig, err := env.KubeconfigFor(token)
-	require.NoError(t, err)
+	kubeconfig := operatorAccount(t, ns, "operator-8")
 	op, err := local.StartOperator(buildOperator(t), kubeconfig, filepath.Join(t.TempDir(), "operator.log"), local.DemoPin("8.0.0"), "--take-unlabeled-stacks=false")
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -115,20 +102,7 @@ func TestStackThroughV1alpha1ReconciledByAV1alpha2Operator(t *testing.T) {
 	ctx := context.Background()
 	createObject(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: reverseNS}})
 	servesBothVersions(t, reverseNS)
-	createObject(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: reverseNS, Name: "operator-9"}})
-	role := &rbacv1.ClusterRole{}
-	readYAML(t, filepath.Join("..", "config", "rbac", "role.yaml"), role)
-	role.Name += "-conversion-reverse"
-	createObject(t, role)
-	createObject(t, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: reverseNS, Name: "operator-9"}},
-	})
-	token, err := env.Token(ctx, reverseNS, "operator-9", time.Hour)
-	require.NoError(t, err)
-	kubeconfig, err := env.KubeconfigFor(token)
-	require.NoError(t, err)
+	kubeconfig := operatorAccount(t, reverseNS, "operator-9")
 	offset := auditSize(t)
 	op, err := local.StartOperator(buildOperator(t), kubeconfig, filepath.Join(t.TempDir(), "operator.log"), local.DemoPin("9.0.0"),
 		"--take-unlabeled-stacks=false", "--api-version=v1alpha2")
@@ -180,6 +154,27 @@ func TestStackThroughV1alpha1ReconciledByAV1alpha2Operator(t *testing.T) {
 		require.True(t, strings.HasSuffix(w, " v1alpha2"), "a write to the stack in another version than the one the operator reads: %q", w)
 	}
 	require.False(t, op.Exited())
+}
+
+// operatorAccount makes ServiceAccount ns/name with the operator's
+// ClusterRole (config/rbac/role.yaml) and returns a kubeconfig with its token.
+func operatorAccount(t *testing.T, ns, name string) string {
+	t.Helper()
+	createObject(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+	role := &rbacv1.ClusterRole{}
+	readYAML(t, filepath.Join("..", "config", "rbac", "role.yaml"), role)
+	role.Name += "-" + ns
+	createObject(t, role)
+	createObject(t, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+	})
+	token, err := env.Token(context.Background(), ns, name, time.Hour)
+	require.NoError(t, err)
+	kubeconfig, err := env.KubeconfigFor(token)
+	require.NoError(t, err)
+	return kubeconfig
 }
 
 // servesBothVersions makes the test CRD serve v1alpha1 and v1alpha2, converted

@@ -4,7 +4,6 @@ package e2e_test
 
 import (
 	"context"
-	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -94,37 +93,11 @@ func TestConversionWebhookOnTheNode(t *testing.T) {
 	catalogRef, err := cluster.PushRelease(ctx, filepath.Join(dir, "bundle"), catalogDir, "conversion-catalog")
 	require.NoError(t, err)
 
-	var objs []*unstructured.Unstructured
-	for _, f := range []string{"clustercatalog.yaml", "namespace.yaml", "installer-rbac.yaml", "clusterextension-crds.yaml",
-		"clusterextension-operator.yaml", "v2/namespace.yaml", "v2/installer.yaml", "v2/clusterextension-operator.yaml"} {
-		o, err := olm.ReadObjects(filepath.Join(root, "operator", "config", "olm", f))
-		require.NoError(t, err)
-		objs = append(objs, o...)
-	}
-	var catalog, crds *unstructured.Unstructured
-	var operators []*unstructured.Unstructured
-	for _, o := range objs {
-		switch {
-		case o.GetKind() == "ClusterCatalog":
-			catalog = o
-			require.NoError(t, unstructured.SetNestedField(o.Object, catalogRef, "spec", "source", "image", "ref"))
-		case o.GetKind() == "Namespace":
-			labels := o.GetLabels()
-			if labels == nil {
-				labels = map[string]string{}
-			}
-			maps.Copy(labels, enforceRestricted)
-			o.SetLabels(labels)
-		case o.GetKind() == "ClusterExtension" && o.GetName() == "inferencestack-crds":
-			crds = o
-			ns, _, _ := unstructured.NestedString(o.Object, "spec", "namespace")
-			require.Equal(t, bundle.ConversionNamespace, ns, "the sample installs where the CRD package's webhook must run")
-			require.NoError(t, unstructured.SetNestedField(o.Object, "1.0.0", "spec", "source", "catalog", "version"))
-		case o.GetKind() == "ClusterExtension":
-			operators = append(operators, o)
-		}
-	}
-	require.Len(t, operators, 2, "the ClusterExtensions of operator majors 1 and 2")
+	objs, catalog, crds, operators := olmSamples(t)
+	require.NoError(t, unstructured.SetNestedField(catalog.Object, catalogRef, "spec", "source", "image", "ref"))
+	ns, _, _ := unstructured.NestedString(crds.Object, "spec", "namespace")
+	require.Equal(t, bundle.ConversionNamespace, ns, "the sample installs where the CRD package's webhook must run")
+	require.NoError(t, unstructured.SetNestedField(crds.Object, "1.0.0", "spec", "source", "catalog", "version"))
 	apply(t, objs...)
 	_, err = cluster.WaitCondition(ctx, catalog, olm.TypeServing, serveTimeout)
 	require.NoError(t, err)

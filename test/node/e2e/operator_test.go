@@ -91,34 +91,7 @@ func TestOperatorRunsAsTheInstalledPod(t *testing.T) {
 	catalogRef, err := cluster.PushRelease(ctx, filepath.Join(dir, "bundle"), catalogDir, "catalog")
 	require.NoError(t, err)
 
-	var objs []*unstructured.Unstructured
-	for _, f := range []string{"clustercatalog.yaml", "namespace.yaml", "installer-rbac.yaml", "clusterextension-crds.yaml",
-		"clusterextension-operator.yaml", "v2/namespace.yaml", "v2/installer.yaml", "v2/clusterextension-operator.yaml"} {
-		o, err := olm.ReadObjects(filepath.Join(root, "operator", "config", "olm", f))
-		require.NoError(t, err)
-		objs = append(objs, o...)
-	}
-	var catalog, crds *unstructured.Unstructured
-	var operators []*unstructured.Unstructured
-	for _, o := range objs {
-		switch {
-		case o.GetKind() == "ClusterCatalog":
-			catalog = o
-		case o.GetKind() == "Namespace":
-			// The install namespaces enforce the restricted Pod Security Standard.
-			labels := o.GetLabels()
-			if labels == nil {
-				labels = map[string]string{}
-			}
-			maps.Copy(labels, enforceRestricted)
-			o.SetLabels(labels)
-		case o.GetKind() == "ClusterExtension" && o.GetName() == "inferencestack-crds":
-			crds = o
-		case o.GetKind() == "ClusterExtension":
-			operators = append(operators, o)
-		}
-	}
-	require.Len(t, operators, 2, "the operator's ClusterExtensions of operator/config/olm and olm/v2")
+	objs, catalog, crds, operators := olmSamples(t)
 	sampleRef, _, _ := unstructured.NestedString(catalog.Object, "spec", "source", "image", "ref")
 	require.Equal(t, catalogRef, sampleRef, "the sample ClusterCatalog's image")
 	apply(t, objs...)
@@ -177,6 +150,40 @@ func TestOperatorRunsAsTheInstalledPod(t *testing.T) {
 		wg.Go(func() { t.Run(name, run) })
 	}
 	wg.Wait()
+}
+
+// olmSamples are the manifests a cluster admin applies to install the CRD
+// package and both operator majors (operator/config/olm and olm/v2), the
+// install namespaces enforcing the restricted Pod Security Standard: all of
+// them, the ClusterCatalog, the CRD package's ClusterExtension and the
+// operators'.
+func olmSamples(t *testing.T) (objs []*unstructured.Unstructured, catalog, crds *unstructured.Unstructured, operators []*unstructured.Unstructured) {
+	t.Helper()
+	for _, f := range []string{"clustercatalog.yaml", "namespace.yaml", "installer-rbac.yaml", "clusterextension-crds.yaml",
+		"clusterextension-operator.yaml", "v2/namespace.yaml", "v2/installer.yaml", "v2/clusterextension-operator.yaml"} {
+		o, err := olm.ReadObjects(filepath.Join(root, "operator", "config", "olm", f))
+		require.NoError(t, err)
+		objs = append(objs, o...)
+	}
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "ClusterCatalog":
+			catalog = o
+		case o.GetKind() == "Namespace":
+			labels := o.GetLabels()
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			maps.Copy(labels, enforceRestricted)
+			o.SetLabels(labels)
+		case o.GetKind() == "ClusterExtension" && o.GetName() == "inferencestack-crds":
+			crds = o
+		case o.GetKind() == "ClusterExtension":
+			operators = append(operators, o)
+		}
+	}
+	require.Len(t, operators, 2, "the operator's ClusterExtensions of operator/config/olm and olm/v2")
+	return objs, catalog, crds, operators
 }
 
 // install is one major of the operator as OLM installed it.
