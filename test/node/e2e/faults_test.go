@@ -22,7 +22,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -62,9 +61,7 @@ func faults(t *testing.T, in *install) {
 	s.Spec.Providers.Inference[0].APIKey = &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: "faults-key"}, Key: "token"}
 	s.Spec.Workload.StateVolume = &v1alpha1.StateVolumeSpec{}
-	s.Spec.Workload.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
-	}}
+	s.Spec.Workload.Resources = smallResources()
 	in.label(s)
 	references(t, s, "", nil)
 	volumes(t, s)

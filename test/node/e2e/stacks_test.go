@@ -298,14 +298,20 @@ func sample(t *testing.T, name string) *v1alpha1.InferenceStack {
 	return all[i]
 }
 
+// smallResources are the requests of a test stack that only has to start,
+// so that the stacks of the tests running at once fit on the node.
+func smallResources() *corev1.ResourceRequirements {
+	return &corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
+	}}
+}
+
 // variants are the starter sample with kubernetes auth, with TLS, and with
 // mutual TLS (a client CA), each with small resource requests (they only
 // have to start).
 func variants(t *testing.T) []*v1alpha1.InferenceStack {
 	t.Helper()
-	small := &corev1.ResourceRequirements{Requests: corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
-	}}
+	small := smallResources()
 	variant := func(name string, change func(*v1alpha1.InferenceStackSpec)) *v1alpha1.InferenceStack {
 		s := sample(t, "starter")
 		s.Name = name

@@ -16,7 +16,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
@@ -50,9 +49,7 @@ func stateKeptOn(t *testing.T, in *install) {
 	s.Name, s.Namespace = "state", ns
 	s.Spec.Workload = &v1alpha1.WorkloadSpec{
 		StateVolume: &v1alpha1.StateVolumeSpec{},
-		Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{
-			corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
-		}},
+		Resources:   smallResources(),
 	}
 	in.label(s)
 	references(t, s, "", nil)
