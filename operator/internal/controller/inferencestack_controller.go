@@ -288,11 +288,7 @@ func (r *InferenceStackReconciler) finalizerTimeout() time.Duration {
 
 // SetupWithManager registers the controller, its index and its watches.
 func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	gv := r.APIVersion
-	if gv.Empty() {
-		gv = v1alpha1.GroupVersion
-	}
-	err := mgr.GetFieldIndexer().IndexField(ctx, wire.Object(gv), referencesIndex, func(obj client.Object) []string {
+	err := mgr.GetFieldIndexer().IndexField(ctx, wire.Object(r.APIVersion), referencesIndex, func(obj client.Object) []string {
 		internal, err := wire.Internal(obj)
 		if err != nil {
 			return nil // a stack that does not convert is refused by the reconcile
@@ -310,7 +306,7 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("inferencestack").
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency(r.Concurrency)}).
-		For(wire.Object(gv), builder.WithPredicates(r.observed(), predicate.Or(
+		For(wire.Object(r.APIVersion), builder.WithPredicates(r.observed(), predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
 			predicate.AnnotationChangedPredicate{}, deletionPredicate())))
 	for _, obj := range append(ownedTypes(), &corev1.Secret{}, &corev1.ConfigMap{}) {
@@ -364,12 +360,10 @@ func (r *InferenceStackReconciler) observed() predicate.Predicate {
 	}
 }
 
-// observe tells the Applier of a stack the cache saw, as the reconciler
-// (and so the Applier's writes) sees it: in v1alpha1.
+// observe tells the Applier of a stack the cache saw, keyed as the
+// reconciler's writes are: as a v1alpha1 object.
 func (r *InferenceStackReconciler) observe(obj client.Object) {
-	if internal, err := wire.Internal(obj); err == nil {
-		r.applier.Observe(internal)
-	}
+	r.applier.Observe(wire.Key(obj))
 }
 
 // ours reports whether the operator made obj.

@@ -39,8 +39,8 @@ func GroupVersion(version string) (schema.GroupVersion, error) {
 	return schema.GroupVersion{}, fmt.Errorf("InferenceStack API version %q: this operator reads %v", version, Versions)
 }
 
-// Object is an empty InferenceStack of the wire version, for watches,
-// caches and indexes.
+// Object is an empty InferenceStack of the wire version (v1alpha1 for the
+// zero gv), for watches, caches and indexes.
 func Object(gv schema.GroupVersion) client.Object {
 	if gv == v1alpha2.GroupVersion {
 		return &v1alpha2.InferenceStack{}
@@ -60,6 +60,18 @@ func Internal(obj client.Object) (client.Object, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// Key is obj as the operator's Applier keys what it wrote (operator/apply:
+// by Go type, name and resourceVersion): a v1alpha2 InferenceStack becomes
+// a v1alpha1 one with that metadata alone, without converting it.
+func Key(obj client.Object) client.Object {
+	if _, ok := obj.(*v1alpha2.InferenceStack); !ok {
+		return obj
+	}
+	out := &v1alpha1.InferenceStack{}
+	out.Namespace, out.Name, out.ResourceVersion = obj.GetNamespace(), obj.GetName(), obj.GetResourceVersion()
+	return out
 }
 
 // Client is c, with InferenceStacks read and written in gv.
