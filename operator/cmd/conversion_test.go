@@ -101,11 +101,11 @@ const reverseNS = "conversion-reverse"
 func TestStackThroughV1alpha1ReconciledByAV1alpha2Operator(t *testing.T) {
 	ctx := context.Background()
 	createObject(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: reverseNS}})
-	servesBothVersions(t, reverseNS)
+	webhookUp := servesBothVersions(t, reverseNS)
 	kubeconfig := operatorAccount(t, reverseNS, "operator-9")
 	offset := auditSize(t)
 	op, err := local.StartOperator(buildOperator(t), kubeconfig, filepath.Join(t.TempDir(), "operator.log"), local.DemoPin("9.0.0"),
-		"--take-unlabeled-stacks=false", "--api-version=v1alpha2")
+		"--take-unlabeled-stacks=false", "--api-version=v1alpha2", "--api-check-interval=200ms")
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		op.Stop(10 * time.Second)
@@ -153,6 +153,35 @@ func TestStackThroughV1alpha1ReconciledByAV1alpha2Operator(t *testing.T) {
 	for _, w := range stackWrites {
 		require.True(t, strings.HasSuffix(w, " v1alpha2"), "a write to the stack in another version than the one the operator reads: %q", w)
 	}
+
+	// The webhook down: every read of this operator needs it (the stack is
+	// stored as v1alpha1), and its watch would just go quiet. It says so in
+	// its log and metrics; a change made meanwhile (through the stored
+	// version, which needs no conversion) is reconciled once the webhook is
+	// back.
+	const readable = `inferencestack_operator_api_readable{group_version="inferencestack.io/v1alpha2"} `
+	require.Contains(t, metricsText(t, op), readable+"1")
+	webhookUp(false)
+	waitFor(t, "the operator to report that it cannot read the stacks", func() bool {
+		return strings.Contains(op.Log(), "the conversion webhook of the inferencestack-crds package is down or unreachable") &&
+			strings.Contains(metricsText(t, op), readable+"0")
+	})
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var s v1alpha1.InferenceStack
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(s1), &s); err != nil {
+			return err
+		}
+		s.Spec.Workload.ServiceAccountName = "changed-while-down"
+		return env.Client.Update(ctx, &s)
+	}))
+	webhookUp(true)
+	waitFor(t, "the operator to read the stacks again and reconcile the change made while it could not", func() bool {
+		var d appsv1.Deployment
+		return strings.Contains(op.Log(), "reads of InferenceStacks work again") &&
+			strings.Contains(metricsText(t, op), readable+"1") &&
+			env.Client.Get(ctx, client.ObjectKeyFromObject(&dep), &d) == nil && d.Spec.Template.Spec.ServiceAccountName == "changed-while-down"
+	})
+	require.Equal(t, 1, strings.Count(op.Log(), "is down or unreachable"), "one line while the cause stays the same")
 	require.False(t, op.Exited())
 }
 
@@ -179,8 +208,9 @@ func operatorAccount(t *testing.T, ns, name string) string {
 
 // servesBothVersions makes the test CRD serve v1alpha1 and v1alpha2, converted
 // by the conversion webhook running in the test process (its Secret in ns),
-// until the test ends.
-func servesBothVersions(t *testing.T, ns string) {
+// until the test ends. up(false) stops the webhook (its port then refuses
+// connections), up(true) starts it again.
+func servesBothVersions(t *testing.T, ns string) (up func(bool)) {
 	ctx := context.Background()
 	ext, err := apiextensionsclient.NewForConfig(env.Config)
 	require.NoError(t, err)
@@ -189,11 +219,6 @@ func servesBothVersions(t *testing.T, ns string) {
 	ports, err := testenv.FreePorts(1)
 	require.NoError(t, err)
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
-
-	s := &conversion.Server{Core: core, Extensions: ext, Namespace: ns, SecretName: "conversion-tls", CRDName: "inferencestacks.inferencestack.io",
-		IPs: []net.IP{net.ParseIP("127.0.0.1")}, Addr: addr, Validity: time.Hour, CheckInterval: 200 * time.Millisecond, Log: testr.New(t)}
-	_, err = s.Listen()
-	require.NoError(t, err)
 
 	setCRD := func(both bool) {
 		t.Helper()
@@ -213,14 +238,31 @@ func servesBothVersions(t *testing.T, ns string) {
 			return err
 		}))
 	}
+	stop := func() {}
+	up = func(on bool) {
+		t.Helper()
+		if !on {
+			stop()
+			stop = func() {}
+			return
+		}
+		s := &conversion.Server{Core: core, Extensions: ext, Namespace: ns, SecretName: "conversion-tls", CRDName: "inferencestacks.inferencestack.io",
+			IPs: []net.IP{net.ParseIP("127.0.0.1")}, Addr: addr, Validity: time.Hour, CheckInterval: 200 * time.Millisecond, Log: testr.New(t)}
+		_, err := s.Listen()
+		require.NoError(t, err)
+		sctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- s.Run(sctx) }()
+		stop = func() {
+			cancel()
+			require.NoError(t, <-done)
+		}
+	}
 	setCRD(true)
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(sctx) }()
+	up(true)
 	t.Cleanup(func() {
 		setCRD(false)
-		cancel()
-		require.NoError(t, <-done)
+		stop()
 	})
-
+	return up
 }

@@ -64,6 +64,11 @@ type options struct {
 // its memory.
 const gcPercent = 50
 
+// readTimeout cuts off the operator's check that it can read InferenceStacks:
+// longer than the 30 s the API server waits for a conversion webhook, so the
+// check reports the API server's own error.
+const readTimeout = 40 * time.Second
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == ConversionCommand {
 		conversionMain(os.Args[2:])
@@ -95,7 +100,8 @@ func main() {
 	fs.DurationVar(&o.retryInterval, "retry-interval", controller.DefaultRetryInterval,
 		"How soon a stack waiting for a missing Secret or ConfigMap is looked at again.")
 	fs.DurationVar(&o.apiCheckInterval, "api-check-interval", 10*time.Second,
-		"While the API server does not serve the InferenceStack version this operator reads (a CRD package release that does not serve it), how often it asks again.")
+		"While the API server does not serve the InferenceStack version this operator reads (a CRD package release that does not serve it), how often it asks again; "+
+			"once it does, how often the operator checks that it can read InferenceStacks through it (a read of one stack past its cache; the conversion webhook down fails it).")
 	fs.StringVar(&o.apiVersion, "api-version", v1alpha1.GroupVersion.Version,
 		"The InferenceStack API version this operator reads and writes ("+strings.Join(wire.Versions, ", ")+"; the release input's api.reads, docs/api-versions.md).")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 0,
@@ -186,7 +192,11 @@ func run(ctx context.Context, o options) error {
 		if err := setupControllers(ctx, mgr, o, p, major, extra, cacheUser, gv); err != nil {
 			return err
 		}
-		<-ctx.Done()
+		// Reads that need the conversion webhook fail while it is down, and
+		// the operator's watch does not say so until a stack changes
+		// (apiserved.Monitor): each --api-check-interval it reads one stack
+		// from the API server's storage.
+		apiserved.Monitor(ctx, apiserved.ReadOne(mgr.GetAPIReader(), gv), gv, o.apiCheckInterval, readTimeout, ctrl.Log.WithName("api"))
 		return nil
 	}))
 	if err != nil {

@@ -2,7 +2,9 @@
 // server serves the InferenceStack version it reads: a CRD package release
 // that does not serve it (see docs/compatibility.md) is reported in the log
 // and in the metric inferencestack_operator_api_served, and the operator
-// starts its controllers once the version is served.
+// starts its controllers once the version is served; Monitor then reports
+// (log, metrics) while the operator cannot read the stacks (the conversion
+// webhook down).
 package apiserved
 
 import (
@@ -10,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -17,8 +20,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -110,4 +115,97 @@ func MapperProvider(kinds ...schema.GroupVersionKind) func(*rest.Config, *http.C
 		}
 		return meta.FirstHitRESTMapper{MultiRESTMapper: meta.MultiRESTMapper{dynamic, fixed}}, nil
 	}
+}
+
+// Readable is 1 while the operator's reads of InferenceStacks through the
+// version it reads work, 0 while they fail; ReadFailures counts the failed
+// checks.
+var (
+	Readable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "inferencestack_operator_api_readable",
+		Help: "1 while this operator's reads of InferenceStacks through the version it reads (label group_version) work, 0 while they fail " +
+			"(most often the inferencestack-crds package's conversion webhook is down: docs/api-versions.md).",
+	}, []string{"group_version"})
+	ReadFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "inferencestack_operator_api_read_failures_total",
+		Help: "Checks in which this operator's read of InferenceStacks through the version it reads (label group_version) failed.",
+	}, []string{"group_version"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(Readable, ReadFailures)
+}
+
+// Read is one read of InferenceStacks through the version the operator
+// reads.
+type Read func(ctx context.Context) error
+
+// ReadOne is the Read the operator checks with: it gets one InferenceStack
+// (any, named by a list of one) through gv from the API server's storage,
+// which converts it when it is stored in another version. (The API server
+// serves lists, and watches of unchanged stacks, from its cache of each
+// version, converted when they were cached: they work while the webhook is
+// down, until a stack changes; a get with no resourceVersion reads
+// storage.) No stack, nothing to convert: the read works.
+func ReadOne(r client.Reader, gv schema.GroupVersion) Read {
+	return func(ctx context.Context) error {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gv.WithKind("InferenceStackList"))
+		if err := r.List(ctx, list, client.Limit(1)); err != nil || len(list.Items) == 0 {
+			return err
+		}
+		one := &unstructured.Unstructured{}
+		one.SetGroupVersionKind(gv.WithKind("InferenceStack"))
+		err := r.Get(ctx, client.ObjectKeyFromObject(&list.Items[0]), one)
+		if apierrors.IsNotFound(err) {
+			return nil // deleted meanwhile
+		}
+		return err
+	}
+}
+
+// Monitor reads every interval (each read cut off after timeout) until ctx
+// ends. While reads fail it keeps Readable at 0, counts ReadFailures and
+// logs once per cause, naming the conversion webhook when the API server's
+// error does; once they work again it logs that and sets Readable to 1.
+func Monitor(ctx context.Context, read Read, gv schema.GroupVersion, interval, timeout time.Duration, log logr.Logger) {
+	gauge, failures := Readable.WithLabelValues(gv.String()), ReadFailures.WithLabelValues(gv.String())
+	failing := ""
+	for {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		err := read(rctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			gauge.Set(1)
+			if failing != "" {
+				log.Info("reads of InferenceStacks work again; the operator sees the changes it missed", "groupVersion", gv.String())
+				failing = ""
+			}
+		} else {
+			gauge.Set(0)
+			failures.Inc()
+			if why := readFailure(err, gv); why != failing {
+				log.Error(err, why, "groupVersion", gv.String())
+				failing = why
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}
+
+// readFailure says what a failed read means to the cluster admin.
+func readFailure(err error, gv schema.GroupVersion) string {
+	if strings.Contains(err.Error(), "conversion webhook") {
+		return "reads of InferenceStacks through " + gv.String() + " fail: the API server cannot convert them, " +
+			"the conversion webhook of the inferencestack-crds package is down or unreachable (docs/api-versions.md); " +
+			"until it is back this operator does not see changes to stacks stored in another version; nothing is deleted"
+	}
+	return "reads of InferenceStacks through " + gv.String() + " fail; this operator does not see changes to stacks until they work again"
 }

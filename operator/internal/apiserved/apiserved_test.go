@@ -2,6 +2,7 @@ package apiserved
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -62,4 +63,37 @@ func TestWaitStops(t *testing.T) {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Group: gv.Group}, gv.Version)
 	}
 	require.ErrorIs(t, Wait(ctx, lookup, gv, "inferencestacks", time.Hour, funcr.New(func(string, string) {}, funcr.Options{})), context.Canceled)
+}
+
+// TestMonitor: while reads fail Monitor keeps the gauge at 0, counts every
+// failed check and logs once per cause (naming the conversion webhook when
+// the API server's error does); once they work it logs that once and sets
+// the gauge to 1.
+func TestMonitor(t *testing.T) {
+	gv := schema.GroupVersion{Group: "inferencestack.io", Version: "monitor"}
+	webhook := errors.New(`conversion webhook for inferencestack.io/v1alpha2, Kind=InferenceStack failed: Post "https://inferencestack-conversion.inferencestack-system.svc:443/convert?timeout=30s": dial tcp 10.0.0.64:443: connect: connection refused`)
+	webhookTimeout := errors.New(`conversion webhook for inferencestack.io/v1alpha2, Kind=InferenceStack failed: Post "https://inferencestack-conversion.inferencestack-system.svc:443/convert?timeout=30s": context deadline exceeded`)
+	answers := []error{nil, webhook, webhookTimeout, nil, nil, nil}
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs []string
+	log := funcr.New(func(prefix, args string) { logs = append(logs, args) }, funcr.Options{})
+	calls := 0
+	var gauges []float64
+	read := func(context.Context) error {
+		if calls > 0 {
+			gauges = append(gauges, testutil.ToFloat64(Readable.WithLabelValues(gv.String())))
+		}
+		if calls == len(answers)-1 {
+			cancel() // the last answer is not looked at
+		}
+		calls++
+		return answers[calls-1]
+	}
+	Monitor(ctx, read, gv, time.Millisecond, time.Second, log)
+	require.Equal(t, []float64{1, 0, 0, 1, 1}, gauges)
+	require.Equal(t, 2.0, testutil.ToFloat64(ReadFailures.WithLabelValues(gv.String())), "each failed check counted")
+	require.Len(t, logs, 2, "one line while the cause stays the same, one when reads work again: %q", logs)
+	require.Contains(t, logs[0], "the conversion webhook of the inferencestack-crds package is down or unreachable")
+	require.Contains(t, logs[0], "connection refused", "the API server's error")
+	require.Contains(t, logs[1], "work again")
 }

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/retry"
@@ -48,9 +49,10 @@ import (
 // through v1alpha1 (stored) and v1alpha2 the same and is reconciled by
 // major 2, one written through v1alpha1 by major 1. Then the webhook is
 // stopped and comes back (webhookDown), the package moves its storage to
-// v1alpha2 and the migration runs (storageMoved), and a change made through
-// v1alpha2 afterwards is reconciled. (OLM's refusal of a too-early removal
-// of v1alpha1: test/olm/e2e/storedversions_test.go.)
+// v1alpha2 and the migration runs (storageMoved), and the webhook is
+// stopped again: now the operators' reads need it, both report it, and a
+// change made meanwhile is reconciled once it is back. (OLM's refusal of a
+// too-early removal of v1alpha1: test/olm/e2e/storedversions_test.go.)
 func TestConversionWebhookOnTheNode(t *testing.T) {
 	dumpLogsOnFailure(t)
 	ctx := context.Background()
@@ -114,7 +116,7 @@ func TestConversionWebhookOnTheNode(t *testing.T) {
 	// The CRD package upgraded to serve both.
 	upgradeCRDs(t, crds, "2.0.0")
 
-	pod := operatorPod(t, bundle.ConversionNamespace, map[string]string{"app.kubernetes.io/name": bundle.ConversionName})
+	pod := webhookPod(t)
 	t.Logf("conversion webhook pod %s Ready", pod.Name)
 
 	scheme := runtime.NewScheme()
@@ -170,22 +172,40 @@ func TestConversionWebhookOnTheNode(t *testing.T) {
 	reconciledBy(t, c, viaV1.Namespace, viaV1.Name, "1")
 	reconciledBy(t, c, made.Namespace, made.Name, "2")
 
-	webhookDown(t, c, pod, &made)
+	// The webhook down while v1alpha1 is stored: reads through v1alpha2
+	// fail; the operators read the stored version and need no conversion.
+	webhookDown(t, c, client.ObjectKeyFromObject(&made), &v1alpha2.InferenceStack{}, &v1alpha1.InferenceStackList{}, func() {})
+	var back v1alpha2.InferenceStack
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(&made), &back))
+	require.Equal(t, made.Spec, back.Spec, "read through v1alpha2 once the webhook is back: what was written")
+
 	storageMoved(t, c, crds, &made)
 
-	// After the migration (both stacks stored as v1alpha2, the operators
-	// reading v1alpha1 through the webhook): a change made through v1alpha2
-	// is reconciled by major 1.
-	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var s v1alpha2.InferenceStack
-		if err := c.Get(ctx, client.ObjectKeyFromObject(viaV1), &s); err != nil {
-			return err
+	// The webhook down after the migration: both stacks are stored as
+	// v1alpha2 and every read of the operators (v1alpha1) needs it. Both
+	// operators say so; a change made meanwhile through v1alpha2 (the
+	// stored version: the write needs no conversion) is reconciled by
+	// major 1 once the webhook is back.
+	webhookDown(t, c, client.ObjectKeyFromObject(&made), &v1alpha1.InferenceStack{}, &v1alpha2.InferenceStackList{}, func() {
+		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var s v1alpha2.InferenceStack
+			if err := c.Get(ctx, client.ObjectKeyFromObject(viaV1), &s); err != nil {
+				return err
+			}
+			s.Spec.Workload = &v1alpha2.WorkloadSpec{Env: []corev1.EnvVar{{Name: "CHANGED_WHILE_DOWN", Value: "1"}}}
+			return c.Update(ctx, &s)
+		}))
+		for _, ns := range []string{"inferencestack-system", "inferencestack-system-v2"} {
+			op := operatorPod(t, ns, map[string]string{"app.kubernetes.io/name": "inferencestack-operator"})
+			waitLog(t, ns, op.Name, "manager", "the conversion webhook of the inferencestack-crds package is down or unreachable")
 		}
-		s.Spec.Workload = &v1alpha2.WorkloadSpec{Env: []corev1.EnvVar{{Name: "AFTER_MIGRATION", Value: "1"}}}
-		return c.Update(ctx, &s)
-	}))
+	})
 	gen := reconciledBy(t, c, viaV1.Namespace, viaV1.Name, "1")
-	require.Equal(t, int64(2), gen, "the change through v1alpha2 is the stack's second generation")
+	require.Equal(t, int64(2), gen, "the change made while the webhook was down is the stack's second generation")
+	for _, ns := range []string{"inferencestack-system", "inferencestack-system-v2"} {
+		op := operatorPod(t, ns, map[string]string{"app.kubernetes.io/name": "inferencestack-operator"})
+		waitLog(t, ns, op.Name, "manager", "reads of InferenceStacks work again")
+	}
 }
 
 // upgradeCRDs moves the CRD package's ClusterExtension to version and waits
@@ -235,17 +255,45 @@ func reconciledBy(t *testing.T, c client.Client, ns, name, major string) int64 {
 	return s.Generation
 }
 
-// webhookDown: with the webhook's process stopped (the kubelet's readiness
-// probe then takes the pod out of the Service), what a user reads through
-// the version that is not stored fails with the API server's conversion
-// error, reads and lists through the stored version work, nothing is
-// deleted; once the process goes on, reads through v1alpha2 work again and
-// give what was written.
-func webhookDown(t *testing.T, c client.Client, pod *corev1.Pod, made *v1alpha2.InferenceStack) {
+// webhookPod waits until the conversion webhook's Deployment rolled out
+// (a CRD package upgrade brings a new image) and returns its one pod, Ready.
+func webhookPod(t *testing.T) *corev1.Pod {
+	t.Helper()
 	ctx := context.Background()
+	var dep appsv1.Deployment
+	var ready []corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, installTimeout, true, func(ctx context.Context) (bool, error) {
+		if err := node.Env.Client.Get(ctx, client.ObjectKey{Namespace: bundle.ConversionNamespace, Name: bundle.ConversionName}, &dep); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		want, st := ptr.Deref(dep.Spec.Replicas, 1), dep.Status
+		if st.ObservedGeneration != dep.Generation || st.Replicas != want || st.UpdatedReplicas != want || st.AvailableReplicas != want {
+			return false, nil
+		}
+		var pods corev1.PodList
+		if err := node.Env.Client.List(ctx, &pods, client.InNamespace(dep.Namespace), client.MatchingLabels(dep.Spec.Selector.MatchLabels)); err != nil {
+			return false, err
+		}
+		ready = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil || !podReady(&p) })
+		return len(ready) == 1, nil
+	})
+	require.NoError(t, err, "the conversion webhook's Deployment rolled out, one pod Ready: %+v\nevents:\n%s", dep.Status, events(t, bundle.ConversionNamespace, ""))
+	return &ready[0]
+}
+
+// webhookDown stops the webhook's process (SIGSTOP: it hangs, as a webhook
+// that stopped answering does): a read of key through nonStored, which
+// needs a conversion, fails with the API server's conversion error; a list
+// through the stored version works and nothing is deleted; whileDown runs.
+// Then the process is killed (if the kubelet's liveness probe has not yet)
+// and the kubelet restarts the container: reads through nonStored work
+// again.
+func webhookDown(t *testing.T, c client.Client, key client.ObjectKey, nonStored client.Object, storedList client.ObjectList, whileDown func()) {
+	ctx := context.Background()
+	pod := webhookPod(t)
 	i := slices.IndexFunc(pod.Status.ContainerStatuses, func(s corev1.ContainerStatus) bool { return s.Name == "webhook" })
 	require.GreaterOrEqual(t, i, 0, "the webhook container's status")
-	id := pod.Status.ContainerStatuses[i].ContainerID
+	id, restarts := pod.Status.ContainerStatuses[i].ContainerID, pod.Status.ContainerStatuses[i].RestartCount
 	stopped, err := node.SignalContainer(id, syscall.SIGSTOP)
 	require.NoError(t, err)
 	require.Positive(t, stopped)
@@ -254,26 +302,40 @@ func webhookDown(t *testing.T, c client.Client, pod *corev1.Pod, made *v1alpha2.
 	var downErr error
 	deadline := time.Now().Add(2 * time.Minute)
 	for downErr == nil {
-		require.True(t, time.Now().Before(deadline), "reads through v1alpha2 still work with the webhook stopped")
-		downErr = c.Get(ctx, client.ObjectKeyFromObject(made), &v1alpha2.InferenceStack{})
+		require.True(t, time.Now().Before(deadline), "reads through %s still work with the webhook stopped", nonStored.GetObjectKind().GroupVersionKind().Version)
+		downErr = c.Get(ctx, key, nonStored.DeepCopyObject().(client.Object))
 	}
-	t.Logf("the webhook stopped, a read through v1alpha2 says: %v", downErr)
-	require.ErrorContains(t, downErr, "conversion webhook for inferencestack.io/v1alpha1, Kind=InferenceStack failed")
-	var asV1 v1alpha1.InferenceStack
-	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(made), &asV1), "reads through the stored version need no conversion")
-	var list v1alpha1.InferenceStackList
-	require.NoError(t, c.List(ctx, &list, client.InNamespace(made.Namespace)))
-	require.Len(t, list.Items, 1, "nothing deleted")
+	t.Logf("the webhook stopped, a read through the version not stored says: %v", downErr)
+	require.ErrorContains(t, downErr, "conversion webhook for inferencestack.io/")
+	require.ErrorContains(t, downErr, "Kind=InferenceStack failed")
+	require.NoError(t, c.List(ctx, storedList, client.InNamespace(key.Namespace)), "lists through the stored version need no conversion")
+	require.Equal(t, 1, meta.LenList(storedList), "nothing deleted")
+	whileDown()
 
-	_, err = node.SignalContainer(id, syscall.SIGCONT)
-	require.NoError(t, err)
-	var asV2 v1alpha2.InferenceStack
+	// A SIGKILL to a stopped process (the kubelet's may have come first).
+	_, _ = node.KillContainer(id)
+	waitPod(t, pod.Namespace, pod.Name, podTimeout, func(p *corev1.Pod) bool {
+		i := slices.IndexFunc(p.Status.ContainerStatuses, func(s corev1.ContainerStatus) bool { return s.Name == "webhook" })
+		return i >= 0 && p.Status.ContainerStatuses[i].RestartCount > restarts && podReady(p)
+	})
 	deadline = time.Now().Add(2 * time.Minute)
-	for c.Get(ctx, client.ObjectKeyFromObject(made), &asV2) != nil {
-		require.True(t, time.Now().Before(deadline), "reads through v1alpha2 work again once the webhook goes on")
+	for {
+		err := c.Get(ctx, key, nonStored.DeepCopyObject().(client.Object))
+		if err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "reads through the version not stored work again once the webhook is back: %v", err)
 		time.Sleep(250 * time.Millisecond)
 	}
-	require.Equal(t, made.Spec, asV2.Spec)
+}
+
+// waitLog waits until the log of container in pod ns/name has line.
+func waitLog(t *testing.T, ns, name, container, line string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+		return strings.Contains(node.PodLogs(ns, name)[container], line), nil
+	})
+	require.NoError(t, err, "%s/%s's %s log says %q; its last lines:\n%s", ns, name, container, line, testenv.LastLines(node.PodLogs(ns, name)[container], 20))
 }
 
 // storageMoved: the CRD package moves to 2.1.0 (v1alpha2 stored):
@@ -299,6 +361,19 @@ func storageMoved(t *testing.T, c client.Client, crds *unstructured.Unstructured
 		time.Sleep(250 * time.Millisecond)
 	}
 	require.Equal(t, []string{"v1alpha1", "v1alpha2"}, crd.Status.StoredVersions, "the stack is still stored as v1alpha1")
+	// The package's upgrade rolls the webhook out (its 2.1.0 image); the
+	// API server remade its caches of the stacks for the new storage
+	// version, converting through it.
+	webhookPod(t)
+	deadline = time.Now().Add(2 * time.Minute)
+	for {
+		err := c.Get(ctx, client.ObjectKeyFromObject(made), &v1alpha2.InferenceStack{})
+		if err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "reads through v1alpha2 after the CRD package's upgrade: %v", err)
+		time.Sleep(250 * time.Millisecond)
+	}
 
 	dyn, err := dynamic.NewForConfig(node.Env.Config)
 	require.NoError(t, err)
