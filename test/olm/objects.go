@@ -26,6 +26,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferencestack/inferencestack/test/testenv"
 )
 
 // CatalogNameLabel is the label catalogd's mutating webhook puts on every
@@ -189,7 +191,7 @@ func (c *Cluster) Delete(ctx context.Context, timeout time.Duration, objs ...*un
 			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 		})
 		if err != nil {
-			return fmt.Errorf("%s %s still exists %s after deletion: %w", u.GetKind(), name(u), timeout, err)
+			return fmt.Errorf("%s %s still exists %s after deletion: %w%s", u.GetKind(), name(u), timeout, err, c.stuck(ctx, u))
 		}
 	}
 	return nil
@@ -296,4 +298,23 @@ func (c *Cluster) WaitOwnerReferences(ctx context.Context, as client.Client, own
 	default:
 		return fmt.Errorf("owner references to %s: %w (last: %w)", gvk.Kind, err, last)
 	}
+}
+
+// stuck says why a deleted object may still be there: its finalizers and
+// conditions, and whether catalogd and operator-controller still run.
+func (c *Cluster) stuck(ctx context.Context, u *unstructured.Unstructured) string {
+	var b strings.Builder
+	now := u.DeepCopy()
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(u), now); err == nil {
+		conds, _ := Conditions(now)
+		fmt.Fprintf(&b, "\n  deletionTimestamp %v, finalizers %q, conditions: %s", now.GetDeletionTimestamp(), now.GetFinalizers(), FormatConditions(conds))
+	}
+	for _, p := range c.procs {
+		if ended, err := p.Wait(0); ended {
+			fmt.Fprintf(&b, "\n  %s exited: %v; its log:\n%s", p.name, err, testenv.LastLines(p.Log(), 20))
+		} else {
+			fmt.Fprintf(&b, "\n  %s runs (pid %d)", p.name, p.Cmd.Process.Pid)
+		}
+	}
+	return b.String()
 }
