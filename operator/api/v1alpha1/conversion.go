@@ -36,13 +36,12 @@ func (src *InferenceStack) ConvertTo(dstRaw conversion.Hub) error {
 	if !ok {
 		return fmt.Errorf("v1alpha1 converts only to v1alpha2, not %T", dstRaw)
 	}
-	var metrics []v1alpha2.ResourceMetric
+	metrics, err := src.annotatedMetrics()
+	if err != nil {
+		return err
+	}
 	annotations := maps.Clone(src.Annotations)
-	if raw, ok := annotations[v1alpha2.MetricsAnnotation]; ok {
-		if err := json.Unmarshal([]byte(raw), &metrics); err != nil {
-			return fmt.Errorf("InferenceStack %s/%s: annotation %s: %w: remove it, or set it to the JSON of spec.scaling.autoscaling.metrics of v1alpha2",
-				src.Namespace, src.Name, v1alpha2.MetricsAnnotation, err)
-		}
+	if _, ok := annotations[v1alpha2.MetricsAnnotation]; ok {
 		delete(annotations, v1alpha2.MetricsAnnotation)
 		if len(annotations) == 0 && src.Annotations != nil {
 			annotations = nil
@@ -118,6 +117,52 @@ func (dst *InferenceStack) ConvertFrom(srcRaw conversion.Hub) error {
 		}
 	}
 	return nil
+}
+
+// annotatedMetrics is the metrics list of the v1alpha2.MetricsAnnotation
+// (nil without it).
+func (src *InferenceStack) annotatedMetrics() ([]v1alpha2.ResourceMetric, error) {
+	raw, ok := src.Annotations[v1alpha2.MetricsAnnotation]
+	if !ok {
+		return nil, nil
+	}
+	var metrics []v1alpha2.ResourceMetric
+	if err := json.Unmarshal([]byte(raw), &metrics); err != nil {
+		return nil, fmt.Errorf("InferenceStack %s/%s: annotation %s: %w: remove it, or set it to the JSON of spec.scaling.autoscaling.metrics of v1alpha2",
+			src.Namespace, src.Name, v1alpha2.MetricsAnnotation, err)
+	}
+	return metrics, nil
+}
+
+// AutoscalingMetrics is what the stack's autoscaler aims at, in v1alpha2's
+// terms (spec.scaling.autoscaling.metrics, as ConvertTo gives it): the
+// metrics of the v1alpha2.MetricsAnnotation (what a v1alpha2 client wrote)
+// with the CPU target of targetCPUUtilizationPercentage, or v1alpha2's
+// default (CPU at 80%) when that leaves none; nil without autoscaling. A
+// metric v1alpha2 would refuse (a resource other than cpu or memory, one
+// twice, a target outside 1-100) is an error naming the annotation.
+func (src *InferenceStack) AutoscalingMetrics() ([]v1alpha2.ResourceMetric, error) {
+	w := src.Spec.Workload
+	if w == nil || w.Autoscaling == nil {
+		return nil, nil
+	}
+	kept, err := src.annotatedMetrics()
+	if err != nil {
+		return nil, err
+	}
+	seen := map[v1alpha2.ResourceName]bool{}
+	for _, m := range kept {
+		if (m.Resource != v1alpha2.ResourceCPU && m.Resource != v1alpha2.ResourceMemory) || seen[m.Resource] || m.AverageUtilization < 1 || m.AverageUtilization > 100 {
+			return nil, fmt.Errorf("InferenceStack %s/%s: annotation %s: metric %+v: each of cpu and memory at most once, averageUtilization 1-100; "+
+				"set spec.scaling.autoscaling.metrics through v1alpha2 instead", src.Namespace, src.Name, v1alpha2.MetricsAnnotation, m)
+		}
+		seen[m.Resource] = true
+	}
+	metrics := withCPU(kept, w.Autoscaling.TargetCPUUtilizationPercentage)
+	if len(metrics) == 0 {
+		metrics = []v1alpha2.ResourceMetric{{Resource: v1alpha2.ResourceCPU, AverageUtilization: 80}}
+	}
+	return metrics, nil
 }
 
 // withCPU is the v1alpha2 metrics of a v1alpha1 autoscaling: kept, the ones

@@ -15,36 +15,37 @@ import (
 	"github.com/inferencestack/inferencestack/operator/components/server"
 )
 
-// HorizontalPodAutoscaler scales the server Deployment on CPU use, or is nil
-// when workload.autoscaling is unset.
-func HorizontalPodAutoscaler(stack *v1alpha1.InferenceStack) *autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration {
-	w := stack.Spec.Workload
-	if w == nil || w.Autoscaling == nil {
-		return nil
+// HorizontalPodAutoscaler scales the server Deployment on the stack's
+// metrics (CPU, memory: v1alpha1.InferenceStack.AutoscalingMetrics), or is
+// nil when workload.autoscaling is unset.
+func HorizontalPodAutoscaler(stack *v1alpha1.InferenceStack) (*autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration, error) {
+	metrics, err := stack.AutoscalingMetrics()
+	if err != nil || metrics == nil {
+		return nil, err
 	}
-	a := w.Autoscaling
-	minReplicas, target := int32(1), int32(80)
+	a := stack.Spec.Workload.Autoscaling
+	minReplicas := int32(1)
 	if a.MinReplicas != nil {
 		minReplicas = *a.MinReplicas
 	}
-	if a.TargetCPUUtilizationPercentage != nil {
-		target = *a.TargetCPUUtilizationPercentage
+	spec := autoscalingv2ac.HorizontalPodAutoscalerSpec().
+		WithScaleTargetRef(autoscalingv2ac.CrossVersionObjectReference().
+			WithAPIVersion("apps/v1").WithKind("Deployment").WithName(server.Name(stack))).
+		WithMinReplicas(minReplicas).
+		WithMaxReplicas(a.MaxReplicas)
+	for _, m := range metrics {
+		spec.WithMetrics(autoscalingv2ac.MetricSpec().
+			WithType(autoscalingv2.ResourceMetricSourceType).
+			WithResource(autoscalingv2ac.ResourceMetricSource().
+				WithName(corev1.ResourceName(m.Resource)).
+				WithTarget(autoscalingv2ac.MetricTarget().
+					WithType(autoscalingv2.UtilizationMetricType).
+					WithAverageUtilization(m.AverageUtilization))))
 	}
 	return autoscalingv2ac.HorizontalPodAutoscaler(server.Name(stack), stack.Namespace).
 		WithLabels(components.Labels(stack, components.ComponentServer)).
 		WithOwnerReferences(components.OwnerReference(stack)).
-		WithSpec(autoscalingv2ac.HorizontalPodAutoscalerSpec().
-			WithScaleTargetRef(autoscalingv2ac.CrossVersionObjectReference().
-				WithAPIVersion("apps/v1").WithKind("Deployment").WithName(server.Name(stack))).
-			WithMinReplicas(minReplicas).
-			WithMaxReplicas(a.MaxReplicas).
-			WithMetrics(autoscalingv2ac.MetricSpec().
-				WithType(autoscalingv2.ResourceMetricSourceType).
-				WithResource(autoscalingv2ac.ResourceMetricSource().
-					WithName(corev1.ResourceCPU).
-					WithTarget(autoscalingv2ac.MetricTarget().
-						WithType(autoscalingv2.UtilizationMetricType).
-						WithAverageUtilization(target)))))
+		WithSpec(spec), nil
 }
 
 // PodDisruptionBudget limits voluntary disruptions of the server pods, or is

@@ -69,7 +69,11 @@ func networkStep(ctx context.Context, s *state) error {
 func scalingStep(ctx context.Context, s *state) error {
 	stack := s.Stack
 	meta := metav1.ObjectMeta{Name: server.Name(stack), Namespace: stack.Namespace}
-	if hpa := scaling.HorizontalPodAutoscaler(stack); hpa != nil {
+	hpa, err := scaling.HorizontalPodAutoscaler(stack)
+	if err != nil {
+		return err
+	}
+	if hpa != nil {
 		if _, _, err := apply.Apply(ctx, s.Applier, apply.HorizontalPodAutoscaler, hpa); err != nil {
 			return err
 		}
@@ -80,6 +84,6 @@ func scalingStep(ctx context.Context, s *state) error {
 		_, _, err := apply.Apply(ctx, s.Applier, apply.PodDisruptionBudget, pdb)
 		return err
 	}
-	_, err := apply.Delete(ctx, s.Client, &policyv1.PodDisruptionBudget{ObjectMeta: meta}, components.Owned(stack))
+	_, err = apply.Delete(ctx, s.Client, &policyv1.PodDisruptionBudget{ObjectMeta: meta}, components.Owned(stack))
 	return err
 }

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/components/config"
@@ -622,4 +623,58 @@ func update(t *testing.T, ns, name string, change func(*v1alpha1.InferenceStack)
 		change(stack)
 		return env.Client.Update(context.Background(), stack)
 	})
+}
+
+// TestAutoscalingOnMemory: a stack whose autoscaling a v1alpha2 client
+// wrote (memory and CPU; the operator reads v1alpha1, where the list is in
+// the annotation) gets an autoscaler on both; an annotation v1alpha2 would
+// refuse makes the stack Degraded, naming it, and the autoscaler stays as
+// it was.
+func TestAutoscalingOnMemory(t *testing.T) {
+	startOperator(t)
+	ns := namespace(t)
+	v2 := &v1alpha2.InferenceStack{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mem"},
+		Spec: v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Name: "starter"},
+			Scaling: &v1alpha2.ScalingSpec{Autoscaling: &v1alpha2.AutoscalingSpec{MaxReplicas: 3, Metrics: []v1alpha2.ResourceMetric{
+				{Resource: v1alpha2.ResourceMemory, AverageUtilization: 60}, {Resource: v1alpha2.ResourceCPU, AverageUtilization: 70}}}}}}
+	stack := &v1alpha1.InferenceStack{}
+	if err := stack.ConvertFrom(v2); err != nil {
+		t.Fatal(err)
+	}
+	// State shared by the replicas.
+	testutil.WithCache()(stack)
+	testutil.WithKV(v1alpha1.KVStoreSpec{Type: v1alpha1.KVStoreRedis, Endpoint: "redis:6379"})(stack)
+	create(t, stack)
+	converged(t, ns, "mem")
+	aims := func() string {
+		hpa, err := get(t, &autoscalingv2.HorizontalPodAutoscaler{}, ns, "mem")
+		if err != nil {
+			return err.Error()
+		}
+		var got []string
+		for _, m := range hpa.Spec.Metrics {
+			got = append(got, fmt.Sprintf("%s=%d", m.Resource.Name, *m.Resource.Target.AverageUtilization))
+		}
+		return strings.Join(got, ",")
+	}
+	eventually(t, timeout, func() error {
+		if got := aims(); got != "memory=60,cpu=70" {
+			return fmt.Errorf("autoscaler aims at %s, want memory=60,cpu=70", got)
+		}
+		return nil
+	})
+
+	update(t, ns, "mem", func(s *v1alpha1.InferenceStack) {
+		s.Annotations[v1alpha2.MetricsAnnotation] = `[{"resource":"gpu","averageUtilization":50}]`
+	})
+	eventually(t, timeout, func() error {
+		c, _ := degradedOf(t, ns, "mem")
+		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "annotation "+v1alpha2.MetricsAnnotation) {
+			return fmt.Errorf("Degraded %+v, want True naming the annotation", c)
+		}
+		return nil
+	})
+	if got := aims(); got != "memory=60,cpu=70" {
+		t.Errorf("the autoscaler changed to %s on a refused annotation", got)
+	}
 }
