@@ -8,12 +8,15 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
+
+	"github.com/inferencestack/inferencestack/internal/atomicfs"
 )
 
 // The layout cosign reads for key-based signatures: an image tagged
@@ -145,4 +148,33 @@ func decodeSig(s string) ([]byte, error) {
 		return nil, errors.New("no " + SignatureAnnotation + " annotation")
 	}
 	return base64.StdEncoding.DecodeString(s)
+}
+
+// KeySignerFrom loads the signing key from file or, when file is empty,
+// from the environment variable SigningKeyEnv (the PEM itself, for CI
+// secrets).
+func KeySignerFrom(file string) (*KeySigner, error) {
+	if file != "" {
+		b, err := atomicfs.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--key %s: %w", file, err)
+		}
+		return LoadKeySigner(b, file)
+	}
+	if v := os.Getenv(SigningKeyEnv); v != "" {
+		return LoadKeySigner([]byte(v), "$"+SigningKeyEnv)
+	}
+	return nil, fmt.Errorf("no signing key: give --key FILE (an ECDSA P-256 PEM private key) or set %s to the key's PEM", SigningKeyEnv)
+}
+
+// KeyVerifierFrom loads a PEM public key from file.
+func KeyVerifierFrom(file string) (*KeyVerifier, error) {
+	if file == "" {
+		return nil, errors.New("no public key: give --key FILE (the release's PEM public key, cosign.pub)")
+	}
+	b, err := atomicfs.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--key %s: %w", file, err)
+	}
+	return LoadKeyVerifier(b, file)
 }

@@ -1,0 +1,126 @@
+package sign_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/inferencestack/inferencestack/internal/image"
+	"github.com/inferencestack/inferencestack/test/registry"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/root"
+)
+
+// keyFiles writes a new ECDSA P-256 key pair (PKCS#8 and PKIX PEM) and
+// returns the private key's path, its PEM and the public key's path.
+func keyFiles(t *testing.T) (keyFile, keyPEM, pubFile string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	require.NoError(t, err)
+	pubDER, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	keyPEM = string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	keyFile, pubFile = filepath.Join(dir, "release.key"), filepath.Join(dir, "cosign.pub")
+	require.NoError(t, os.WriteFile(keyFile, []byte(keyPEM), 0o600))
+	require.NoError(t, os.WriteFile(pubFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o600))
+	return keyFile, keyPEM, pubFile
+}
+
+func run(args ...string) (string, error) {
+	cmd := root.NewCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestSignAndVerifyCmd(t *testing.T) {
+	host := registry.Registry(t)
+	keyFile, keyPEM, pubFile := keyFiles(t)
+	_, _, otherPub := keyFiles(t)
+	// A committed bundle of the repository: its commit and time come from git.
+	dir := filepath.Join("..", "..", "..", "bundle", "inferencestack-crds", "1.0.0")
+	ref := host + "/acme/inferencestack-crds-bundle:v1.0.0"
+	_, err := image.Build{Kind: image.KindBundle, Dir: dir, Push: ref}.Run(context.Background())
+	require.NoError(t, err)
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	require.NoError(t, err)
+	commit := strings.TrimSpace(string(head))
+
+	out, err := run("sign", "bundle", dir, ref, "--key", keyFile)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "signed: "+host+"/acme/inferencestack-crds-bundle@sha256:")
+	require.Contains(t, out, "sbom: ")
+	require.Contains(t, out, "provenance: ")
+	require.Equal(t, 3, strings.Count(out, "signature: "), out)
+
+	out, err = run("verify", ref, "--key", pubFile, "--commit", commit)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "commit: "+commit)
+
+	// The key from the environment; an explicit commit and time.
+	t.Setenv(image.SigningKeyEnv, keyPEM)
+	other := strings.Repeat("0f", 20)
+	out, err = run("sign", "bundle", dir, ref, "--commit", other, "--commit-time", "2026-11-25T12:00:00Z", "-o", "json")
+	require.NoError(t, err, out)
+	require.Contains(t, out, `"sbom": "`)
+
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{name: "another key", args: []string{"verify", ref, "--key", otherPub, "--commit", commit},
+			want: []string{"is not verified", "image signature: no valid signature by the key"}},
+		{name: "another commit", args: []string{"verify", ref, "--key", pubFile, "--commit", strings.Repeat("e", 40)},
+			want: []string{"provenance: no attached one is valid", "but the release names " + strings.Repeat("e", 40)}},
+		{name: "no commit", args: []string{"verify", ref, "--key", pubFile}, want: []string{"--commit is required"}},
+		{name: "no public key", args: []string{"verify", ref, "--commit", commit}, want: []string{"no public key: give --key FILE"}},
+		{name: "a private key to verify", args: []string{"verify", ref, "--key", keyFile, "--commit", commit}, want: []string{"public key " + keyFile}},
+		{name: "missing key file", args: []string{"sign", "bundle", dir, ref, "--key", "nope.pem"}, want: []string{"--key nope.pem"}},
+		{name: "a public key to sign", args: []string{"sign", "bundle", dir, ref, "--key", pubFile}, want: []string{"signing key " + pubFile}},
+		{name: "bad commit", args: []string{"sign", "bundle", dir, ref, "--commit", "HEAD", "--commit-time", "0"},
+			want: []string{`commit "HEAD" is not a full hexadecimal git commit`}},
+		{name: "bad time", args: []string{"sign", "bundle", dir, ref, "--commit", other, "--commit-time", "yesterday"},
+			want: []string{`--commit-time "yesterday": want RFC 3339`}},
+		{name: "another input", args: []string{"sign", "bundle", filepath.Join("..", "..", "..", "bundle", "inferencestack-crds", "2.0.0"), ref},
+			want: []string{"but ../../../bundle/inferencestack-crds/2.0.0 builds sha256:"}},
+		{name: "not pushed", args: []string{"sign", "bundle", dir, host + "/acme/nothing:v1"}, want: []string{"does not exist: push it first"}},
+		{name: "unsigned image", args: []string{"verify", host + "/acme/nothing:v1", "--key", pubFile, "--commit", commit}, want: []string{"reading " + host + "/acme/nothing:v1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := run(tc.args...)
+			require.Error(t, err, out)
+			for _, w := range tc.want {
+				require.ErrorContains(t, err, w)
+			}
+		})
+	}
+
+	// The commit whose provenance was signed last still verifies, and so
+	// does the first: each signing adds its documents.
+	out, err = run("verify", ref, "--key", pubFile, "--commit", other)
+	require.NoError(t, err, out)
+	out, err = run("verify", ref, "--key", pubFile, "--commit", commit)
+	require.NoError(t, err, out)
+
+	t.Setenv(image.SigningKeyEnv, "")
+	_, err = run("sign", "bundle", dir, ref)
+	require.ErrorContains(t, err, "no signing key: give --key FILE")
+}
