@@ -290,6 +290,25 @@ func TestVerifyRefuses(t *testing.T) {
 		require.ErrorContains(t, err, "image signature: no valid signature by the key")
 		require.ErrorContains(t, err, "not signed by the key")
 	})
+	t.Run("a signature copied from another image", func(t *testing.T) {
+		host := testRegistry(t, true)
+		res, _ := signed(t, host, bundleDir(t), priv)
+		other := bundleDir(t)
+		writeFiles(t, other, map[string]string{"manifests/demo.crd.yaml": "kind: CustomResourceDefinition\n# another\n"})
+		ref := host + "/acme/demo-bundle:v2.0.0"
+		pushed, err := image.Build{Kind: image.KindBundle, Dir: other, Push: ref}.Run(ctx)
+		require.NoError(t, err)
+		from, err := name.NewDigest(res.Image, name.Insecure)
+		require.NoError(t, err)
+		to, err := name.NewDigest(pushed.Pushed, name.Insecure)
+		require.NoError(t, err)
+		sigImg, err := remote.Image(from.Context().Tag(strings.Replace(from.DigestStr(), ":", "-", 1) + ".sig"))
+		require.NoError(t, err)
+		require.NoError(t, remote.Write(to.Context().Tag(strings.Replace(to.DigestStr(), ":", "-", 1)+".sig"), sigImg))
+		_, err = verify(t, ref, pub, testSource.Commit)
+		require.ErrorContains(t, err, "image signature: no valid signature by the key")
+		require.ErrorContains(t, err, "the signed payload is about "+from.DigestStr()+", not "+to.DigestStr())
+	})
 	t.Run("missing SBOM, unsigned provenance", func(t *testing.T) {
 		host := testRegistry(t, false)
 		ref := host + "/acme/demo-bundle:v1.0.0"
