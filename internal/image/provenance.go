@@ -8,53 +8,21 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/in-toto/in-toto-golang/in_toto/slsa_provenance/common"
-	slsa "github.com/in-toto/in-toto-golang/in_toto/slsa_provenance/v1"
+	slsa "github.com/in-toto/attestation/go/predicates/provenance/v1"
+	ita1 "github.com/in-toto/attestation/go/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 const (
-	// StatementType is the in-toto Statement v1 type.
-	StatementType = "https://in-toto.io/Statement/v1"
+	// PredicateSLSAProvenance is the predicate type of SLSA provenance v1.
+	PredicateSLSAProvenance = "https://slsa.dev/provenance/v1"
 	// BuilderID names bundlegen as the builder in provenance statements.
 	BuilderID = "https://github.com/inferencestack/inferencestack/tree/main/tools/bundlegen"
 	// BuildType says how to read the build definition of bundlegen's
 	// provenance: docs/release.md describes its parameters.
 	BuildType = "https://github.com/inferencestack/inferencestack/blob/main/docs/release.md#signed-images-sbom-and-provenance"
 )
-
-// Statement is an in-toto Statement v1 with an SLSA provenance v1
-// predicate. (in-toto-golang's own Statement type is deprecated in favour of
-// the protobuf one of in-toto/attestation, whose JSON encoding is not stable;
-// this plain struct keeps the bytes canonical and the build light.)
-type Statement struct {
-	Type          string                   `json:"_type"`
-	Subject       []StatementSubject       `json:"subject"`
-	PredicateType string                   `json:"predicateType"`
-	Predicate     slsa.ProvenancePredicate `json:"predicate"`
-}
-
-// StatementSubject is an artifact a statement is about.
-type StatementSubject struct {
-	Name   string           `json:"name"`
-	Digest common.DigestSet `json:"digest"`
-}
-
-// ExternalParameters are the build's inputs a user controls: what was built
-// from which source, by which command.
-type ExternalParameters struct {
-	// Kind is the image's kind: operator, bundle or catalog.
-	Kind Kind `json:"kind"`
-	// Source is the repository and commit the input comes from.
-	Source SourceParameter `json:"source"`
-	// Command is the bundlegen command that builds the image from the input.
-	Command []string `json:"command"`
-}
-
-// SourceParameter names the commit of a repository.
-type SourceParameter struct {
-	Repository string `json:"repository"`
-	Commit     string `json:"commit"`
-}
 
 // Provenance returns the in-toto statement (SLSA provenance v1) of the image
 // subject, built by kind from input with command: the source repository and
@@ -97,34 +65,74 @@ func Provenance(kind Kind, input string, subject Subject, src Source, command []
 		return nil, fmt.Errorf("%s %s: %w", kind, input, err)
 	}
 	slices.SortFunc(files, func(a, b component) int { return strings.Compare(a.name, b.name) })
-	deps := []slsa.ResourceDescriptor{{
-		URI:    "git+" + src.Repository + "@" + src.Commit,
-		Digest: common.DigestSet{"gitCommit": src.Commit},
+	deps := []*ita1.ResourceDescriptor{{
+		Uri:    "git+" + src.Repository + "@" + src.Commit,
+		Digest: map[string]string{"gitCommit": src.Commit},
 	}}
 	for _, f := range files {
-		deps = append(deps, slsa.ResourceDescriptor{Name: f.name, Digest: common.DigestSet{"sha256": f.sha256}})
+		deps = append(deps, &ita1.ResourceDescriptor{Name: f.name, Digest: map[string]string{"sha256": f.sha256}})
 	}
-	st := Statement{
-		Type:          StatementType,
-		Subject:       []StatementSubject{{Name: subject.Name, Digest: common.DigestSet{subject.Digest.Algorithm: subject.Digest.Hex}}},
-		PredicateType: slsa.PredicateSLSAProvenance,
-		Predicate: slsa.ProvenancePredicate{
-			BuildDefinition: slsa.ProvenanceBuildDefinition{
-				BuildType: BuildType,
-				ExternalParameters: ExternalParameters{
-					Kind:    kind,
-					Source:  SourceParameter{Repository: src.Repository, Commit: src.Commit},
-					Command: command,
-				},
-				ResolvedDependencies: deps,
-			},
-			RunDetails: slsa.ProvenanceRunDetails{Builder: slsa.Builder{ID: BuilderID}},
+	cmd := make([]any, len(command))
+	for i, c := range command {
+		cmd[i] = c
+	}
+	external, err := structpb.NewStruct(map[string]any{
+		"kind":    string(kind),
+		"source":  map[string]any{"repository": src.Repository, "commit": src.Commit},
+		"command": cmd,
+	})
+	if err != nil {
+		return nil, err
+	}
+	pred := &slsa.Provenance{
+		BuildDefinition: &slsa.BuildDefinition{
+			BuildType:            BuildType,
+			ExternalParameters:   external,
+			ResolvedDependencies: deps,
 		},
+		RunDetails: &slsa.RunDetails{Builder: &slsa.Builder{Id: BuilderID}},
+	}
+	if err := pred.Validate(); err != nil {
+		return nil, fmt.Errorf("provenance of %s: %w", subject.Name, err)
+	}
+	predJSON, err := protojson.Marshal(pred)
+	if err != nil {
+		return nil, err
+	}
+	predStruct := &structpb.Struct{}
+	if err := protojson.Unmarshal(predJSON, predStruct); err != nil {
+		return nil, err
+	}
+	st := &ita1.Statement{
+		Type:          ita1.StatementTypeUri,
+		Subject:       []*ita1.ResourceDescriptor{{Name: subject.Name, Digest: map[string]string{subject.Digest.Algorithm: subject.Digest.Hex}}},
+		PredicateType: PredicateSLSAProvenance,
+		Predicate:     predStruct,
+	}
+	if err := st.Validate(); err != nil {
+		return nil, fmt.Errorf("provenance of %s: %w", subject.Name, err)
+	}
+	b, err := protojson.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	return canonicalJSON(b)
+}
+
+// canonicalJSON re-encodes JSON with sorted keys, two-space indentation and
+// a final newline: protojson's output is deliberately unstable (its spacing
+// varies between builds), the statement's bytes must not be.
+func canonicalJSON(b []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(st); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -140,37 +148,45 @@ func baseComponent() (component, error) {
 	return component{name: "base layer (assembled by bundlegen)", sha256: d.Hex}, nil
 }
 
-// ProvenanceCommit reads an in-toto statement written by Provenance and
-// returns the commit it names and the digest of its subject.
+// ProvenanceCommit reads an in-toto statement written by Provenance,
+// validates it, and returns the commit it names and the digest of its
+// subject.
 func ProvenanceCommit(b []byte) (commit, subjectDigest string, err error) {
-	var st struct {
-		Type          string             `json:"_type"`
-		Subject       []StatementSubject `json:"subject"`
-		PredicateType string             `json:"predicateType"`
-		Predicate     struct {
-			BuildDefinition struct {
-				ExternalParameters   ExternalParameters        `json:"externalParameters"`
-				ResolvedDependencies []slsa.ResourceDescriptor `json:"resolvedDependencies"`
-			} `json:"buildDefinition"`
-		} `json:"predicate"`
-	}
-	if err := json.Unmarshal(b, &st); err != nil {
+	var st ita1.Statement
+	if err := protojson.Unmarshal(b, &st); err != nil {
 		return "", "", fmt.Errorf("not an in-toto statement: %w", err)
 	}
-	if st.Type != StatementType || st.PredicateType != slsa.PredicateSLSAProvenance {
-		return "", "", fmt.Errorf("statement type %q with predicate %q, want %q with %q", st.Type, st.PredicateType, StatementType, slsa.PredicateSLSAProvenance)
+	if err := st.Validate(); err != nil {
+		return "", "", fmt.Errorf("not a valid in-toto statement: %w", err)
 	}
-	if len(st.Subject) != 1 || st.Subject[0].Digest["sha256"] == "" {
-		return "", "", fmt.Errorf("the statement has %d subjects, want one with a sha256 digest", len(st.Subject))
+	if st.GetType() != ita1.StatementTypeUri || st.GetPredicateType() != PredicateSLSAProvenance {
+		return "", "", fmt.Errorf("statement type %q with predicate %q, want %q with %q", st.GetType(), st.GetPredicateType(), ita1.StatementTypeUri, PredicateSLSAProvenance)
 	}
-	commit = st.Predicate.BuildDefinition.ExternalParameters.Source.Commit
-	for _, d := range st.Predicate.BuildDefinition.ResolvedDependencies {
-		if c := d.Digest["gitCommit"]; c != "" && c != commit {
-			return "", "", fmt.Errorf("the statement names two commits: %s (external parameters) and %s (resolved dependencies)", commit, c)
+	if len(st.GetSubject()) != 1 || st.GetSubject()[0].GetDigest()["sha256"] == "" {
+		return "", "", fmt.Errorf("the statement has %d subjects, want one with a sha256 digest", len(st.GetSubject()))
+	}
+	predJSON, err := protojson.Marshal(st.GetPredicate())
+	if err != nil {
+		return "", "", err
+	}
+	var pred slsa.Provenance
+	if err := protojson.Unmarshal(predJSON, &pred); err != nil {
+		return "", "", fmt.Errorf("not an SLSA provenance v1 predicate: %w", err)
+	}
+	if err := pred.Validate(); err != nil {
+		return "", "", fmt.Errorf("not a valid SLSA provenance v1 predicate: %w", err)
+	}
+	def := pred.GetBuildDefinition()
+	if source := def.GetExternalParameters().GetFields()["source"].GetStructValue(); source != nil {
+		commit = source.GetFields()["commit"].GetStringValue()
+	}
+	for _, d := range def.GetResolvedDependencies() {
+		if c := d.GetDigest()["gitCommit"]; c != "" && c != commit {
+			return "", "", fmt.Errorf("the statement names two commits: %q (external parameters) and %s (resolved dependencies)", commit, c)
 		}
 	}
 	if commit == "" {
 		return "", "", fmt.Errorf("the statement names no source commit")
 	}
-	return commit, "sha256:" + st.Subject[0].Digest["sha256"], nil
+	return commit, "sha256:" + st.GetSubject()[0].GetDigest()["sha256"], nil
 }
