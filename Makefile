@@ -192,10 +192,10 @@ sign: bundlegen ## Attach the SBOM and provenance of a pushed image and sign the
 		echo "make sign needs KIND=bundle|catalog|operator INPUT=<dir or binary> IMAGE=<pushed image>, and KEY=<file> or \$$BUNDLEGEN_SIGNING_KEY"; exit 1; fi
 	"$(BUNDLEGEN)" sign $(KIND) "$(INPUT)" "$(IMAGE)" $(if $(KEY),--key "$(KEY)") $(if $(filter operator,$(KIND)),$(OPERATOR_LABELS))
 
-# IMAGE=<image>, PUBKEY=<public key file>, COMMIT=<the release's commit>.
+# IMAGE=<image>, PUBKEY=<public key file>, and RELEASE=X.Y.Z (its input's sourceCommit) or COMMIT=<the release's commit>.
 .PHONY: verify-image
-verify-image: bundlegen ## Check an image's signature, its signed SBOM and provenance, and the provenance's commit: IMAGE= PUBKEY= COMMIT=.
-	"$(BUNDLEGEN)" verify "$(IMAGE)" --key "$(PUBKEY)" --commit "$(COMMIT)"
+verify-image: bundlegen ## Check an image's signature, its signed SBOM and provenance, and the provenance's commit: IMAGE= PUBKEY= RELEASE= (or COMMIT=).
+	"$(BUNDLEGEN)" verify "$(IMAGE)" --key "$(PUBKEY)" $(if $(RELEASE),--release $(RELEASE)) $(if $(COMMIT),--commit $(COMMIT))
 
 ##@ Benchmarks
 

@@ -73,6 +73,15 @@ func TestSignAndVerifyCmd(t *testing.T) {
 	require.NoError(t, err, out)
 	require.Contains(t, out, "commit: "+commit)
 
+	// The commit from a release input's sourceCommit.
+	releases := t.TempDir()
+	in, err := os.ReadFile(filepath.Join("..", "..", "..", "channels", "releases", "1.0.0.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(releases, "1.0.0.yaml"), append(in, []byte("sourceCommit: "+commit+"\n")...), 0o600))
+	out, err = run("verify", ref, "--key", pubFile, "--releases", releases, "--release", "1.0.0")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "commit: "+commit)
+
 	// The key from the environment; an explicit commit and time.
 	t.Setenv(image.SigningKeyEnv, keyPEM)
 	other := strings.Repeat("0f", 20)
@@ -89,7 +98,12 @@ func TestSignAndVerifyCmd(t *testing.T) {
 			want: []string{"is not verified", "image signature: no valid signature by the key"}},
 		{name: "another commit", args: []string{"verify", ref, "--key", pubFile, "--commit", strings.Repeat("e", 40)},
 			want: []string{"provenance: no attached one is valid", "but the release names " + strings.Repeat("e", 40)}},
-		{name: "no commit", args: []string{"verify", ref, "--key", pubFile}, want: []string{"--commit is required"}},
+		{name: "no commit", args: []string{"verify", ref, "--key", pubFile}, want: []string{"give the release's commit: --release X.Y.Z"}},
+		{name: "a release input without sourceCommit", args: []string{"verify", ref, "--key", pubFile, "--release", "1.0.0"},
+			want: []string{"channels/releases/1.0.0.yaml names no sourceCommit"}},
+		{name: "a release input naming another commit", args: []string{"verify", ref, "--key", pubFile, "--releases", releases, "--release", "1.0.0", "--commit", other},
+			want: []string{"--commit " + other + " differs from the sourceCommit " + commit}},
+		{name: "a release with no input", args: []string{"verify", ref, "--key", pubFile, "--release", "9.9.9"}, want: []string{"channels/releases/9.9.9.yaml"}},
 		{name: "no public key", args: []string{"verify", ref, "--commit", commit}, want: []string{"no public key: give --key FILE"}},
 		{name: "a private key to verify", args: []string{"verify", ref, "--key", keyFile, "--commit", commit}, want: []string{"public key " + keyFile}},
 		{name: "missing key file", args: []string{"sign", "bundle", dir, ref, "--key", "nope.pem"}, want: []string{"--key nope.pem"}},
