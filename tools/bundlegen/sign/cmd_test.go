@@ -138,3 +138,47 @@ func TestSignAndVerifyCmd(t *testing.T) {
 	_, err = run("sign", "bundle", dir, ref)
 	require.ErrorContains(t, err, "no signing key: give --key FILE")
 }
+
+// TestSignSourceFromGit: the commit and its time come from the git checkout
+// holding the input; an input with uncommitted changes is refused.
+func TestSignSourceFromGit(t *testing.T) {
+	host := registry.Registry(t)
+	keyFile, _, pubFile := keyFiles(t)
+	checkout := t.TempDir()
+	dir := filepath.Join(checkout, "bundle", "demo", "1.0.0")
+	for name, content := range map[string]string{
+		"go.mod":         "module example.com/demo\n",
+		"channels/.keep": "",
+		"bundle/demo/1.0.0/manifests/demo.crd.yaml": "kind: CustomResourceDefinition\n",
+		"bundle/demo/1.0.0/metadata/annotations.yaml": "annotations:\n  operators.operatorframework.io.bundle.mediatype.v1: registry+v1\n" +
+			"  operators.operatorframework.io.bundle.package.v1: demo\n",
+	} {
+		p := filepath.Join(checkout, filepath.FromSlash(name))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	}
+	git := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-C", checkout, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_COMMITTER_DATE=2026-11-20T10:00:00Z", "GIT_AUTHOR_DATE=2026-11-20T10:00:00Z")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q")
+	git("add", "-A")
+	git("commit", "-q", "-m", "demo")
+	commit := git("rev-parse", "HEAD")
+	ref := host + "/acme/demo-bundle:v1.0.0"
+	_, err := image.Build{Kind: image.KindBundle, Dir: dir, Push: ref}.Run(context.Background())
+	require.NoError(t, err)
+
+	out, err := run("sign", "bundle", dir, ref, "--key", keyFile)
+	require.NoError(t, err, out)
+	out, err = run("verify", ref, "--key", pubFile, "--commit", commit)
+	require.NoError(t, err, out)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifests", "demo.crd.yaml"), []byte("kind: CustomResourceDefinition\n# edited\n"), 0o600))
+	_, err = run("sign", "bundle", dir, ref, "--key", keyFile)
+	require.ErrorContains(t, err, dir+" has changes not committed")
+	require.ErrorContains(t, err, "give --commit and --commit-time")
+}
