@@ -364,3 +364,36 @@ func emptyOCI(t *testing.T) v1.Image {
 	require.NoError(t, err)
 	return img
 }
+
+// TestSignKinds: the catalog and operator images sign and verify too; the
+// operator's labels must be the ones it was built with.
+func TestSignKinds(t *testing.T) {
+	ctx := context.Background()
+	priv, pub := keyPair(t)
+	s, err := image.LoadKeySigner(priv, "key.pem")
+	require.NoError(t, err)
+	host := testRegistry(t, false)
+	binary := filepath.Join(t.TempDir(), "manager")
+	build := exec.Command("go", "build", "-trimpath", "-o", binary, "./testdata/withmodules")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	labels := map[string]string{"org.opencontainers.image.revision": testSource.Commit}
+	for _, tc := range []struct {
+		kind  image.Kind
+		input string
+	}{{image.KindCatalog, catalogDir(t)}, {image.KindOperator, binary}} {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			ref := host + "/acme/" + string(tc.kind) + ":v1"
+			_, err := image.Build{Kind: tc.kind, Dir: tc.input, Labels: labels, Push: ref}.Run(ctx)
+			require.NoError(t, err)
+			_, err = image.Sign{Kind: tc.kind, Input: tc.input, Image: ref, Source: testSource, Signer: s}.Run(ctx)
+			require.ErrorContains(t, err, "builds sha256:", "without the labels it was built with, the image differs")
+			res, err := image.Sign{Kind: tc.kind, Input: tc.input, Labels: labels, Image: ref, Source: testSource, Signer: s}.Run(ctx)
+			require.NoError(t, err)
+			got, err := verify(t, ref, pub, testSource.Commit)
+			require.NoError(t, err)
+			require.Equal(t, res.SBOM, got.SBOM)
+		})
+	}
+}
