@@ -50,11 +50,11 @@ func Provenance(kind Kind, input string, subject Subject, src Source, command []
 		}
 	case KindBundle:
 		for _, sub := range []string{"manifests", "metadata"} {
-			cs, e := fileComponents(filepath.Join(input, sub), sub)
-			files, err = append(files, cs...), e
-			if err != nil {
+			var cs []component
+			if cs, err = fileComponents(filepath.Join(input, sub), sub); err != nil {
 				break
 			}
+			files = append(files, cs...)
 		}
 	case KindCatalog:
 		files, err = fileComponents(input, strings.TrimPrefix(ConfigsDir, "/"))

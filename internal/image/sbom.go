@@ -217,11 +217,7 @@ func encodeSPDX(doc *spdx.Document) ([]byte, error) {
 // ociPURL is the package URL of an image reference (repository plus
 // @digest or :tag).
 func ociPURL(repo, version string) string {
-	base := path.Base(repo)
-	if i := strings.LastIndex(repo, "/"); i >= 0 {
-		return fmt.Sprintf("pkg:oci/%s@%s?repository_url=%s", base, strings.ReplaceAll(version, ":", "%3A"), repo)
-	}
-	return fmt.Sprintf("pkg:oci/%s@%s", base, strings.ReplaceAll(version, ":", "%3A"))
+	return fmt.Sprintf("pkg:oci/%s@%s?repository_url=%s", path.Base(repo), strings.ReplaceAll(version, ":", "%3A"), repo)
 }
 
 // imageComponent describes an image reference the image refers to.

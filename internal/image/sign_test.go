@@ -333,6 +333,18 @@ func TestVerifyRefuses(t *testing.T) {
 		require.ErrorContains(t, err, "SBOM: none attached (no referrer of artifact type application/spdx+json)")
 		require.ErrorContains(t, err, "provenance: no attached one is valid")
 		require.ErrorContains(t, err, "signature: none (no sha256-")
+
+		// A signed SBOM of another image, attached to this one, is refused.
+		otherDigest := v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("c", 64)}
+		sbom, err := image.SBOM(image.KindBundle, bundleDir(t), image.Subject{Name: d.Context().Name(), Digest: otherDigest}, testSource)
+		require.NoError(t, err)
+		sd, err := image.Attach(ctx, d, image.SBOMArtifactType, sbom)
+		require.NoError(t, err)
+		_, err = image.SignManifest(ctx, sd, s)
+		require.NoError(t, err)
+		_, err = verify(t, ref, pub, testSource.Commit)
+		require.ErrorContains(t, err, "SBOM: no attached one is valid")
+		require.ErrorContains(t, err, "it describes "+otherDigest.String()+", not "+d.DigestStr())
 	})
 }
 
