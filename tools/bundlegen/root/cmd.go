@@ -14,6 +14,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/tools/bundlegen/bundle"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/catalog"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/documents"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/graph"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/image"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/matrix"
@@ -65,6 +66,7 @@ func NewCmd() *cobra.Command {
 	cmd.AddCommand(matrix.NewCmd())
 	cmd.AddCommand(image.NewCmd())
 	cmd.AddCommand(rbac.NewCmd())
+	cmd.AddCommand(documents.NewCmd())
 	cmd.AddCommand(sign.NewCmd())
 	cmd.AddCommand(verify.NewCmd())
 	for _, c := range cmd.Commands() {

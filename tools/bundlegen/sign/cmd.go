@@ -3,32 +3,21 @@
 package sign
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/inferencestack/inferencestack/internal/image"
-	"github.com/inferencestack/inferencestack/internal/repo"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/gitsource"
 )
 
-// DefaultSource is the repository the provenance names unless --source says
-// otherwise.
-const DefaultSource = "https://github.com/inferencestack/inferencestack"
-
 type options struct {
-	key        string
-	commit     string
-	commitTime string
-	source     string
-	labels     []string
-	format     string
+	key    string
+	source gitsource.Flags
+	labels []string
+	format string
 }
 
 // NewCmd returns the `sign` command with its `bundle`, `catalog` and
@@ -78,11 +67,11 @@ func newKindCmd(kind image.Kind, use, short, example string) *cobra.Command {
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			input, ref := args[0], args[1]
-			labels, err := parseLabels(o.labels)
+			labels, err := ParseLabels(o.labels)
 			if err != nil {
 				return err
 			}
-			src, err := o.sourceOf(input)
+			src, err := o.source.Of(input)
 			if err != nil {
 				return err
 			}
@@ -90,10 +79,7 @@ func newKindCmd(kind image.Kind, use, short, example string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			command := []string{"bundlegen", "image", string(kind), filepath.ToSlash(input)}
-			for _, l := range o.labels {
-				command = append(command, "--label", l)
-			}
+			command := image.BuildCommand(kind, input, o.labels)
 			res, err := image.Sign{Kind: kind, Input: input, Labels: labels, Image: ref, Source: src, Command: command, Signer: signer}.Run(cmd.Context())
 			if err != nil {
 				return err
@@ -115,9 +101,7 @@ func newKindCmd(kind image.Kind, use, short, example string) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.key, "key", "", "the release's private key (unencrypted ECDSA P-256 PEM); default: the PEM in $"+image.SigningKeyEnv)
-	f.StringVar(&o.commit, "commit", "", "the git commit the input is built from (default: HEAD, refused when the input has uncommitted changes)")
-	f.StringVar(&o.commitTime, "commit-time", "", "the commit's time, RFC 3339 or Unix seconds (default: the committer date of the commit, from git)")
-	f.StringVar(&o.source, "source", DefaultSource, "the source repository the provenance names")
+	o.source.Register(f)
 	f.StringVarP(&o.format, "format", "o", "text", "result format: text or json")
 	if kind != image.KindBundle {
 		f.StringArrayVar(&o.labels, "label", nil, "extra image label KEY=VALUE the image was built with (repeatable)")
@@ -131,7 +115,8 @@ func newKindCmd(kind image.Kind, use, short, example string) *cobra.Command {
 	return cmd
 }
 
-func parseLabels(given []string) (map[string]string, error) {
+// ParseLabels reads --label KEY=VALUE flags.
+func ParseLabels(given []string) (map[string]string, error) {
 	if len(given) == 0 {
 		return nil, nil
 	}
@@ -144,79 +129,4 @@ func parseLabels(given []string) (map[string]string, error) {
 		labels[k] = v
 	}
 	return labels, nil
-}
-
-// sourceOf is the source of input: the flags, else HEAD of the git checkout
-// holding it.
-func (o options) sourceOf(input string) (image.Source, error) {
-	src := image.Source{Repository: o.source, Commit: o.commit}
-	if o.commitTime != "" {
-		t, err := parseTime(o.commitTime)
-		if err != nil {
-			return image.Source{}, err
-		}
-		src.Time = t
-	}
-	if src.Commit != "" && !src.Time.IsZero() {
-		return src, src.Check()
-	}
-	root, err := repo.Root(filepath.Dir(input))
-	if err != nil {
-		root, err = repo.Root("")
-	}
-	if err != nil {
-		return image.Source{}, fmt.Errorf("%w: give --commit and --commit-time, or sign from inside the repository's git checkout", err)
-	}
-	if src.Commit == "" {
-		head, err := git(root, "rev-parse", "HEAD")
-		if err != nil {
-			return image.Source{}, err
-		}
-		abs, err := filepath.Abs(input)
-		if err != nil {
-			return image.Source{}, err
-		}
-		status, err := git(root, "status", "--porcelain", "--", abs)
-		if err != nil {
-			return image.Source{}, err
-		}
-		if status != "" {
-			return image.Source{}, fmt.Errorf("%s has changes not committed (git status: %s): commit them first, or give --commit and --commit-time", input, strings.Split(status, "\n")[0])
-		}
-		src.Commit = head
-	}
-	if src.Time.IsZero() {
-		ct, err := git(root, "show", "-s", "--format=%ct", src.Commit)
-		if err != nil {
-			return image.Source{}, err
-		}
-		t, err := parseTime(ct)
-		if err != nil {
-			return image.Source{}, err
-		}
-		src.Time = t
-	}
-	return src, src.Check()
-}
-
-func parseTime(s string) (time.Time, error) {
-	if sec, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return time.Unix(sec, 0).UTC(), nil
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("--commit-time %q: want RFC 3339 (2026-11-25T12:00:00Z) or Unix seconds", s)
-	}
-	return t.UTC(), nil
-}
-
-func git(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("git %s in %s: %w: %s (give --commit and --commit-time instead)", strings.Join(args, " "), dir, err, strings.TrimSpace(stderr.String()))
-	}
-	return strings.TrimSpace(string(out)), nil
 }

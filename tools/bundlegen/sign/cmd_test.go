@@ -7,13 +7,17 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferencestack/inferencestack/internal/image"
@@ -181,4 +185,62 @@ func TestSignSourceFromGit(t *testing.T) {
 	_, err = run("sign", "bundle", dir, ref, "--key", keyFile)
 	require.ErrorContains(t, err, dir+" has changes not committed")
 	require.ErrorContains(t, err, "give --commit and --commit-time")
+}
+
+// TestDocumentsCmd: `bundlegen documents` writes, offline, the same bytes
+// `bundlegen sign` attaches; twice the same; never into a folder of others.
+func TestDocumentsCmd(t *testing.T) {
+	host := registry.Registry(t)
+	keyFile, _, _ := keyFiles(t)
+	dir := filepath.Join("..", "..", "..", "bundle", "inferencestack-operator", "1.0.0")
+	repo := host + "/acme/inferencestack-operator-bundle"
+	_, err := image.Build{Kind: image.KindBundle, Dir: dir, Push: repo + ":v1.0.0"}.Run(context.Background())
+	require.NoError(t, err)
+	out, err := run("sign", "bundle", dir, repo+":v1.0.0", "--key", keyFile, "-o", "json")
+	require.NoError(t, err, out)
+	var signed image.Signed
+	require.NoError(t, json.Unmarshal([]byte(out), &signed))
+
+	docs := filepath.Join(t.TempDir(), "docs")
+	out, err = run("documents", "bundle", dir, "--image", repo, "--output", docs)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "image: "+signed.Image)
+	for file, attached := range map[string]string{image.SBOMFile: signed.SBOM, image.ProvenanceFile: signed.Provenance} {
+		written, err := os.ReadFile(filepath.Join(docs, file))
+		require.NoError(t, err)
+		require.Equal(t, string(written), string(artifactLayer(t, attached)), "%s differs from what sign attached", file)
+	}
+	before, err := os.ReadFile(filepath.Join(docs, image.SBOMFile))
+	require.NoError(t, err)
+	_, err = run("documents", "bundle", dir, "--image", repo, "--output", docs)
+	require.NoError(t, err)
+	after, err := os.ReadFile(filepath.Join(docs, image.SBOMFile))
+	require.NoError(t, err)
+	require.Equal(t, string(before), string(after))
+
+	require.NoError(t, os.WriteFile(filepath.Join(docs, "notes.md"), []byte("mine\n"), 0o600))
+	_, err = run("documents", "bundle", dir, "--image", repo, "--output", docs)
+	require.ErrorContains(t, err, "--output "+docs+" holds notes.md")
+	_, err = run("documents", "bundle", dir, "--image", repo+":v1", "--output", t.TempDir())
+	require.ErrorContains(t, err, "want an image repository without tag or digest")
+	_, err = run("documents", "bundle", dir, "--image", repo, "--output", dir)
+	require.ErrorContains(t, err, "refusing to write to the input")
+}
+
+// artifactLayer reads the only layer of the artifact ref (by digest).
+func artifactLayer(t *testing.T, ref string) []byte {
+	t.Helper()
+	d, err := name.NewDigest(ref, name.Insecure)
+	require.NoError(t, err)
+	img, err := remote.Image(d)
+	require.NoError(t, err)
+	layers, err := img.Layers()
+	require.NoError(t, err)
+	require.Len(t, layers, 1)
+	rc, err := layers[0].Compressed()
+	require.NoError(t, err)
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	return b
 }
