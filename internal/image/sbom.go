@@ -21,6 +21,7 @@ import (
 	spdxjson "github.com/spdx/tools-golang/json"
 	spdxcommon "github.com/spdx/tools-golang/spdx/v2/common"
 	spdx "github.com/spdx/tools-golang/spdx/v2/v2_3"
+	"github.com/spdx/tools-golang/spdxlib"
 	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 
@@ -412,7 +413,8 @@ func baseLayerDigest() (v1.Hash, error) {
 	return l.Digest()
 }
 
-// ReadSBOM parses an SPDX 2.3 JSON document and checks its version.
+// ReadSBOM parses an SPDX 2.3 JSON document and checks its version and that
+// its relationships name elements it holds.
 func ReadSBOM(b []byte) (*spdx.Document, error) {
 	var doc spdx.Document
 	if err := json.Unmarshal(b, &doc); err != nil {
@@ -420,6 +422,9 @@ func ReadSBOM(b []byte) (*spdx.Document, error) {
 	}
 	if doc.SPDXVersion != spdx.Version {
 		return nil, fmt.Errorf("SPDX version %q, want %q", doc.SPDXVersion, spdx.Version)
+	}
+	if err := spdxlib.ValidateDocument(&doc); err != nil {
+		return nil, fmt.Errorf("not a valid SPDX document: %w", err)
 	}
 	return &doc, nil
 }
