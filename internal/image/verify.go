@@ -85,8 +85,15 @@ func (v Verify) Run(ctx context.Context) (Verified, error) {
 		rd := d.Context().Digest(r.Digest.String())
 		at, data, err := readArtifact(ctx, rd, desc.Digest)
 		if err != nil {
-			if r.ArtifactType == SBOMArtifactType || r.ArtifactType == ProvenanceArtifactType {
-				problem := fmt.Sprintf("%s: %v", rd.DigestStr(), err)
+			// Registries that list a referrer by its config's media type do
+			// not say what it is: an unreadable one may be either document.
+			problem := fmt.Sprintf("referrer %s: %v", rd.DigestStr(), err)
+			switch r.ArtifactType {
+			case SBOMArtifactType:
+				sbomProblems = append(sbomProblems, problem)
+			case ProvenanceArtifactType:
+				provProblems = append(provProblems, problem)
+			default:
 				sbomProblems, provProblems = append(sbomProblems, problem), append(provProblems, problem)
 			}
 			continue
