@@ -20,6 +20,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
+// RevisionLabel is the image label naming the commit an image is built
+// from; when an image has it, it must be the commit its provenance names.
+const RevisionLabel = "org.opencontainers.image.revision"
+
 // emptyJSON is the config blob of OCI 1.1 artifacts.
 var emptyJSON = []byte("{}")
 
@@ -207,6 +211,10 @@ func (s Sign) Run(ctx context.Context) (Signed, error) {
 	}
 	if err := s.Source.Check(); err != nil {
 		return Signed{}, err
+	}
+	if rev := s.Labels[RevisionLabel]; rev != "" && rev != s.Source.Commit {
+		return Signed{}, fmt.Errorf("the image's label %s is %q, but the commit is %s: sign an image built from a clean checkout of the commit (make image-operator), or give that commit (--commit)",
+			RevisionLabel, rev, s.Source.Commit)
 	}
 	img, err := buildKind(s.Kind, s.Input, s.Labels)
 	if err != nil {

@@ -401,6 +401,10 @@ func TestSignKinds(t *testing.T) {
 			require.NoError(t, err)
 			_, err = image.Sign{Kind: tc.kind, Input: tc.input, Image: ref, Source: testSource, Signer: s}.Run(ctx)
 			require.ErrorContains(t, err, "builds sha256:", "without the labels it was built with, the image differs")
+			other := testSource
+			other.Commit = strings.Repeat("cd", 20)
+			_, err = image.Sign{Kind: tc.kind, Input: tc.input, Labels: labels, Image: ref, Source: other, Signer: s}.Run(ctx)
+			require.ErrorContains(t, err, `label org.opencontainers.image.revision is "`+testSource.Commit+`", but the commit is `+other.Commit)
 			res, err := image.Sign{Kind: tc.kind, Input: tc.input, Labels: labels, Image: ref, Source: testSource, Signer: s}.Run(ctx)
 			require.NoError(t, err)
 			got, err := verify(t, ref, pub, testSource.Commit)
