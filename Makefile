@@ -177,8 +177,25 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD
 image-operator: bundlegen ## Build the operator image from the current commit into bin/images/operator (OCI layout, no Docker; static manager on an offline base) and print its digest; PUSH=<ref> also pushes.
 	GOOS=linux go build -tags $(GO_TAGS) -trimpath -buildvcs=false -ldflags "-s -w" -o $(BIN)/images/manager ./operator/cmd
 	$(BUNDLEGEN) image operator $(BIN)/images/manager --output $(BIN)/images/operator --tag $(if $(VERSION),v$(VERSION),dev) \
-		--label org.opencontainers.image.revision=$(REVISION) $(if $(VERSION),--label org.opencontainers.image.version=$(VERSION)) \
-		$(if $(PUSH),--push $(PUSH))
+		$(OPERATOR_LABELS) $(if $(PUSH),--push $(PUSH))
+
+# The labels of the operator image; `make sign KIND=operator` rebuilds the image with the same ones.
+OPERATOR_LABELS = --label org.opencontainers.image.revision=$(REVISION) $(if $(VERSION),--label org.opencontainers.image.version=$(VERSION))
+
+##@ Signing (a separate, explicit step: make release needs no key and no network)
+
+# KIND=bundle|catalog|operator, INPUT=<bundle dir, catalog dir or bin/images/manager>, IMAGE=<the pushed image>,
+# KEY=<private key file> (or the PEM in $BUNDLEGEN_SIGNING_KEY). docs/release.md, "Signed images".
+.PHONY: sign
+sign: bundlegen ## Attach the SBOM and provenance of a pushed image and sign the three with the release key: KIND= INPUT= IMAGE= [KEY=].
+	@if [ -z "$(KIND)" ] || [ -z "$(INPUT)" ] || [ -z "$(IMAGE)" ]; then \
+		echo "make sign needs KIND=bundle|catalog|operator INPUT=<dir or binary> IMAGE=<pushed image>, and KEY=<file> or \$$BUNDLEGEN_SIGNING_KEY"; exit 1; fi
+	"$(BUNDLEGEN)" sign $(KIND) "$(INPUT)" "$(IMAGE)" $(if $(KEY),--key "$(KEY)") $(if $(filter operator,$(KIND)),$(OPERATOR_LABELS))
+
+# IMAGE=<image>, PUBKEY=<public key file>, and RELEASE=X.Y.Z (its input's sourceCommit) or COMMIT=<the release's commit>.
+.PHONY: verify-image
+verify-image: bundlegen ## Check an image's signature, its signed SBOM and provenance, and the provenance's commit: IMAGE= PUBKEY= RELEASE= (or COMMIT=).
+	"$(BUNDLEGEN)" verify "$(IMAGE)" --key "$(PUBKEY)" $(if $(RELEASE),--release $(RELEASE)) $(if $(COMMIT),--commit $(COMMIT))
 
 ##@ Benchmarks
 

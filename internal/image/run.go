@@ -68,20 +68,7 @@ func (b Build) Run(ctx context.Context) (Result, error) {
 			return Result{}, err
 		}
 	}
-	var (
-		img v1.Image
-		err error
-	)
-	switch b.Kind {
-	case KindBundle:
-		img, err = BuildBundle(b.Dir)
-	case KindCatalog:
-		img, err = BuildCatalog(b.Dir, CatalogOptions{Labels: b.Labels})
-	case KindOperator:
-		img, err = BuildBinary(b.Dir, BinaryOptions{Path: OperatorPath, Labels: b.Labels})
-	default:
-		return Result{}, fmt.Errorf("unknown image kind %q: use %q, %q or %q", b.Kind, KindBundle, KindCatalog, KindOperator)
-	}
+	img, err := buildKind(b.Kind, b.Dir, b.Labels)
 	if err != nil {
 		return Result{}, err
 	}
@@ -104,4 +91,18 @@ func (b Build) Run(ctx context.Context) (Result, error) {
 		res.Pushed = pushed.String()
 	}
 	return res, nil
+}
+
+// buildKind builds the image of kind from dir (a directory, or the
+// operator's binary) with labels (catalog and operator images).
+func buildKind(kind Kind, dir string, labels map[string]string) (v1.Image, error) {
+	switch kind {
+	case KindBundle:
+		return BuildBundle(dir)
+	case KindCatalog:
+		return BuildCatalog(dir, CatalogOptions{Labels: labels})
+	case KindOperator:
+		return BuildBinary(dir, BinaryOptions{Path: OperatorPath, Labels: labels})
+	}
+	return nil, fmt.Errorf("unknown image kind %q: use %q, %q or %q", kind, KindBundle, KindCatalog, KindOperator)
 }

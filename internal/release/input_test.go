@@ -76,6 +76,9 @@ func TestLoadInput(t *testing.T) {
 			want: []string{"field operands.startr", `unknown distribution "startr"`}, assertion: require.Error},
 		{name: "unknown field", old: "llamaStackVersion:", new: "llamaStackVer:",
 			want: []string{`unknown field "llamaStackVer"`, "fields: version"}, assertion: require.Error},
+		{name: "sourceCommit", old: "version: 2.0.0\n", new: "version: 2.0.0\nsourceCommit: " + strings.Repeat("0a", 20) + "\n", assertion: require.NoError},
+		{name: "sourceCommit not a full commit", old: "version: 2.0.0\n", new: "version: 2.0.0\nsourceCommit: v2.0.0\n",
+			want: []string{"field sourceCommit", `"v2.0.0" is not a full lowercase hexadecimal git commit`}, assertion: require.Error},
 		{name: "published not a bool", old: "version: 2.0.0\n", new: "version: 2.0.0\npublished: yes please\n",
 			want: []string{"2.0.0.yaml"}, assertion: require.Error},
 	}

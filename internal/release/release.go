@@ -73,6 +73,11 @@ type Input struct {
 	// that stores. bundlegen cuts the CRD to them and checks them against
 	// the other releases (docs/api-versions.md).
 	API APIVersions `json:"api"`
+	// SourceCommit is the git commit (full hexadecimal) the release's images
+	// were built and signed from, recorded with published: true (the commit
+	// that holds this line comes later). bundlegen verify --release checks
+	// that every image's provenance names it.
+	SourceCommit string `json:"sourceCommit,omitempty"`
 
 	// Path is the file the input was read from (for messages).
 	Path string `json:"-"`
@@ -115,7 +120,7 @@ func LoadInput(path string) (Input, error) {
 	}
 	var in Input
 	if err := yaml.UnmarshalStrict(data, &in); err != nil {
-		return Input{}, fmt.Errorf("release input %s: %w (fields: version, releaseDate, minKubeVersion, llamaStackVersion, published, operatorImage, operands, cacheImage, takesUnlabeledStacks, api)", path, err)
+		return Input{}, fmt.Errorf("release input %s: %w (fields: version, releaseDate, minKubeVersion, llamaStackVersion, published, operatorImage, operands, cacheImage, takesUnlabeledStacks, api, sourceCommit)", path, err)
 	}
 	in.Path = path
 	return in, in.check()
@@ -171,6 +176,9 @@ func (in Input) check() error {
 				"use the image tagged %s (upstream: docker.io/llamastack/distribution-%s:%s, or a mirror), or change llamaStackVersion",
 				ref, tag, in.LlamaStackVersion, in.LlamaStackVersion, d, in.LlamaStackVersion)
 		}
+	}
+	if c := in.SourceCommit; c != "" && (len(c) != 40 && len(c) != 64 || strings.Trim(c, "0123456789abcdef") != "") {
+		fail("sourceCommit", "%q is not a full lowercase hexadecimal git commit: write the output of `git rev-parse <commit>`", c)
 	}
 	in.checkAPI(fail)
 	return errors.Join(errs...)

@@ -14,13 +14,16 @@ import (
 
 	"github.com/inferencestack/inferencestack/tools/bundlegen/bundle"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/catalog"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/documents"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/graph"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/image"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/matrix"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/pin"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/rbac"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/sign"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/upgrades"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/validate"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/verify"
 )
 
 // Main runs bundlegen with args (without the program name) and returns its
@@ -63,6 +66,9 @@ func NewCmd() *cobra.Command {
 	cmd.AddCommand(matrix.NewCmd())
 	cmd.AddCommand(image.NewCmd())
 	cmd.AddCommand(rbac.NewCmd())
+	cmd.AddCommand(documents.NewCmd())
+	cmd.AddCommand(sign.NewCmd())
+	cmd.AddCommand(verify.NewCmd())
 	for _, c := range cmd.Commands() {
 		requireSubcommand(c)
 	}

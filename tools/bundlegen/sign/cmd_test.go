@@ -1,0 +1,246 @@
+package sign_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inferencestack/inferencestack/internal/image"
+	"github.com/inferencestack/inferencestack/test/registry"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/root"
+)
+
+// keyFiles writes a new ECDSA P-256 key pair (PKCS#8 and PKIX PEM) and
+// returns the private key's path, its PEM and the public key's path.
+func keyFiles(t *testing.T) (keyFile, keyPEM, pubFile string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	require.NoError(t, err)
+	pubDER, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	keyPEM = string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	keyFile, pubFile = filepath.Join(dir, "release.key"), filepath.Join(dir, "cosign.pub")
+	require.NoError(t, os.WriteFile(keyFile, []byte(keyPEM), 0o600))
+	require.NoError(t, os.WriteFile(pubFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o600))
+	return keyFile, keyPEM, pubFile
+}
+
+func run(args ...string) (string, error) {
+	cmd := root.NewCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestSignAndVerifyCmd(t *testing.T) {
+	host := registry.Registry(t)
+	keyFile, keyPEM, pubFile := keyFiles(t)
+	_, _, otherPub := keyFiles(t)
+	// A committed bundle of the repository: its commit and time come from git.
+	dir := filepath.Join("..", "..", "..", "bundle", "inferencestack-crds", "1.0.0")
+	ref := host + "/acme/inferencestack-crds-bundle:v1.0.0"
+	_, err := image.Build{Kind: image.KindBundle, Dir: dir, Push: ref}.Run(context.Background())
+	require.NoError(t, err)
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	require.NoError(t, err)
+	commit := strings.TrimSpace(string(head))
+
+	out, err := run("sign", "bundle", dir, ref, "--key", keyFile)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "signed: "+host+"/acme/inferencestack-crds-bundle@sha256:")
+	require.Contains(t, out, "sbom: ")
+	require.Contains(t, out, "provenance: ")
+	require.Equal(t, 3, strings.Count(out, "signature: "), out)
+
+	out, err = run("verify", ref, "--key", pubFile, "--commit", commit)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "commit: "+commit)
+
+	// The commit from a release input's sourceCommit.
+	releases := t.TempDir()
+	in, err := os.ReadFile(filepath.Join("..", "..", "..", "channels", "releases", "1.0.0.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(releases, "1.0.0.yaml"), append(in, []byte("sourceCommit: "+commit+"\n")...), 0o600))
+	out, err = run("verify", ref, "--key", pubFile, "--releases", releases, "--release", "1.0.0")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "commit: "+commit)
+
+	// The key from the environment; an explicit commit and time.
+	t.Setenv(image.SigningKeyEnv, keyPEM)
+	other := strings.Repeat("0f", 20)
+	out, err = run("sign", "bundle", dir, ref, "--commit", other, "--commit-time", "2026-11-25T12:00:00Z", "-o", "json")
+	require.NoError(t, err, out)
+	require.Contains(t, out, `"sbom": "`)
+
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{name: "another key", args: []string{"verify", ref, "--key", otherPub, "--commit", commit},
+			want: []string{"is not verified", "image signature: no valid signature by the key"}},
+		{name: "another commit", args: []string{"verify", ref, "--key", pubFile, "--commit", strings.Repeat("e", 40)},
+			want: []string{"provenance: no attached one is valid", "but the release names " + strings.Repeat("e", 40)}},
+		{name: "no commit", args: []string{"verify", ref, "--key", pubFile}, want: []string{"give the release's commit: --release X.Y.Z"}},
+		{name: "a release input without sourceCommit", args: []string{"verify", ref, "--key", pubFile, "--release", "1.0.0"},
+			want: []string{"channels/releases/1.0.0.yaml names no sourceCommit"}},
+		{name: "a release input naming another commit", args: []string{"verify", ref, "--key", pubFile, "--releases", releases, "--release", "1.0.0", "--commit", other},
+			want: []string{"--commit " + other + " differs from the sourceCommit " + commit}},
+		{name: "a release with no input", args: []string{"verify", ref, "--key", pubFile, "--release", "9.9.9"}, want: []string{"channels/releases/9.9.9.yaml"}},
+		{name: "no public key", args: []string{"verify", ref, "--commit", commit}, want: []string{"no public key: give --key FILE"}},
+		{name: "a private key to verify", args: []string{"verify", ref, "--key", keyFile, "--commit", commit}, want: []string{"public key " + keyFile}},
+		{name: "missing key file", args: []string{"sign", "bundle", dir, ref, "--key", "nope.pem"}, want: []string{"--key nope.pem"}},
+		{name: "a public key to sign", args: []string{"sign", "bundle", dir, ref, "--key", pubFile}, want: []string{"signing key " + pubFile}},
+		{name: "bad commit", args: []string{"sign", "bundle", dir, ref, "--commit", "HEAD", "--commit-time", "0"},
+			want: []string{`commit "HEAD" is not a full hexadecimal git commit`}},
+		{name: "bad time", args: []string{"sign", "bundle", dir, ref, "--commit", other, "--commit-time", "yesterday"},
+			want: []string{`--commit-time "yesterday": want RFC 3339`}},
+		{name: "another input", args: []string{"sign", "bundle", filepath.Join("..", "..", "..", "bundle", "inferencestack-crds", "2.0.0"), ref},
+			want: []string{"but ../../../bundle/inferencestack-crds/2.0.0 builds sha256:"}},
+		{name: "not pushed", args: []string{"sign", "bundle", dir, host + "/acme/nothing:v1"}, want: []string{"does not exist: push it first"}},
+		{name: "unsigned image", args: []string{"verify", host + "/acme/nothing:v1", "--key", pubFile, "--commit", commit}, want: []string{"reading " + host + "/acme/nothing:v1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := run(tc.args...)
+			require.Error(t, err, out)
+			for _, w := range tc.want {
+				require.ErrorContains(t, err, w)
+			}
+		})
+	}
+
+	// The commit whose provenance was signed last still verifies, and so
+	// does the first: each signing adds its documents.
+	out, err = run("verify", ref, "--key", pubFile, "--commit", other)
+	require.NoError(t, err, out)
+	out, err = run("verify", ref, "--key", pubFile, "--commit", commit)
+	require.NoError(t, err, out)
+
+	t.Setenv(image.SigningKeyEnv, "")
+	_, err = run("sign", "bundle", dir, ref)
+	require.ErrorContains(t, err, "no signing key: give --key FILE")
+}
+
+// TestSignSourceFromGit: the commit and its time come from the git checkout
+// holding the input; an input with uncommitted changes is refused.
+func TestSignSourceFromGit(t *testing.T) {
+	host := registry.Registry(t)
+	keyFile, _, pubFile := keyFiles(t)
+	checkout := t.TempDir()
+	dir := filepath.Join(checkout, "bundle", "demo", "1.0.0")
+	for name, content := range map[string]string{
+		"go.mod":         "module example.com/demo\n",
+		"channels/.keep": "",
+		"bundle/demo/1.0.0/manifests/demo.crd.yaml": "kind: CustomResourceDefinition\n",
+		"bundle/demo/1.0.0/metadata/annotations.yaml": "annotations:\n  operators.operatorframework.io.bundle.mediatype.v1: registry+v1\n" +
+			"  operators.operatorframework.io.bundle.package.v1: demo\n",
+	} {
+		p := filepath.Join(checkout, filepath.FromSlash(name))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	}
+	git := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-C", checkout, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_COMMITTER_DATE=2026-11-20T10:00:00Z", "GIT_AUTHOR_DATE=2026-11-20T10:00:00Z")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q")
+	git("add", "-A")
+	git("commit", "-q", "-m", "demo")
+	commit := git("rev-parse", "HEAD")
+	ref := host + "/acme/demo-bundle:v1.0.0"
+	_, err := image.Build{Kind: image.KindBundle, Dir: dir, Push: ref}.Run(context.Background())
+	require.NoError(t, err)
+
+	out, err := run("sign", "bundle", dir, ref, "--key", keyFile)
+	require.NoError(t, err, out)
+	out, err = run("verify", ref, "--key", pubFile, "--commit", commit)
+	require.NoError(t, err, out)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifests", "demo.crd.yaml"), []byte("kind: CustomResourceDefinition\n# edited\n"), 0o600))
+	_, err = run("sign", "bundle", dir, ref, "--key", keyFile)
+	require.ErrorContains(t, err, dir+" has changes not committed")
+	require.ErrorContains(t, err, "give --commit and --commit-time")
+}
+
+// TestDocumentsCmd: `bundlegen documents` writes, offline, the same bytes
+// `bundlegen sign` attaches; twice the same; never into a folder of others.
+func TestDocumentsCmd(t *testing.T) {
+	host := registry.Registry(t)
+	keyFile, _, _ := keyFiles(t)
+	dir := filepath.Join("..", "..", "..", "bundle", "inferencestack-operator", "1.0.0")
+	repo := host + "/acme/inferencestack-operator-bundle"
+	_, err := image.Build{Kind: image.KindBundle, Dir: dir, Push: repo + ":v1.0.0"}.Run(context.Background())
+	require.NoError(t, err)
+	out, err := run("sign", "bundle", dir, repo+":v1.0.0", "--key", keyFile, "-o", "json")
+	require.NoError(t, err, out)
+	var signed image.Signed
+	require.NoError(t, json.Unmarshal([]byte(out), &signed))
+
+	docs := filepath.Join(t.TempDir(), "docs")
+	out, err = run("documents", "bundle", dir, "--image", repo, "--output", docs)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "image: "+signed.Image)
+	for file, attached := range map[string]string{image.SBOMFile: signed.SBOM, image.ProvenanceFile: signed.Provenance} {
+		written, err := os.ReadFile(filepath.Join(docs, file))
+		require.NoError(t, err)
+		require.Equal(t, string(written), string(artifactLayer(t, attached)), "%s differs from what sign attached", file)
+	}
+	before, err := os.ReadFile(filepath.Join(docs, image.SBOMFile))
+	require.NoError(t, err)
+	_, err = run("documents", "bundle", dir, "--image", repo, "--output", docs)
+	require.NoError(t, err)
+	after, err := os.ReadFile(filepath.Join(docs, image.SBOMFile))
+	require.NoError(t, err)
+	require.Equal(t, string(before), string(after))
+
+	require.NoError(t, os.WriteFile(filepath.Join(docs, "notes.md"), []byte("mine\n"), 0o600))
+	_, err = run("documents", "bundle", dir, "--image", repo, "--output", docs)
+	require.ErrorContains(t, err, "--output "+docs+" holds notes.md")
+	_, err = run("documents", "bundle", dir, "--image", repo+":v1", "--output", t.TempDir())
+	require.ErrorContains(t, err, "want an image repository without tag or digest")
+	_, err = run("documents", "bundle", dir, "--image", repo, "--output", dir)
+	require.ErrorContains(t, err, "refusing to write to the input")
+}
+
+// artifactLayer reads the only layer of the artifact ref (by digest).
+func artifactLayer(t *testing.T, ref string) []byte {
+	t.Helper()
+	d, err := name.NewDigest(ref, name.Insecure)
+	require.NoError(t, err)
+	img, err := remote.Image(d)
+	require.NoError(t, err)
+	layers, err := img.Layers()
+	require.NoError(t, err)
+	require.Len(t, layers, 1)
+	rc, err := layers[0].Compressed()
+	require.NoError(t, err)
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	return b
+}
