@@ -54,6 +54,8 @@ type Cluster struct {
 	*testenv.Env
 	// Registry is Options.Registry.
 	Registry string
+	// Signing signs and verifies what PushRelease pushes.
+	Signing *Signing
 
 	dir   string
 	procs []*process
@@ -109,11 +111,15 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	// CRDs only every 30 s (WaitOwnerReferences).
 	args["enable-admission-plugins"] = append(slices.Clone(args["enable-admission-plugins"]), "OwnerReferencesPermissionEnforcement")
 	cp.APIServerArgs = args
+	signing, err := NewSigning()
+	if err != nil {
+		return nil, err
+	}
 	env, err := testenv.Start(cp)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Env: env, Registry: opts.Registry, dir: filepath.Join(env.Dir(), "olm")}
+	c := &Cluster{Env: env, Registry: opts.Registry, Signing: signing, dir: filepath.Join(env.Dir(), "olm")}
 	defer func() {
 		if err != nil {
 			_ = c.Stop()

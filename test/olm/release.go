@@ -350,13 +350,16 @@ func releaseFile(base []byte, v string, takes bool) []byte {
 // dir/bundle at the reference the catalog names once redirected
 // (<registry>/inferencestack/<package>-bundle:v<version>, see
 // RedirectedPrefix), and the catalog folder catalogDir as
-// <registry>/inferencestack/<catalogRepo>:latest. It returns the catalog's
-// reference as a ClusterCatalog names it (under RedirectedPrefix).
+// <registry>/inferencestack/<catalogRepo>:latest; signs each with the run's
+// key, its SBOM and provenance attached (Signing), and verifies them all.
+// It returns the catalog's reference as a ClusterCatalog names it (under
+// RedirectedPrefix).
 func (c *Cluster) PushRelease(ctx context.Context, bundleRoot, catalogDir, catalogRepo string) (string, error) {
 	dirs, err := filepath.Glob(filepath.Join(bundleRoot, "*", "*"))
 	if err != nil {
 		return "", err
 	}
+	var pushed []string
 	for _, d := range dirs {
 		if _, err := os.Stat(filepath.Join(d, "metadata", "annotations.yaml")); err != nil {
 			continue
@@ -366,16 +369,32 @@ func (c *Cluster) PushRelease(ctx context.Context, bundleRoot, catalogDir, catal
 			return "", err
 		}
 		pkg, version := filepath.Base(filepath.Dir(d)), filepath.Base(d)
-		if _, err := image.Push(ctx, img, fmt.Sprintf("%s/inferencestack/%s-bundle:v%s", c.Registry, pkg, version)); err != nil {
+		ref := fmt.Sprintf("%s/inferencestack/%s-bundle:v%s", c.Registry, pkg, version)
+		if _, err := image.Push(ctx, img, ref); err != nil {
 			return "", err
 		}
+		if err := c.Signing.Sign(ctx, image.KindBundle, d, ref); err != nil {
+			return "", err
+		}
+		pushed = append(pushed, ref)
 	}
 	img, err := image.BuildCatalog(catalogDir, image.CatalogOptions{})
 	if err != nil {
 		return "", err
 	}
-	if _, err := image.Push(ctx, img, fmt.Sprintf("%s/inferencestack/%s:latest", c.Registry, catalogRepo)); err != nil {
+	ref := fmt.Sprintf("%s/inferencestack/%s:latest", c.Registry, catalogRepo)
+	if _, err := image.Push(ctx, img, ref); err != nil {
 		return "", err
+	}
+	if err := c.Signing.Sign(ctx, image.KindCatalog, catalogDir, ref); err != nil {
+		return "", err
+	}
+	// Verified before any ClusterCatalog names them, as an admission
+	// policy would before a pull.
+	for _, ref := range append(pushed, ref) {
+		if err := c.Signing.Verify(ctx, ref); err != nil {
+			return "", err
+		}
 	}
 	return fmt.Sprintf("%s/%s:latest", RedirectedPrefix, catalogRepo), nil
 }
