@@ -5,7 +5,11 @@ import (
 	"context"
 	"crypto"
 	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -49,6 +53,28 @@ type Signer interface {
 type Verifier interface {
 	// Verify checks sig over payload; annotations are the layer's.
 	Verify(ctx context.Context, payload, sig []byte, annotations map[string]string) error
+}
+
+// GenerateKeyPair returns a new ECDSA P-256 private key (PKCS#8 PEM, as
+// `bundlegen sign --key` reads it) and its public key (PKIX PEM, as
+// `bundlegen verify --key` and `cosign verify --key` read it), as `openssl
+// genpkey` and `openssl pkey -pubout` write them. The tests make their
+// throwaway keys with it.
+func GenerateKeyPair() (priv, pub []byte, err error) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		return nil, nil, err
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), nil
 }
 
 // KeySigner signs with a private key (ECDSA P-256 with SHA-256, as

@@ -2,11 +2,6 @@ package image_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -35,18 +30,12 @@ var testSource = image.Source{
 	Time:       time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC),
 }
 
-// keyPair returns a new ECDSA P-256 private key (PKCS#8 PEM) and its public
-// key (PEM), as `openssl genpkey` and `openssl pkey -pubout` write them.
+// keyPair returns a new key pair (image.GenerateKeyPair).
 func keyPair(t *testing.T) (priv, pub []byte) {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	priv, pub, err := image.GenerateKeyPair()
 	require.NoError(t, err)
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	require.NoError(t, err)
-	pubDER, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
-	require.NoError(t, err)
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER})
+	return priv, pub
 }
 
 // testRegistry serves an in-process registry with or without the referrers

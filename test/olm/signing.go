@@ -2,11 +2,6 @@ package olm
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -28,19 +23,11 @@ type Signing struct {
 // NewSigning makes a throwaway ECDSA P-256 key, as `bundlegen sign --key`
 // reads one, and reads HEAD's commit and time from git.
 func NewSigning() (*Signing, error) {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	priv, pub, err := image.GenerateKeyPair()
 	if err != nil {
 		return nil, err
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		return nil, err
-	}
-	signer, err := image.LoadKeySigner(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), "(the test run's throwaway key)")
-	if err != nil {
-		return nil, err
-	}
-	pub, err := signer.PublicKeyPEM()
+	signer, err := image.LoadKeySigner(priv, "(the test run's throwaway key)")
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/inferencestack/inferencestack/internal/bundle"
-	"github.com/inferencestack/inferencestack/internal/image"
 	"github.com/inferencestack/inferencestack/internal/release"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
@@ -66,9 +65,7 @@ func TestConversionWebhookOnTheNode(t *testing.T) {
 	// version, the same binary).
 	for _, v := range []string{"1.0.0", "2.0.0", "2.1.0"} {
 		ref := strings.Replace(in.OperatorImage, ":v2.0.0", ":v"+v, 1)
-		pushed, err := node.PushBinary(ctx, bin, image.BinaryOptions{Path: image.OperatorPath}, ref)
-		require.NoError(t, err)
-		digests[ref] = digestOf(pushed)
+		digests[ref] = digestOf(pushOperator(t, bin, ref))
 	}
 
 	// 1.0.0 serves v1alpha1 alone; 2.0.0 serves both versions and stores

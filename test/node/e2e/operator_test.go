@@ -71,8 +71,7 @@ func TestOperatorRunsAsTheInstalledPod(t *testing.T) {
 	for _, f := range files {
 		in, err := release.LoadInput(f)
 		require.NoError(t, err)
-		pushed, err := node.PushBinary(ctx, bin, image.BinaryOptions{Path: image.OperatorPath}, in.OperatorImage)
-		require.NoError(t, err)
+		pushed := pushOperator(t, bin, in.OperatorImage)
 		digests[in.OperatorImage] = digestOf(pushed)
 		t.Logf("operator image of release %s: %s", in.Version, pushed)
 		lines = append(lines, in.LlamaStackVersion)
@@ -210,6 +209,23 @@ func (in *install) label(s *v1alpha1.InferenceStack) {
 		s.Labels = map[string]string{}
 	}
 	s.Labels[v1alpha1.LabelOperatorMajor] = in.major
+}
+
+// pushOperator pushes the operator binary bin as the image ref (its copy
+// in the node's registry, which the kubelet pulls), signed with the test
+// run's key, its SBOM and provenance attached, and verified (as
+// cluster.PushRelease does for the bundles and the catalog). It returns
+// ref by digest.
+func pushOperator(t *testing.T, bin, ref string) string {
+	t.Helper()
+	ctx := context.Background()
+	pushed, err := node.PushBinary(ctx, bin, image.BinaryOptions{Path: image.OperatorPath}, ref)
+	require.NoError(t, err)
+	local, err := node.LocalRef(pushed)
+	require.NoError(t, err)
+	require.NoError(t, cluster.Signing.Sign(ctx, image.KindOperator, bin, local))
+	require.NoError(t, cluster.Signing.Verify(ctx, local))
+	return pushed
 }
 
 // digestOf is the digest of a reference by digest.

@@ -3,13 +3,13 @@
 package documents
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/inferencestack/inferencestack/internal/image"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/gitsource"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/jsonout"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/sign"
 )
 
@@ -77,9 +77,7 @@ func newKindCmd(kind image.Kind, use, short, example string) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if o.format == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(res)
+				return jsonout.Write(out, res)
 			}
 			fmt.Fprintf(out, "image: %s\nsbom: %s\nprovenance: %s\n", res.Image, res.SBOM, res.Provenance)
 			return nil

@@ -3,7 +3,6 @@
 package image
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/internal/image"
 	"github.com/inferencestack/inferencestack/internal/validate"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/jsonout"
 )
 
 // options are the flags shared by `image bundle` and `image catalog`.
@@ -101,9 +101,7 @@ func newKindCmd(kind image.Kind, use, short, long, example string) *cobra.Comman
 			out := cmd.OutOrStdout()
 			switch o.format {
 			case "json":
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(res)
+				return jsonout.Write(out, res)
 			case "text":
 				fmt.Fprintf(out, "digest: %s\n", res.Digest)
 				if res.Layout != "" {

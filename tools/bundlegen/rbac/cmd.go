@@ -2,12 +2,12 @@
 package rbac
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/inferencestack/inferencestack/internal/rbacdrift"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/jsonout"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/repopath"
 )
 
@@ -63,9 +63,7 @@ check cannot run.`,
 			}
 			out := cmd.OutOrStdout()
 			if o.output == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(r); err != nil {
+				if err := jsonout.Write(out, r); err != nil {
 					return err
 				}
 			} else {

@@ -3,7 +3,6 @@
 package sign
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/internal/image"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/gitsource"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/jsonout"
 )
 
 type options struct {
@@ -87,9 +87,7 @@ func newKindCmd(kind image.Kind, use, short, example string) *cobra.Command {
 			out := cmd.OutOrStdout()
 			switch o.format {
 			case "json":
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(res)
+				return jsonout.Write(out, res)
 			default:
 				fmt.Fprintf(out, "signed: %s\nsbom: %s\nprovenance: %s\n", res.Image, res.SBOM, res.Provenance)
 				for _, s := range res.Signatures {

@@ -3,12 +3,7 @@ package sign_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"os"
 	"os/exec"
@@ -29,17 +24,13 @@ import (
 // returns the private key's path, its PEM and the public key's path.
 func keyFiles(t *testing.T) (keyFile, keyPEM, pubFile string) {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	require.NoError(t, err)
-	pubDER, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	priv, pub, err := image.GenerateKeyPair()
 	require.NoError(t, err)
 	dir := t.TempDir()
-	keyPEM = string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	keyPEM = string(priv)
 	keyFile, pubFile = filepath.Join(dir, "release.key"), filepath.Join(dir, "cosign.pub")
-	require.NoError(t, os.WriteFile(keyFile, []byte(keyPEM), 0o600))
-	require.NoError(t, os.WriteFile(pubFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, priv, 0o600))
+	require.NoError(t, os.WriteFile(pubFile, pub, 0o600))
 	return keyFile, keyPEM, pubFile
 }
 

@@ -3,7 +3,6 @@
 package upgrades
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"github.com/inferencestack/inferencestack/internal/fbc"
 	"github.com/inferencestack/inferencestack/internal/olmgraph"
 	"github.com/inferencestack/inferencestack/internal/upgrades"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/jsonout"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/repopath"
 )
 
@@ -69,9 +69,7 @@ catalog nor held by a skipRange, or on bad input.`,
 				return err
 			}
 			if o.output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(res)
+				return jsonout.Write(cmd.OutOrStdout(), res)
 			}
 			printText(cmd.OutOrStdout(), p, res)
 			return nil

@@ -1,12 +1,12 @@
 package validate
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/inferencestack/inferencestack/internal/validate"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/jsonout"
 )
 
 func newBundleCmd() *cobra.Command {
@@ -45,9 +45,7 @@ Exit status: 0 when no bundle has an error, 1 when any has one or cannot be read
 			}
 			switch output {
 			case "json":
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(reports); err != nil {
+				if err := jsonout.Write(cmd.OutOrStdout(), reports); err != nil {
 					return err
 				}
 			case "text":

@@ -1,12 +1,12 @@
 package validate
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/inferencestack/inferencestack/internal/validate"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/jsonout"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/repopath"
 )
 
@@ -51,12 +51,10 @@ or holds no catalog objects.`,
 			}
 			out := cmd.OutOrStdout()
 			if o.output == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
 				if findings == nil {
 					findings = []validate.CatalogFinding{}
 				}
-				if err := enc.Encode(findings); err != nil {
+				if err := jsonout.Write(out, findings); err != nil {
 					return err
 				}
 			} else {

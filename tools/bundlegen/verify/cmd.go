@@ -3,7 +3,6 @@
 package verify
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/internal/image"
 	"github.com/inferencestack/inferencestack/internal/release"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/jsonout"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/repopath"
 )
 
@@ -65,9 +65,7 @@ one line per missing or wrong item. The same signatures verify with
 			}
 			out := cmd.OutOrStdout()
 			if o.format == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(res)
+				return jsonout.Write(out, res)
 			}
 			fmt.Fprintf(out, "verified: %s\nsbom: %s\nprovenance: %s\ncommit: %s\n", res.Image, res.SBOM, res.Provenance, res.Commit)
 			return nil
