@@ -112,6 +112,7 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 	var made v1alpha2.InferenceStack
 	require.NoError(t, yaml.UnmarshalStrict([]byte(`{metadata: {namespace: conv, name: through-v2}, spec: {distribution: {name: starter},
 		workload: {serviceAccountName: sa}, cache: {enabled: true}, storage: {kv: {type: redis, endpoint: "redis:6379"}},
+		networking: {allowedFrom: {namespaces: [clients], labels: [team.example.com/llm]}},
 		scaling: {autoscaling: {minReplicas: 1, maxReplicas: 4, metrics: [{resource: memory, averageUtilization: 60}, {resource: cpu, averageUtilization: 70}]}}}}`), &made))
 	eventually(t, "the API server to accept a v1alpha2 object (the CRD trusts the server)", func() error { return c.Create(ctx, &made) })
 
@@ -120,6 +121,13 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 	require.Equal(t, ptr.To(int32(70)), asV1.Spec.Workload.Autoscaling.TargetCPUUtilizationPercentage)
 	require.Equal(t, "sa", asV1.Spec.Workload.ServiceAccountName)
 	require.Contains(t, asV1.Annotations[v1alpha2.MetricsAnnotation], "memory")
+	require.JSONEq(t, `{"namespaces": ["clients"], "labels": ["team.example.com/llm"]}`, asV1.Annotations[v1alpha2.AllowedFromAnnotation])
+
+	// v1alpha2's rule: allowedFrom and a LoadBalancer exclude each other.
+	var both v1alpha2.InferenceStack
+	require.NoError(t, yaml.UnmarshalStrict([]byte(`{metadata: {namespace: conv, name: both}, spec: {distribution: {name: starter},
+		networking: {expose: true, allowedFrom: {namespaces: [clients]}}}}`), &both))
+	require.ErrorContains(t, c.Create(ctx, &both), "allowedFrom admits pods of namespaces, and a LoadBalancer (expose: true) serves clients outside the cluster")
 
 	readBack := func() {
 		t.Helper()
@@ -127,6 +135,7 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(&made), &asV2))
 		require.Equal(t, made.Spec, asV2.Spec, "stored as v1alpha1, read as v1alpha2: nothing lost")
 		require.NotContains(t, asV2.Annotations, v1alpha2.MetricsAnnotation)
+		require.NotContains(t, asV2.Annotations, v1alpha2.AllowedFromAnnotation)
 	}
 	readBack()
 

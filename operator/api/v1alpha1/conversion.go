@@ -40,11 +40,17 @@ func (src *InferenceStack) ConvertTo(dstRaw conversion.Hub) error {
 	if err != nil {
 		return err
 	}
+	allowedFrom, err := src.AllowedFrom()
+	if err != nil {
+		return err
+	}
 	annotations := maps.Clone(src.Annotations)
-	if _, ok := annotations[v1alpha2.MetricsAnnotation]; ok {
-		delete(annotations, v1alpha2.MetricsAnnotation)
-		if len(annotations) == 0 && src.Annotations != nil {
-			annotations = nil
+	for _, key := range []string{v1alpha2.MetricsAnnotation, v1alpha2.AllowedFromAnnotation} {
+		if _, ok := annotations[key]; ok {
+			delete(annotations, key)
+			if len(annotations) == 0 && src.Annotations != nil {
+				annotations = nil
+			}
 		}
 	}
 	*dst = v1alpha2.InferenceStack{TypeMeta: dst.TypeMeta}
@@ -55,6 +61,12 @@ func (src *InferenceStack) ConvertTo(dstRaw conversion.Hub) error {
 	}
 	if err := viaJSON(src.Status, &dst.Status); err != nil {
 		return err
+	}
+	if allowedFrom != nil {
+		if dst.Spec.Networking == nil {
+			dst.Spec.Networking = &v1alpha2.NetworkingSpec{}
+		}
+		dst.Spec.Networking.AllowedFrom = allowedFrom
 	}
 	w := src.Spec.Workload
 	if w == nil {
@@ -88,6 +100,16 @@ func (dst *InferenceStack) ConvertFrom(srcRaw conversion.Hub) error {
 	}
 	if err := viaJSON(src.Status, &dst.Status); err != nil {
 		return err
+	}
+	if n := src.Spec.Networking; n != nil && n.AllowedFrom != nil {
+		raw, err := json.Marshal(n.AllowedFrom)
+		if err != nil {
+			return err
+		}
+		if dst.Annotations == nil {
+			dst.Annotations = map[string]string{}
+		}
+		dst.Annotations[v1alpha2.AllowedFromAnnotation] = string(raw)
 	}
 	s := src.Spec.Scaling.DeepCopy()
 	if s == nil || (*s == v1alpha2.ScalingSpec{}) {
@@ -132,6 +154,22 @@ func (src *InferenceStack) annotatedMetrics() ([]v1alpha2.ResourceMetric, error)
 			src.Namespace, src.Name, v1alpha2.MetricsAnnotation, err)
 	}
 	return metrics, nil
+}
+
+// AllowedFrom is v1alpha2's spec.networking.allowedFrom, which a stack read
+// through v1alpha1 carries in the v1alpha2.AllowedFromAnnotation; nil
+// without it.
+func (src *InferenceStack) AllowedFrom() (*v1alpha2.AllowedFromSpec, error) {
+	raw, ok := src.Annotations[v1alpha2.AllowedFromAnnotation]
+	if !ok {
+		return nil, nil
+	}
+	var a v1alpha2.AllowedFromSpec
+	if err := json.Unmarshal([]byte(raw), &a); err != nil {
+		return nil, fmt.Errorf("InferenceStack %s/%s: annotation %s: %w: remove it, or set it to the JSON of spec.networking.allowedFrom of v1alpha2",
+			src.Namespace, src.Name, v1alpha2.AllowedFromAnnotation, err)
+	}
+	return &a, nil
 }
 
 // AutoscalingMetrics is what the stack's autoscaler aims at, in v1alpha2's

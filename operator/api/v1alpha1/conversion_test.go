@@ -105,7 +105,7 @@ func TestRoundTripFromV1alpha2(t *testing.T) {
 }
 
 // TestRoundTripsAreNotVacuous: the random objects reach every moved field
-// and the annotation, so the round trips above test the conversion.
+// and the annotations, so the round trips above test the conversion.
 func TestRoundTripsAreNotVacuous(t *testing.T) {
 	f := filler(2)
 	seen := map[string]int{}
@@ -126,8 +126,11 @@ func TestRoundTripsAreNotVacuous(t *testing.T) {
 		if _, ok := spoke.Annotations[v1alpha2.MetricsAnnotation]; ok {
 			seen["annotation"]++
 		}
+		if _, ok := spoke.Annotations[v1alpha2.AllowedFromAnnotation]; ok && len(in.Spec.Networking.AllowedFrom.Namespaces) > 0 {
+			seen["allowedFrom"]++
+		}
 	}
-	for _, k := range []string{"replicas", "several metrics", "annotation"} {
+	for _, k := range []string{"replicas", "several metrics", "annotation", "allowedFrom"} {
 		require.Greater(t, seen[k], roundTrips/100, "random v1alpha2 objects with %s: %v", k, seen)
 	}
 }

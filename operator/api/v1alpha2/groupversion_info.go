@@ -33,3 +33,8 @@ func (*InferenceStack) Hub() {}
 // that writes the object back loses none of them. It is the same device as
 // autoscaling/v1's autoscaling.alpha.kubernetes.io/metrics.
 const MetricsAnnotation = "inferencestack.io/v1alpha2-autoscaling-metrics"
+
+// AllowedFromAnnotation holds, on an object read through v1alpha1, the JSON
+// of spec.networking.allowedFrom, which v1alpha1 cannot express: the same
+// device as MetricsAnnotation.
+const AllowedFromAnnotation = "inferencestack.io/v1alpha2-network-allowed-from"

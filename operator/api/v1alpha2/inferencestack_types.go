@@ -461,6 +461,8 @@ type OverrideConfigSpec struct {
 }
 
 // NetworkingSpec sets how the server is reached.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.allowedFrom) || !has(self.expose) || !self.expose",message="allowedFrom admits pods of namespaces, and a LoadBalancer (expose: true) serves clients outside the cluster, which allowedFrom would refuse: set one or the other"
 type NetworkingSpec struct {
 	// Port the server's Service exposes (default 8321). The container
 	// itself always listens on 8321.
@@ -478,6 +480,37 @@ type NetworkingSpec struct {
 	// reachable from outside the cluster; false or unset keep it ClusterIP.
 	// +optional
 	Expose *bool `json:"expose,omitempty"`
+
+	// AllowedFrom narrows who reaches the server: unset, its NetworkPolicy
+	// admits the server's port from every namespace; set, only from pods of
+	// the stack's own namespace, of the namespaces listed and of the
+	// namespaces carrying one of the label keys listed. (A v1alpha1 client
+	// sees it in the annotation AllowedFromAnnotation.)
+	// +optional
+	AllowedFrom *AllowedFromSpec `json:"allowedFrom,omitempty"`
+}
+
+// AllowedFromSpec is the namespaces whose pods may reach the server, beside
+// the stack's own.
+type AllowedFromSpec struct {
+	// Namespaces by name.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespaces []string `json:"namespaces,omitempty"`
+
+	// Labels are namespace label keys: a namespace that carries any of them
+	// (whatever its value) is admitted.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=317
+	// +kubebuilder:validation:items:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	Labels []string `json:"labels,omitempty"`
 }
 
 // TLSSpec is the server's TLS.

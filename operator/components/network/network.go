@@ -1,16 +1,20 @@
 // Package network is the network component: NetworkPolicies that admit only
-// the server's port to the server pods and only the server's traffic to the
-// cache's PostgreSQL.
+// the server's port to the server pods (from the namespaces the stack
+// allows) and only the server's traffic to the cache's PostgreSQL.
 package network
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
@@ -21,19 +25,44 @@ func ServerPolicyName(stack *v1alpha1.InferenceStack) string { return stack.Name
 // CachePolicyName is the cache's NetworkPolicy.
 func CachePolicyName(stack *v1alpha1.InferenceStack) string { return stack.Name + "-cache" }
 
-// ServerPolicy admits traffic to the server pods on the server's port only,
-// from anywhere (clients reach it through its Service).
-func ServerPolicy(stack *v1alpha1.InferenceStack) *networkingv1ac.NetworkPolicyApplyConfiguration {
+// ServerPolicy admits traffic to the server pods on the server's port only:
+// from anywhere (clients reach it through its Service), or, when the stack
+// sets v1alpha2's networking.allowedFrom (v1alpha1.InferenceStack.AllowedFrom),
+// only from pods of the stack's namespace, of the namespaces it names and of
+// the namespaces carrying one of its label keys.
+func ServerPolicy(stack *v1alpha1.InferenceStack) (*networkingv1ac.NetworkPolicyApplyConfiguration, error) {
+	allowed, err := stack.AllowedFrom()
+	if err != nil {
+		return nil, err
+	}
+	rule := networkingv1ac.NetworkPolicyIngressRule().
+		WithPorts(networkingv1ac.NetworkPolicyPort().
+			WithProtocol(corev1.ProtocolTCP).
+			WithPort(intstr.FromInt32(runconfig.ServerPort)))
+	if allowed != nil {
+		if n := stack.Spec.Networking; n != nil && n.Expose != nil && *n.Expose {
+			return nil, fmt.Errorf("InferenceStack %s/%s: annotation %s (networking.allowedFrom) admits pods of namespaces, and networking.expose makes a LoadBalancer for clients outside the cluster, which it would refuse: set one or the other",
+				stack.Namespace, stack.Name, v1alpha2.AllowedFromAnnotation)
+		}
+		// The stack's own namespace: a pod selector alone selects there.
+		rule.WithFrom(networkingv1ac.NetworkPolicyPeer().WithPodSelector(metav1ac.LabelSelector()))
+		for _, ns := range allowed.Namespaces {
+			rule.WithFrom(networkingv1ac.NetworkPolicyPeer().
+				WithNamespaceSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{corev1.LabelMetadataName: ns})))
+		}
+		for _, key := range allowed.Labels {
+			rule.WithFrom(networkingv1ac.NetworkPolicyPeer().
+				WithNamespaceSelector(metav1ac.LabelSelector().WithMatchExpressions(metav1ac.LabelSelectorRequirement().
+					WithKey(key).WithOperator(metav1.LabelSelectorOpExists))))
+		}
+	}
 	return networkingv1ac.NetworkPolicy(ServerPolicyName(stack), stack.Namespace).
 		WithLabels(components.Labels(stack, components.ComponentServer)).
 		WithOwnerReferences(components.OwnerReference(stack)).
 		WithSpec(networkingv1ac.NetworkPolicySpec().
 			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(components.SelectorLabels(stack, components.ComponentServer))).
 			WithPolicyTypes(networkingv1.PolicyTypeIngress).
-			WithIngress(networkingv1ac.NetworkPolicyIngressRule().
-				WithPorts(networkingv1ac.NetworkPolicyPort().
-					WithProtocol(corev1.ProtocolTCP).
-					WithPort(intstr.FromInt32(runconfig.ServerPort)))))
+			WithIngress(rule)), nil
 }
 
 // CachePolicy admits traffic to the cache pods on PostgreSQL's port from the

@@ -51,14 +51,18 @@ func serverStep(ctx context.Context, s *state, out rendered, fsGroup *int64) err
 // networkStep applies the NetworkPolicies.
 func networkStep(ctx context.Context, s *state) error {
 	stack := s.Stack
-	if _, _, err := apply.Apply(ctx, s.Applier, apply.NetworkPolicy, network.ServerPolicy(stack)); err != nil {
+	policy, err := network.ServerPolicy(stack)
+	if err != nil {
+		return err
+	}
+	if _, _, err := apply.Apply(ctx, s.Applier, apply.NetworkPolicy, policy); err != nil {
 		return err
 	}
 	if cachecomp.Enabled(stack) {
 		_, _, err := apply.Apply(ctx, s.Applier, apply.NetworkPolicy, network.CachePolicy(stack))
 		return err
 	}
-	_, err := apply.Delete(ctx, s.Client, &networkingv1.NetworkPolicy{
+	_, err = apply.Delete(ctx, s.Client, &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: network.CachePolicyName(stack), Namespace: stack.Namespace},
 	}, components.Owned(stack))
 	return err

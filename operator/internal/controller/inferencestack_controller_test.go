@@ -678,3 +678,33 @@ func TestAutoscalingOnMemory(t *testing.T) {
 		t.Errorf("the autoscaler changed to %s on a refused annotation", got)
 	}
 }
+
+// TestAllowedFromNarrowsTheServerPolicy: a stack whose networking.allowedFrom
+// a v1alpha2 client wrote (the operator reads v1alpha1: the annotation) gets
+// a server NetworkPolicy admitting its own namespace and the named one only.
+// (Whether a CNI enforces it is the cluster's: docs/api-versions.md.)
+func TestAllowedFromNarrowsTheServerPolicy(t *testing.T) {
+	startOperator(t)
+	ns := namespace(t)
+	v2 := &v1alpha2.InferenceStack{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "narrow"},
+		Spec: v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Name: "starter"},
+			Networking: &v1alpha2.NetworkingSpec{AllowedFrom: &v1alpha2.AllowedFromSpec{Namespaces: []string{"clients"}}}}}
+	stack := &v1alpha1.InferenceStack{}
+	if err := stack.ConvertFrom(v2); err != nil {
+		t.Fatal(err)
+	}
+	create(t, stack)
+	converged(t, ns, "narrow")
+	eventually(t, timeout, func() error {
+		np, err := get(t, &networkingv1.NetworkPolicy{}, ns, "narrow-server")
+		if err != nil {
+			return err
+		}
+		from := np.Spec.Ingress[0].From
+		if len(from) != 2 || from[0].PodSelector == nil || from[0].NamespaceSelector != nil ||
+			from[1].NamespaceSelector == nil || from[1].NamespaceSelector.MatchLabels[corev1.LabelMetadataName] != "clients" {
+			return fmt.Errorf("server NetworkPolicy admits %+v, want the stack's namespace and clients", from)
+		}
+		return nil
+	})
+}
