@@ -493,13 +493,14 @@ type NetworkingSpec struct {
 // AllowedFromSpec is the namespaces whose pods may reach the server, beside
 // the stack's own.
 type AllowedFromSpec struct {
-	// Namespaces by name.
+	// Namespaces by name; "*" admits every namespace (as the upstream Llama
+	// Stack operator's allowedFrom says it).
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=63
-	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:items:Pattern=`^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$`
 	Namespaces []string `json:"namespaces,omitempty"`
 
 	// Labels are namespace label keys: a namespace that carries any of them

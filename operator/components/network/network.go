@@ -47,8 +47,11 @@ func ServerPolicy(stack *v1alpha1.InferenceStack) (*networkingv1ac.NetworkPolicy
 		// The stack's own namespace: a pod selector alone selects there.
 		rule.WithFrom(networkingv1ac.NetworkPolicyPeer().WithPodSelector(metav1ac.LabelSelector()))
 		for _, ns := range allowed.Namespaces {
-			rule.WithFrom(networkingv1ac.NetworkPolicyPeer().
-				WithNamespaceSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{corev1.LabelMetadataName: ns})))
+			selector := metav1ac.LabelSelector() // "*": every namespace
+			if ns != "*" {
+				selector.WithMatchLabels(map[string]string{corev1.LabelMetadataName: ns})
+			}
+			rule.WithFrom(networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(selector))
 		}
 		for _, key := range allowed.Labels {
 			rule.WithFrom(networkingv1ac.NetworkPolicyPeer().

@@ -46,6 +46,13 @@ func TestServerPolicyAllowedFrom(t *testing.T) {
 	require.Equal(t, metav1.LabelSelectorOpExists, *from[3].NamespaceSelector.MatchExpressions[0].Operator)
 	require.Equal(t, int32(8321), narrowed.Spec.Ingress[0].Ports[0].Port.IntVal)
 
+	every, err := network.ServerPolicy(through(&v1alpha2.NetworkingSpec{AllowedFrom: &v1alpha2.AllowedFromSpec{Namespaces: []string{"*"}}}))
+	require.NoError(t, err)
+	require.Len(t, every.Spec.Ingress[0].From, 2)
+	require.NotNil(t, every.Spec.Ingress[0].From[1].NamespaceSelector, `"*": every namespace`)
+	require.Empty(t, every.Spec.Ingress[0].From[1].NamespaceSelector.MatchLabels)
+	require.Empty(t, every.Spec.Ingress[0].From[1].NamespaceSelector.MatchExpressions)
+
 	only, err := network.ServerPolicy(through(&v1alpha2.NetworkingSpec{AllowedFrom: &v1alpha2.AllowedFromSpec{}}))
 	require.NoError(t, err)
 	require.Len(t, only.Spec.Ingress[0].From, 1, "allowedFrom: {} admits the stack's namespace alone")
