@@ -175,6 +175,7 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			return ctrl.Result{}, errors.Join(stepErr, fmt.Errorf("writing status: %w", err))
 		}
 		r.applier.Wrote(stack)
+		r.statusEvents(original, stack)
 	}
 	var ce *conditionError
 	if errors.As(stepErr, &ce) {
@@ -188,6 +189,24 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, stepErr
+}
+
+// statusEvents records, as Events on the stack (kubectl describe), what
+// the status write from before to after changed that a user acts on: the
+// Degraded condition turning True or changing its cause (a refused config,
+// a missing Secret, ...: a Warning with that reason), else a new phase.
+// Only changes are recorded, so an idle stack records none, and not the
+// first phase of a new stack, so a stack that deploys costs no Event.
+func (r *InferenceStackReconciler) statusEvents(before, after *v1alpha1.InferenceStack) {
+	from, to := before.Status.Phase, after.Status.Phase
+	was := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.TypeDegraded)
+	is := meta.FindStatusCondition(after.Status.Conditions, v1alpha1.TypeDegraded)
+	switch {
+	case is != nil && is.Status == metav1.ConditionTrue && (was == nil || was.Status != metav1.ConditionTrue || was.Reason != is.Reason):
+		r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, is.Reason, "Reconcile", "phase %s: %s", to, is.Message)
+	case from != "" && from != to:
+		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "Phase"+string(to), "Reconcile", "phase %s (was %s)", to, from)
+	}
 }
 
 // waitingOutsideTheCache are the reasons of conditions that wait for a user

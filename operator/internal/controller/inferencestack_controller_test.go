@@ -708,3 +708,35 @@ func TestAllowedFromNarrowsTheServerPolicy(t *testing.T) {
 		return nil
 	})
 }
+
+// TestStatusChangesAreEvents: a new stack whose Secret is missing is
+// Degraded and records one Warning naming the cause; once the Secret
+// exists it deploys and records the phase change; reconciled again with
+// nothing changed, it records nothing more. A stack that deploys at once
+// records no Event of its own (TestCreationWritesEachObjectOnce counts them).
+func TestStatusChangesAreEvents(t *testing.T) {
+	op := startOperator(t)
+	ns := namespace(t)
+	create(t, testutil.Stack("ev", testutil.WithNamespace(ns),
+		testutil.WithProviders("inference", testutil.Provider("openai", testutil.WithAPIKey("openai-key", "key")))))
+	eventually(t, timeout, func() error {
+		if got := op.events.of(ns, "ev"); !slices.Equal(got, []string{v1alpha1.ReasonSecretNotFound}) {
+			return fmt.Errorf("events %q, want [%s]", got, v1alpha1.ReasonSecretNotFound)
+		}
+		return nil
+	})
+	create(t, secret(ns, "openai-key", map[string]string{"key": "sk-1"}))
+	converged(t, ns, "ev")
+	want := []string{v1alpha1.ReasonSecretNotFound, "Phase" + string(v1alpha1.PhaseDeploying)}
+	eventually(t, timeout, func() error { // recorded right after the status write the test saw
+		if got := op.events.of(ns, "ev"); !slices.Equal(got, want) {
+			return fmt.Errorf("events %q, want %q", got, want)
+		}
+		return nil
+	})
+	op.reconcileAll(t, ns, []string{"ev"}, "idle")
+	op.reconcileAll(t, ns, []string{"ev"}, "idle-again")
+	if got := op.events.of(ns, "ev"); !slices.Equal(got, want) {
+		t.Errorf("an idle stack recorded events: %q, want %q", got, want)
+	}
+}

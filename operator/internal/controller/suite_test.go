@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,6 +71,9 @@ var testPin = pin.Pin{OperatorVersion: "1.0.0", LlamaStackVersion: "0.2.23", Ope
 type operator struct {
 	writes     *writeCounter
 	reconciles *reconcileRecord
+	// events records the reasons of the Events the operator emitted, per
+	// stack, as it emits them (the API server's copy comes later).
+	events *eventRecord
 	// rounds numbers the rounds of reconcileAll.
 	rounds atomic.Int64
 	stop   func()
@@ -128,12 +133,12 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := &operator{writes: &writeCounter{}, reconciles: &reconcileRecord{}, cache: mgr.GetCache()}
+	op := &operator{writes: &writeCounter{}, reconciles: &reconcileRecord{}, events: &eventRecord{}, cache: mgr.GetCache()}
 	counted := &countingClient{Client: mgr.GetClient(), counter: op.writes}
 	r := &controller.InferenceStackReconciler{
 		Client:           counted,
 		APIReader:        mgr.GetAPIReader(),
-		Recorder:         mgr.GetEventRecorder("inferencestack-operator"),
+		Recorder:         &recordingRecorder{EventRecorder: mgr.GetEventRecorder("inferencestack-operator"), record: op.events},
 		Pin:              testPin,
 		CacheImage:       "docker.io/library/postgres:16.4",
 		RetryInterval:    500 * time.Millisecond,
@@ -229,4 +234,40 @@ func create(t *testing.T, obj client.Object) {
 	if err := env.Client.Create(context.Background(), obj); err != nil {
 		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
 	}
+}
+
+// eventRecord is the reasons of the Events emitted about each stack
+// ("namespace/name"), in order.
+type eventRecord struct {
+	mu      sync.Mutex
+	reasons map[string][]string
+}
+
+func (e *eventRecord) add(key, reason string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.reasons == nil {
+		e.reasons = map[string][]string{}
+	}
+	e.reasons[key] = append(e.reasons[key], reason)
+}
+
+// of returns the reasons of the Events about stack ns/name so far.
+func (e *eventRecord) of(ns, name string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.reasons[ns+"/"+name])
+}
+
+// recordingRecorder records each Event's reason, then emits it.
+type recordingRecorder struct {
+	events.EventRecorder
+	record *eventRecord
+}
+
+func (r *recordingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	if o, ok := regarding.(client.Object); ok {
+		r.record.add(o.GetNamespace()+"/"+o.GetName(), reason)
+	}
+	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
