@@ -6,6 +6,7 @@ package gitsource
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -39,6 +40,9 @@ func (o *Flags) Register(f *pflag.FlagSet) {
 // Of is the source of input: the flags, else HEAD of the git checkout
 // holding it (refused when input has uncommitted changes).
 func (o *Flags) Of(input string) (image.Source, error) {
+	if _, err := os.Stat(input); err != nil {
+		return image.Source{}, fmt.Errorf("input %s: %w: name the bundle or catalog folder, or the operator binary, the image is built from", input, err)
+	}
 	src := image.Source{Repository: o.Repository, Commit: o.Commit}
 	if o.CommitTime != "" {
 		t, err := parseTime(o.CommitTime)
