@@ -24,8 +24,12 @@ import (
 // from; when an image has it, it must be the commit its provenance names.
 const RevisionLabel = "org.opencontainers.image.revision"
 
-// emptyJSON is the config blob of OCI 1.1 artifacts.
-var emptyJSON = []byte("{}")
+// emptyJSON is the config blob of OCI 1.1 artifacts; emptyJSONDigest its
+// digest.
+var (
+	emptyJSON       = []byte("{}")
+	emptyJSONDigest = v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", sha256.Sum256(emptyJSON))}
+)
 
 // remoteOptions are the options of every registry call: the context and the
 // default keychain (~/.docker/config.json, $DOCKER_CONFIG).
@@ -47,7 +51,6 @@ func newArtifact(subject v1.Descriptor, artifactType string, data []byte) (*arti
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(emptyJSON)
 	m := v1.Manifest{
 		SchemaVersion: 2,
 		MediaType:     types.OCIManifestSchema1,
@@ -55,7 +58,7 @@ func newArtifact(subject v1.Descriptor, artifactType string, data []byte) (*arti
 		Config: v1.Descriptor{
 			MediaType: types.OCIEmptyJSON,
 			Size:      int64(len(emptyJSON)),
-			Digest:    v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", sum)},
+			Digest:    emptyJSONDigest,
 		},
 		Layers:  []v1.Descriptor{{MediaType: types.MediaType(artifactType), Size: int64(len(data)), Digest: ld}},
 		Subject: &v1.Descriptor{MediaType: subject.MediaType, Size: subject.Size, Digest: subject.Digest},
@@ -75,7 +78,7 @@ func (a *artifact) LayerByDigest(h v1.Hash) (partial.CompressedLayer, error) {
 	if d, err := a.layer.Digest(); err == nil && d == h {
 		return a.layer, nil
 	}
-	if sum := sha256.Sum256(emptyJSON); h.Hex == fmt.Sprintf("%x", sum) {
+	if h == emptyJSONDigest {
 		return static.NewLayer(emptyJSON, types.OCIEmptyJSON), nil
 	}
 	return nil, fmt.Errorf("artifact has no blob %s", h)
@@ -90,7 +93,12 @@ func Attach(ctx context.Context, d name.Digest, artifactType string, data []byte
 	if err != nil {
 		return name.Digest{}, fmt.Errorf("reading %s: %w", d, err)
 	}
-	a, err := newArtifact(*desc, artifactType, data)
+	return attach(ctx, d, *desc, artifactType, data)
+}
+
+// attach is Attach to d, whose descriptor the caller has read.
+func attach(ctx context.Context, d name.Digest, desc v1.Descriptor, artifactType string, data []byte) (name.Digest, error) {
+	a, err := newArtifact(desc, artifactType, data)
 	if err != nil {
 		return name.Digest{}, err
 	}
@@ -255,7 +263,7 @@ func (s Sign) Run(ctx context.Context) (Signed, error) {
 		data         []byte
 		out          *string
 	}{{SBOMArtifactType, sbom, &res.SBOM}, {ProvenanceArtifactType, prov, &res.Provenance}} {
-		ad, err := Attach(ctx, d, doc.artifactType, doc.data)
+		ad, err := attach(ctx, d, *desc, doc.artifactType, doc.data)
 		if err != nil {
 			return Signed{}, err
 		}

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -121,7 +120,7 @@ func Push(ctx context.Context, img v1.Image, ref string) (name.Digest, error) {
 	if err != nil {
 		return name.Digest{}, err
 	}
-	if err := remote.Write(r, img, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+	if err := remote.Write(r, img, remoteOptions(ctx)...); err != nil {
 		return name.Digest{}, fmt.Errorf("pushing %s: %w", r, err)
 	}
 	d, err := img.Digest()

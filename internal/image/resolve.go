@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
@@ -34,10 +33,7 @@ func Resolve(ctx context.Context, ref string, opts ResolveOptions) (string, erro
 	if d, ok := r.(name.Digest); ok {
 		return d.Context().Name() + "@" + d.DigestStr(), nil
 	}
-	ropts := append([]remote.Option{
-		remote.WithContext(ctx),
-		remote.WithAuthFromKeychain(authn.DefaultKeychain),
-	}, opts.Remote...)
+	ropts := append(remoteOptions(ctx), opts.Remote...)
 	desc, err := remote.Head(r, ropts...)
 	if err != nil {
 		// Some registries answer HEAD poorly; GET the manifest before giving up.
