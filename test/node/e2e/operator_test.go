@@ -223,10 +223,17 @@ func pushOperator(t *testing.T, bin, ref string) string {
 	require.NoError(t, err)
 	local, err := node.LocalRef(pushed)
 	require.NoError(t, err)
-	require.NoError(t, cluster.Signing.Sign(ctx, image.KindOperator, bin, local))
+	if _, done := signedOperators.LoadOrStore(local, true); !done {
+		require.NoError(t, cluster.Signing.Sign(ctx, image.KindOperator, bin, local))
+	}
 	require.NoError(t, cluster.Signing.Verify(ctx, local))
 	return pushed
 }
+
+// signedOperators are the operator images (repository@digest in the node's
+// registry) pushOperator signed: the releases' tags of one binary are one
+// image, signed once.
+var signedOperators sync.Map
 
 // digestOf is the digest of a reference by digest.
 func digestOf(ref string) string { return ref[strings.LastIndex(ref, "@")+1:] }
