@@ -38,11 +38,9 @@ func Migrate(ctx context.Context, dyn dynamic.Interface, ext apiextensionsclient
 		return Migration{}, fmt.Errorf("reading CRD %s: %w", crdName, err)
 	}
 	m := Migration{Before: slices.Clone(crd.Status.StoredVersions)}
-	i := slices.IndexFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Storage })
-	if i < 0 {
+	if m.Storage = StorageVersion(crd); m.Storage == "" {
 		return m, fmt.Errorf("CRD %s has no storage version", crdName)
 	}
-	m.Storage = crd.Spec.Versions[i].Name
 	res := dyn.Resource(schema.GroupVersionResource{Group: crd.Spec.Group, Version: m.Storage, Resource: crd.Spec.Names.Plural})
 	cont := ""
 	for {
@@ -88,8 +86,17 @@ func Migrate(ctx context.Context, dyn dynamic.Interface, ext apiextensionsclient
 		if crd, err = crds.Get(ctx, crdName, metav1.GetOptions{}); err != nil {
 			return m, err
 		}
-		if crd.Spec.Versions[slices.IndexFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Storage })].Name != m.Storage {
+		if StorageVersion(crd) != m.Storage {
 			return m, fmt.Errorf("CRD %s changed its storage version during the migration: run it again", crdName)
 		}
 	}
+}
+
+// StorageVersion is the version crd stores ("" when it names none).
+func StorageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
+	i := slices.IndexFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Storage })
+	if i < 0 {
+		return ""
+	}
+	return crd.Spec.Versions[i].Name
 }

@@ -350,8 +350,7 @@ func storageMoved(t *testing.T, c client.Client, crds *unstructured.Unstructured
 	for {
 		crd, err = ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "inferencestacks.inferencestack.io", metav1.GetOptions{})
 		require.NoError(t, err)
-		i := slices.IndexFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Storage })
-		if i >= 0 && crd.Spec.Versions[i].Name == "v1alpha2" {
+		if conversion.StorageVersion(crd) == "v1alpha2" {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "the CRD package 2.1.0 (v1alpha2 stored) installed: %v", crd.Spec.Versions)
