@@ -121,7 +121,7 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 	require.Equal(t, ptr.To(int32(70)), asV1.Spec.Workload.Autoscaling.TargetCPUUtilizationPercentage)
 	require.Equal(t, "sa", asV1.Spec.Workload.ServiceAccountName)
 	require.Contains(t, asV1.Annotations[v1alpha2.MetricsAnnotation], "memory")
-	require.JSONEq(t, `{"namespaces": ["clients"], "labels": ["team.example.com/llm"]}`, asV1.Annotations[v1alpha2.AllowedFromAnnotation])
+	require.JSONEq(t, `{"networking": {"allowedFrom": {"namespaces": ["clients"], "labels": ["team.example.com/llm"]}}}`, asV1.Annotations[v1alpha2.SpecAnnotation])
 
 	// v1alpha2's rule: allowedFrom and a LoadBalancer exclude each other.
 	var both v1alpha2.InferenceStack
@@ -135,7 +135,7 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(&made), &asV2))
 		require.Equal(t, made.Spec, asV2.Spec, "stored as v1alpha1, read as v1alpha2: nothing lost")
 		require.NotContains(t, asV2.Annotations, v1alpha2.MetricsAnnotation)
-		require.NotContains(t, asV2.Annotations, v1alpha2.AllowedFromAnnotation)
+		require.NotContains(t, asV2.Annotations, v1alpha2.SpecAnnotation)
 	}
 	readBack()
 

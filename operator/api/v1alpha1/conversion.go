@@ -1,11 +1,16 @@
 package v1alpha1
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
 
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
 
@@ -23,10 +28,11 @@ import (
 // Everything else has the same JSON shape in both and is copied through it.
 // What v1alpha1 cannot express (metrics besides one CPU target, their
 // order) travels in the v1alpha2.MetricsAnnotation annotation, as
-// autoscaling/v1 keeps autoscaling/v2's metrics. An empty workload: {} is
+// autoscaling/v1 keeps autoscaling/v2's metrics; every other v1alpha2 field
+// v1alpha1 lacks, in the v1alpha2.SpecAnnotation. An empty workload: {} is
 // kept; one that held only moved fields comes back absent when it is empty
-// in v1alpha2 too, and an empty scaling: {} is the same as none (both mean
-// the defaults).
+// in v1alpha2 too; an empty scaling: {} (the same as none: both mean the
+// defaults) is kept in the spec annotation.
 
 var _ conversion.Convertible = &InferenceStack{}
 
@@ -36,16 +42,32 @@ func (src *InferenceStack) ConvertTo(dstRaw conversion.Hub) error {
 	if !ok {
 		return fmt.Errorf("v1alpha1 converts only to v1alpha2, not %T", dstRaw)
 	}
+	if err := src.convertTo(dst); err != nil {
+		return err
+	}
+	return src.applySpecAnnotation(dst)
+}
+
+// V1alpha2 is the stack as v1alpha2 sees it: what ConvertTo gives. The
+// reconciler, which works on v1alpha1 objects, reads the spec fields only
+// v1alpha2 has through it.
+func (src *InferenceStack) V1alpha2() (*v1alpha2.InferenceStack, error) {
+	hub := &v1alpha2.InferenceStack{}
+	if err := src.ConvertTo(hub); err != nil {
+		return nil, err
+	}
+	return hub, nil
+}
+
+// convertTo is ConvertTo without the v1alpha2.SpecAnnotation: the v1alpha2
+// object the fields v1alpha1 has convert to.
+func (src *InferenceStack) convertTo(dst *v1alpha2.InferenceStack) error {
 	metrics, err := src.annotatedMetrics()
 	if err != nil {
 		return err
 	}
-	allowedFrom, err := src.AllowedFrom()
-	if err != nil {
-		return err
-	}
 	annotations := maps.Clone(src.Annotations)
-	for _, key := range []string{v1alpha2.MetricsAnnotation, v1alpha2.AllowedFromAnnotation} {
+	for _, key := range []string{v1alpha2.MetricsAnnotation, v1alpha2.SpecAnnotation} {
 		if _, ok := annotations[key]; ok {
 			delete(annotations, key)
 			if len(annotations) == 0 && src.Annotations != nil {
@@ -61,12 +83,6 @@ func (src *InferenceStack) ConvertTo(dstRaw conversion.Hub) error {
 	}
 	if err := viaJSON(src.Status, &dst.Status); err != nil {
 		return err
-	}
-	if allowedFrom != nil {
-		if dst.Spec.Networking == nil {
-			dst.Spec.Networking = &v1alpha2.NetworkingSpec{}
-		}
-		dst.Spec.Networking.AllowedFrom = allowedFrom
 	}
 	w := src.Spec.Workload
 	if w == nil {
@@ -87,6 +103,40 @@ func (src *InferenceStack) ConvertTo(dstRaw conversion.Hub) error {
 	return nil
 }
 
+// applySpecAnnotation merges the v1alpha2.SpecAnnotation into dst's spec.
+// What the merge gives must be a v1alpha2 spec: a field v1alpha2 does not
+// have (a typo in a hand-written annotation) is an error naming the
+// annotation.
+func (src *InferenceStack) applySpecAnnotation(dst *v1alpha2.InferenceStack) error {
+	patch, ok := src.Annotations[v1alpha2.SpecAnnotation]
+	if !ok {
+		return nil
+	}
+	invalid := func(err error) error {
+		return fmt.Errorf("InferenceStack %s/%s: annotation %s: %w: remove it, or set these fields through v1alpha2 (its value is a JSON merge patch onto the v1alpha2 spec, docs/api-versions.md)",
+			src.Namespace, src.Name, v1alpha2.SpecAnnotation, err)
+	}
+	if !json.Valid([]byte(patch)) || !strings.HasPrefix(strings.TrimSpace(patch), "{") {
+		return invalid(errors.New("not a JSON object"))
+	}
+	doc, err := json.Marshal(dst.Spec)
+	if err != nil {
+		return err
+	}
+	merged, err := jsonpatch.MergePatch(doc, []byte(patch))
+	if err != nil {
+		return invalid(err)
+	}
+	spec := v1alpha2.InferenceStackSpec{}
+	dec := json.NewDecoder(bytes.NewReader(merged))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return invalid(err)
+	}
+	dst.Spec = spec
+	return nil
+}
+
 // ConvertFrom converts from the hub version to this InferenceStack.
 func (dst *InferenceStack) ConvertFrom(srcRaw conversion.Hub) error {
 	src, ok := srcRaw.(*v1alpha2.InferenceStack)
@@ -95,23 +145,39 @@ func (dst *InferenceStack) ConvertFrom(srcRaw conversion.Hub) error {
 	}
 	*dst = InferenceStack{TypeMeta: dst.TypeMeta}
 	src.ObjectMeta.DeepCopyInto(&dst.ObjectMeta)
+	if _, ok := dst.Annotations[v1alpha2.SpecAnnotation]; ok {
+		// Only this conversion writes it (a v1alpha2 object has the fields).
+		delete(dst.Annotations, v1alpha2.SpecAnnotation)
+	}
 	if err := viaJSON(src.Spec, &dst.Spec); err != nil {
 		return err
 	}
 	if err := viaJSON(src.Status, &dst.Status); err != nil {
 		return err
 	}
-	if n := src.Spec.Networking; n != nil && n.AllowedFrom != nil {
-		raw, err := json.Marshal(n.AllowedFrom)
-		if err != nil {
-			return err
-		}
-		if dst.Annotations == nil {
-			dst.Annotations = map[string]string{}
-		}
-		dst.Annotations[v1alpha2.AllowedFromAnnotation] = string(raw)
+	if err := dst.scalingFrom(src.Spec.Scaling); err != nil {
+		return err
 	}
-	s := src.Spec.Scaling.DeepCopy()
+	// What the fields above do not carry back travels in the annotation.
+	back := &v1alpha2.InferenceStack{}
+	if err := dst.convertTo(back); err != nil {
+		return err
+	}
+	patch, err := mergePatch(back.Spec, src.Spec)
+	if err != nil || patch == nil {
+		return err
+	}
+	if dst.Annotations == nil {
+		dst.Annotations = map[string]string{}
+	}
+	dst.Annotations[v1alpha2.SpecAnnotation] = string(patch)
+	return nil
+}
+
+// scalingFrom moves v1alpha2's spec.scaling into the workload, and the
+// metrics v1alpha1 cannot express into the v1alpha2.MetricsAnnotation.
+func (dst *InferenceStack) scalingFrom(scaling *v1alpha2.ScalingSpec) error {
+	s := scaling.DeepCopy()
 	if s == nil || (*s == v1alpha2.ScalingSpec{}) {
 		return nil
 	}
@@ -141,6 +207,24 @@ func (dst *InferenceStack) ConvertFrom(srcRaw conversion.Hub) error {
 	return nil
 }
 
+// mergePatch is the JSON merge patch from one spec to another, nil when
+// they are the same.
+func mergePatch(from, to v1alpha2.InferenceStackSpec) ([]byte, error) {
+	a, err := json.Marshal(from)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(to)
+	if err != nil {
+		return nil, err
+	}
+	patch, err := jsonpatch.CreateMergePatch(a, b)
+	if err != nil || string(patch) == "{}" {
+		return nil, err
+	}
+	return patch, nil
+}
+
 // annotatedMetrics is the metrics list of the v1alpha2.MetricsAnnotation
 // (nil without it).
 func (src *InferenceStack) annotatedMetrics() ([]v1alpha2.ResourceMetric, error) {
@@ -154,22 +238,6 @@ func (src *InferenceStack) annotatedMetrics() ([]v1alpha2.ResourceMetric, error)
 			src.Namespace, src.Name, v1alpha2.MetricsAnnotation, err)
 	}
 	return metrics, nil
-}
-
-// AllowedFrom is v1alpha2's spec.networking.allowedFrom, which a stack read
-// through v1alpha1 carries in the v1alpha2.AllowedFromAnnotation; nil
-// without it.
-func (src *InferenceStack) AllowedFrom() (*v1alpha2.AllowedFromSpec, error) {
-	raw, ok := src.Annotations[v1alpha2.AllowedFromAnnotation]
-	if !ok {
-		return nil, nil
-	}
-	var a v1alpha2.AllowedFromSpec
-	if err := json.Unmarshal([]byte(raw), &a); err != nil {
-		return nil, fmt.Errorf("InferenceStack %s/%s: annotation %s: %w: remove it, or set it to the JSON of spec.networking.allowedFrom of v1alpha2",
-			src.Namespace, src.Name, v1alpha2.AllowedFromAnnotation, err)
-	}
-	return &a, nil
 }
 
 // AutoscalingMetrics is what the stack's autoscaler aims at, in v1alpha2's

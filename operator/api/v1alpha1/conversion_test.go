@@ -126,8 +126,11 @@ func TestRoundTripsAreNotVacuous(t *testing.T) {
 		if _, ok := spoke.Annotations[v1alpha2.MetricsAnnotation]; ok {
 			seen["annotation"]++
 		}
-		if _, ok := spoke.Annotations[v1alpha2.AllowedFromAnnotation]; ok && len(in.Spec.Networking.AllowedFrom.Namespaces) > 0 {
-			seen["allowedFrom"]++
+		if patch, ok := spoke.Annotations[v1alpha2.SpecAnnotation]; ok {
+			if n := in.Spec.Networking; n != nil && n.AllowedFrom != nil && len(n.AllowedFrom.Namespaces) > 0 {
+				require.Contains(t, patch, `"allowedFrom"`)
+				seen["allowedFrom"]++
+			}
 		}
 	}
 	for _, k := range []string{"replicas", "several metrics", "annotation", "allowedFrom"} {
@@ -172,6 +175,11 @@ func TestConversionCases(t *testing.T) {
 			spec: {distribution: {name: starter}, workload: {autoscaling: {maxReplicas: 5, targetCPUUtilizationPercentage: 75}}}}`,
 		v1alpha2: `{metadata: {annotations: {team: a}},
 			spec: {distribution: {name: starter}, scaling: {autoscaling: {maxReplicas: 5, metrics: [{resource: memory, averageUtilization: 60}, {resource: cpu, averageUtilization: 75}]}}}}`,
+	}, {
+		name: "a field only v1alpha2 has travels in the spec annotation, as a merge patch",
+		v1alpha1: `{metadata: {annotations: {inferencestack.io/v1alpha2-spec: '{"networking":{"allowedFrom":{"namespaces":["clients"]}}}'}},
+			spec: {distribution: {name: starter}, networking: {port: 8443}}}`,
+		v1alpha2: `{spec: {distribution: {name: starter}, networking: {port: 8443, allowedFrom: {namespaces: [clients]}}}}`,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -214,13 +222,43 @@ func TestConversionEditsThroughV1alpha1(t *testing.T) {
 }
 
 // TestConversionRefusesABrokenAnnotation: an annotation that is not the
-// JSON of the metrics is an error naming the object and the annotation.
+// JSON of the metrics, or a spec annotation that is not a merge patch of
+// v1alpha2 fields (a typo), is an error naming the object and the
+// annotation.
 func TestConversionRefusesABrokenAnnotation(t *testing.T) {
-	var v1 v1alpha1.InferenceStack
-	require.NoError(t, yaml.UnmarshalStrict([]byte(`{metadata: {name: s, namespace: ns, annotations: {inferencestack.io/v1alpha2-autoscaling-metrics: 'memory=60'}},
+	for annotation, want := range map[string]string{
+		`inferencestack.io/v1alpha2-autoscaling-metrics: 'memory=60'`:                           "annotation inferencestack.io/v1alpha2-autoscaling-metrics",
+		`inferencestack.io/v1alpha2-spec: 'allowedFrom=clients'`:                                "annotation inferencestack.io/v1alpha2-spec: not a JSON object",
+		`inferencestack.io/v1alpha2-spec: '{"networking":{"allowedFrm":{"namespaces":["a"]}}}'`: `annotation inferencestack.io/v1alpha2-spec: json: unknown field "allowedFrm"`,
+		`inferencestack.io/v1alpha2-spec: '{"networking":{"allowedFrom":{"namespaces":"a"}}}'`:  "annotation inferencestack.io/v1alpha2-spec: json: cannot unmarshal string",
+	} {
+		var v1 v1alpha1.InferenceStack
+		require.NoError(t, yaml.UnmarshalStrict([]byte(`{metadata: {name: s, namespace: ns, annotations: {`+annotation+`}},
 		spec: {distribution: {name: starter}, workload: {autoscaling: {maxReplicas: 5}}}}`), &v1))
+		var v2 v1alpha2.InferenceStack
+		require.ErrorContains(t, v1.ConvertTo(&v2), "InferenceStack ns/s: "+want)
+	}
+}
+
+// TestConversionSpecAnnotationSurvivesEdits: a v1alpha1 client that edits
+// the fields it has keeps the ones only v1alpha2 has, and a v1alpha2 object
+// that carries the annotation itself does not get it back twice.
+func TestConversionSpecAnnotationSurvivesEdits(t *testing.T) {
 	var v2 v1alpha2.InferenceStack
-	require.ErrorContains(t, v1.ConvertTo(&v2), "InferenceStack ns/s: annotation inferencestack.io/v1alpha2-autoscaling-metrics")
+	require.NoError(t, yaml.UnmarshalStrict([]byte(`{metadata: {annotations: {inferencestack.io/v1alpha2-spec: '{"networking":{"port":1}}'}},
+		spec: {distribution: {name: starter}, networking: {allowedFrom: {labels: [team]}}}}`), &v2))
+	var v1 v1alpha1.InferenceStack
+	require.NoError(t, v1.ConvertFrom(&v2))
+	require.JSONEq(t, `{"networking":{"allowedFrom":{"labels":["team"]}}}`, v1.Annotations[v1alpha2.SpecAnnotation])
+
+	v1.Spec.Networking.Port = 9000
+	v1.Spec.Distribution.Name = "remote-vllm"
+	var got v1alpha2.InferenceStack
+	require.NoError(t, v1.ConvertTo(&got))
+	require.Equal(t, int32(9000), got.Spec.Networking.Port)
+	require.Equal(t, v1alpha2.DistributionName("remote-vllm"), got.Spec.Distribution.Name)
+	require.Equal(t, []string{"team"}, got.Spec.Networking.AllowedFrom.Labels)
+	require.NotContains(t, got.Annotations, v1alpha2.SpecAnnotation)
 }
 
 // TestV1alpha2SamplesConvert: every v1alpha2 sample (the examples of a CRD

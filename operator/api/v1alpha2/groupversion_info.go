@@ -34,7 +34,11 @@ func (*InferenceStack) Hub() {}
 // autoscaling/v1's autoscaling.alpha.kubernetes.io/metrics.
 const MetricsAnnotation = "inferencestack.io/v1alpha2-autoscaling-metrics"
 
-// AllowedFromAnnotation holds, on an object read through v1alpha1, the JSON
-// of spec.networking.allowedFrom, which v1alpha1 cannot express: the same
-// device as MetricsAnnotation.
-const AllowedFromAnnotation = "inferencestack.io/v1alpha2-network-allowed-from"
+// SpecAnnotation holds, on an object read through v1alpha1, the spec
+// fields of v1alpha2 that v1alpha1 has no place for (networking.allowedFrom
+// and every field added in v1alpha2 after it), as a JSON merge patch
+// (RFC 7386) onto the v1alpha2 spec the rest of the v1alpha1 object converts
+// to, so that a v1alpha1 client that writes the object back loses none of
+// them, and a field added to v1alpha2 needs no conversion code. The
+// autoscaling metrics keep their own, older MetricsAnnotation.
+const SpecAnnotation = "inferencestack.io/v1alpha2-spec"

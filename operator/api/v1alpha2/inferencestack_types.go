@@ -485,7 +485,7 @@ type NetworkingSpec struct {
 	// admits the server's port from every namespace; set, only from pods of
 	// the stack's own namespace, of the namespaces listed and of the
 	// namespaces carrying one of the label keys listed. (A v1alpha1 client
-	// sees it in the annotation AllowedFromAnnotation.)
+	// sees it in the annotation SpecAnnotation.)
 	// +optional
 	AllowedFrom *AllowedFromSpec `json:"allowedFrom,omitempty"`
 }

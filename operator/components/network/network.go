@@ -27,13 +27,18 @@ func CachePolicyName(stack *v1alpha1.InferenceStack) string { return stack.Name 
 
 // ServerPolicy admits traffic to the server pods on the server's port only:
 // from anywhere (clients reach it through its Service), or, when the stack
-// sets v1alpha2's networking.allowedFrom (v1alpha1.InferenceStack.AllowedFrom),
+// sets v1alpha2's networking.allowedFrom (read through
+// v1alpha1.InferenceStack.V1alpha2),
 // only from pods of the stack's namespace, of the namespaces it names and of
 // the namespaces carrying one of its label keys.
 func ServerPolicy(stack *v1alpha1.InferenceStack) (*networkingv1ac.NetworkPolicyApplyConfiguration, error) {
-	allowed, err := stack.AllowedFrom()
+	hub, err := stack.V1alpha2()
 	if err != nil {
 		return nil, err
+	}
+	var allowed *v1alpha2.AllowedFromSpec
+	if n := hub.Spec.Networking; n != nil {
+		allowed = n.AllowedFrom
 	}
 	rule := networkingv1ac.NetworkPolicyIngressRule().
 		WithPorts(networkingv1ac.NetworkPolicyPort().
@@ -42,7 +47,7 @@ func ServerPolicy(stack *v1alpha1.InferenceStack) (*networkingv1ac.NetworkPolicy
 	if allowed != nil {
 		if n := stack.Spec.Networking; n != nil && n.Expose != nil && *n.Expose {
 			return nil, fmt.Errorf("InferenceStack %s/%s: annotation %s (networking.allowedFrom) admits pods of namespaces, and networking.expose makes a LoadBalancer for clients outside the cluster, which it would refuse: set one or the other",
-				stack.Namespace, stack.Name, v1alpha2.AllowedFromAnnotation)
+				stack.Namespace, stack.Name, v1alpha2.SpecAnnotation)
 		}
 		// The stack's own namespace: a pod selector alone selects there.
 		rule.WithFrom(networkingv1ac.NetworkPolicyPeer().WithPodSelector(metav1ac.LabelSelector()))

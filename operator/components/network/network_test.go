@@ -63,8 +63,8 @@ func TestServerPolicyAllowedFrom(t *testing.T) {
 	require.ErrorContains(t, err, "set one or the other")
 
 	bad := testutil.Stack("s", func(s *v1alpha1.InferenceStack) {
-		s.Annotations = map[string]string{v1alpha2.AllowedFromAnnotation: `{"namespaces": "clients"}`}
+		s.Annotations = map[string]string{v1alpha2.SpecAnnotation: `{"networking": {"allowedFrom": {"namespaces": "clients"}}}`}
 	})
 	_, err = network.ServerPolicy(bad)
-	require.ErrorContains(t, err, "annotation "+v1alpha2.AllowedFromAnnotation)
+	require.ErrorContains(t, err, "annotation "+v1alpha2.SpecAnnotation)
 }
