@@ -234,7 +234,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o options, p pin
 		return err
 	}
 	if o.takeUnlabeled {
-		claimer := &controller.Claimer{Client: mgr.GetClient(), Recorder: recorder, Major: major, Extra: extra, Concurrency: o.concurrency, APIVersion: gv}
+		claimer := &controller.Claimer{Client: mgr.GetClient(), Major: major, Extra: extra, Concurrency: o.concurrency, APIVersion: gv}
 		if err := claimer.SetupWithManager(mgr); err != nil {
 			return err
 		}

@@ -9,13 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -54,15 +54,14 @@ func unlabeled(extra labels.Selector) labels.Selector {
 // Claimer gives unlabelled InferenceStacks to one major: it labels each with
 // v1alpha1.LabelOperatorMajor=Major, after which that major's cache sees it,
 // and adds the Finalizer in the same patch, so the stack's first reconcile
-// finds its metadata complete and writes none. Run it in exactly one major
+// finds its metadata complete and writes none. It records no Event: the
+// label is the record. Run it in exactly one major
 // (the one whose release takes unlabelled stacks); if two did, the
 // optimistic lock of the patch still lets only the first one claim a stack.
 // It holds only the metadata of unlabelled stacks, in a cache of its own.
 type Claimer struct {
 	// Client writes the label.
 	Client client.Client
-	// Recorder emits an event on each claimed stack.
-	Recorder events.EventRecorder
 	// Major is the operator's major version.
 	Major string
 	// Extra narrows the stacks it claims, like StackSelector's (nil: all).
@@ -138,9 +137,10 @@ func (c *Claimer) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		return reconcile.Result{}, fmt.Errorf("labelling InferenceStack %s with %s=%s and adding finalizer %s: %w",
 			req, v1alpha1.LabelOperatorMajor, c.Major, Finalizer, err)
 	}
-	stack.SetGroupVersionKind(c.stackMetadata().GroupVersionKind())
-	c.Recorder.Eventf(stack, nil, "Normal", "AssignedToMajor", "Assign",
-		"unlabelled, so taken by the operator of major %s, which takes unlabelled stacks; set label %s to another major to hand it over",
-		c.Major, v1alpha1.LabelOperatorMajor)
+	// The label says it on the stack; an Event would be one more write for
+	// every new stack (creation keeps to one write per object and one of
+	// the status, besides this patch).
+	log.FromContext(ctx).Info("unlabelled, so taken by this operator's major, which takes unlabelled stacks; set the label to another major to hand it over",
+		"label", v1alpha1.LabelOperatorMajor, "major", c.Major)
 	return reconcile.Result{}, nil
 }

@@ -35,7 +35,7 @@ func startClaimer(t *testing.T, major string, extra labels.Selector) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &controller.Claimer{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test"), Major: major, Extra: extra}
+	c := &controller.Claimer{Client: mgr.GetClient(), Major: major, Extra: extra}
 	if err := c.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

@@ -153,7 +153,7 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 		t.Fatal(err)
 	}
 	if setup.claimer != "" {
-		c := &controller.Claimer{Client: counted, Recorder: r.Recorder, Major: setup.claimer}
+		c := &controller.Claimer{Client: counted, Major: setup.claimer}
 		if err := c.SetupWithManager(mgr); err != nil {
 			cancel()
 			t.Fatal(err)
