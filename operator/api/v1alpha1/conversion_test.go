@@ -187,7 +187,7 @@ func TestConversionCases(t *testing.T) {
 		v1alpha2: `{spec: {distribution: {name: starter}, networking: {expose: false,
 			ingress: {host: llama.example.com, className: nginx, tls: {secretName: llama-tls}, annotations: {a: b}}, route: {}}}}`,
 	}, {
-		name: "the Ingress and Route URLs are status in both versions",
+		name:     "the Ingress and Route URLs are status in both versions",
 		v1alpha1: `{spec: {distribution: {name: starter}}, status: {url: "http://a.b.svc:8321", ingressURL: "https://llama.example.com", routeURL: "https://a-b.apps.example.com"}}`,
 		v1alpha2: `{spec: {distribution: {name: starter}}, status: {url: "http://a.b.svc:8321", ingressURL: "https://llama.example.com", routeURL: "https://a-b.apps.example.com"}}`,
 	}}
