@@ -24,6 +24,9 @@ import (
 // asks for one and it does not.
 const DefaultRouteCheckInterval = time.Minute
 
+// routeSyncTimeout bounds the first sync of the cache of Routes.
+const routeSyncTimeout = 30 * time.Second
+
 // exposeStep applies the server's Ingress and Route when the stack asks
 // for them, and deletes them when it does not. A Route asked for on a
 // cluster that does not serve the Route API is a condition (RouteNotServed)

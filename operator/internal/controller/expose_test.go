@@ -19,6 +19,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
+	"github.com/inferencestack/inferencestack/operator/apply"
 	"github.com/inferencestack/inferencestack/operator/components/network"
 )
 
@@ -118,7 +119,31 @@ func TestIngressExposesTheServer(t *testing.T) {
 	if w := writesOf(op, "IngressApplyConfiguration"); len(w) != 1 {
 		t.Errorf("the Ingress was written %d times at creation, want once:\n%s", len(w), strings.Join(w, "\n"))
 	}
+	// The cache holds the Ingress's metadata and the digest of what the
+	// operator owns on it, no spec and no managed fields.
+	cached := &networkingv1.Ingress{}
+	eventually(t, timeout, func() error { return op.cache.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "ing"}, cached) })
+	if len(cached.ManagedFields) != 0 || cached.Annotations[apply.DigestAnnotation] == "" || len(cached.Spec.Rules) != 0 {
+		t.Errorf("the cached Ingress has %d managed fields entries, annotations %v, spec %+v: want none, the digest, none",
+			len(cached.ManagedFields), cached.Annotations, cached.Spec)
+	}
 	steady(t, op, ns, "ing")
+
+	// A hand edit of the host is set back.
+	ing.Spec.Rules[0].Host = "edited.example.com"
+	if err := env.Client.Update(context.Background(), ing); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, func() error {
+		ing, err := get(t, &networkingv1.Ingress{}, ns, "ing")
+		if err != nil {
+			return err
+		}
+		if h := ing.Spec.Rules[0].Host; h != "llama.example.com" {
+			return fmt.Errorf("the Ingress's host is %s, want llama.example.com back", h)
+		}
+		return nil
+	})
 
 	setV2Networking(t, ns, "ing", &v1alpha2.NetworkingSpec{Port: 9000, Ingress: &v1alpha2.IngressSpec{Host: "chat.example.com"}})
 	eventually(t, timeout, func() error {
@@ -258,6 +283,26 @@ func TestRouteWhereTheAPIIsServed(t *testing.T) {
 		return nil
 	})
 	steady(t, op, ns, "rt")
+
+	// A hand edit of the Route's target port is set back.
+	if err := env.Client.Get(ctx, key, route); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(route.Object, "other", "spec", "port", "targetPort"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Update(ctx, route); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, func() error {
+		if err := env.Client.Get(ctx, key, route); err != nil {
+			return err
+		}
+		if p, _, _ := unstructured.NestedString(route.Object, "spec", "port", "targetPort"); p != "http" {
+			return fmt.Errorf("the Route's target port is %s, want http back", p)
+		}
+		return nil
+	})
 
 	setV2Networking(t, ns, "rt", nil)
 	eventually(t, timeout, func() error {

@@ -365,7 +365,7 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	r.routes = &routeAPI{lookup: dc.ServerResourcesForGroupVersion, interval: r.routeCheckInterval(),
 		start: func(ctx context.Context) (client.Reader, error) {
 			if routes == nil {
-				c, err := cache.New(mgr.GetConfig(), RouteCacheOptions(cache.Options{
+				c, err := cache.New(mgr.GetConfig(), routeCacheOptions(cache.Options{
 					HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()}))
 				if err != nil {
 					return nil, err
@@ -378,8 +378,12 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 				}
 				routes = c
 			}
-			if !routes.WaitForCacheSync(ctx) {
-				return nil, fmt.Errorf("the cache of Routes did not sync: %w", ctx.Err())
+			// Bounded: the reconciles that ask meanwhile wait for it (a
+			// role without list on routes would never sync).
+			wait, cancel := context.WithTimeout(ctx, routeSyncTimeout)
+			defer cancel()
+			if !routes.WaitForCacheSync(wait) {
+				return nil, fmt.Errorf("the cache of Routes did not sync within %s: can the operator list and watch routes.route.openshift.io?", routeSyncTimeout)
 			}
 			return routes, nil
 		}}

@@ -114,13 +114,13 @@ func CacheOptionsAt(stacks labels.Selector, gv schema.GroupVersion) cache.Option
 	return cache.Options{ByObject: by}
 }
 
-// RouteCacheOptions are the options of the cache of the operator's OpenShift
+// routeCacheOptions are the options of the cache of the operator's OpenShift
 // Routes, which the operator makes once it finds the API server serving
 // them (routeAPI): a cache of its own, because the manager's cache needs
 // every kind it is told of up front served. It holds the operator's Routes
 // only (managed-by label), whole but for the managed fields: their status
 // says whether a router admitted them.
-func RouteCacheOptions(base cache.Options) cache.Options {
+func routeCacheOptions(base cache.Options) cache.Options {
 	base.DefaultLabelSelector = labels.SelectorFromSet(labels.Set{components.LabelManagedBy: components.ManagedBy})
 	base.DefaultTransform = cache.TransformStripManagedFields()
 	base.ByObject = nil
