@@ -122,7 +122,9 @@ func TestIngressExposesTheServer(t *testing.T) {
 	// The cache holds the Ingress's metadata and the digest of what the
 	// operator owns on it, no spec and no managed fields.
 	cached := &networkingv1.Ingress{}
-	eventually(t, timeout, func() error { return op.cache.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "ing"}, cached) })
+	eventually(t, timeout, func() error {
+		return op.cache.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "ing"}, cached)
+	})
 	if len(cached.ManagedFields) != 0 || cached.Annotations[apply.DigestAnnotation] == "" || len(cached.Spec.Rules) != 0 {
 		t.Errorf("the cached Ingress has %d managed fields entries, annotations %v, spec %+v: want none, the digest, none",
 			len(cached.ManagedFields), cached.Annotations, cached.Spec)
