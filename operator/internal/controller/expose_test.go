@@ -166,7 +166,7 @@ func TestIngressExposesTheServer(t *testing.T) {
 	setV2Networking(t, ns, "ing", &v1alpha2.NetworkingSpec{Port: 9000})
 	eventually(t, timeout, func() error {
 		if _, err := get(t, &networkingv1.Ingress{}, ns, "ing"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the Ingress is still there (%v)", err)
+			return fmt.Errorf("the Ingress is still there (%w)", err)
 		}
 		s, err := get(t, &v1alpha1.InferenceStack{}, ns, "ing")
 		if err != nil {
@@ -309,7 +309,7 @@ func TestRouteWhereTheAPIIsServed(t *testing.T) {
 	setV2Networking(t, ns, "rt", nil)
 	eventually(t, timeout, func() error {
 		if err := env.Client.Get(ctx, key, route); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the Route is still there (%v)", err)
+			return fmt.Errorf("the Route is still there (%w)", err)
 		}
 		s, err := get(t, &v1alpha1.InferenceStack{}, ns, "rt")
 		if err != nil {
