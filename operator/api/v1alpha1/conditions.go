@@ -81,6 +81,10 @@ const (
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonDeleting: the InferenceStack is being deleted.
 	ReasonDeleting = "Deleting"
+	// ReasonRouteNotServed: the stack asks for an OpenShift Route
+	// (networking.route) and the cluster does not serve route.openshift.io/v1
+	// (Degraded=True); the operator looks again now and then.
+	ReasonRouteNotServed = "RouteNotServed"
 )
 
 // Reasons lists every condition reason the operator sets.
@@ -89,4 +93,5 @@ var Reasons = []string{
 	ReasonSecretNotFound, ReasonDistributionNotPinned, ReasonUnsupportedOperandVersion, ReasonDeploying,
 	ReasonMinimumReplicasAvailable, ReasonMinimumReplicasUnavailable, ReasonScaledToZero,
 	ReasonCacheNotReady, ReasonImagePullFailed, ReasonCrashLooping, ReasonApplyFailed, ReasonDeleting,
+	ReasonRouteNotServed,
 }

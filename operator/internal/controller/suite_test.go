@@ -93,6 +93,14 @@ type operatorSetup struct {
 	claimer string
 	// concurrency is the reconciler's Concurrency.
 	concurrency int
+	// routeCheckInterval is the reconciler's RouteCheckInterval.
+	routeCheckInterval time.Duration
+}
+
+// withRouteCheckInterval sets how often, at most, the operator asks
+// whether the API server serves Routes.
+func withRouteCheckInterval(d time.Duration) operatorOption {
+	return func(o *operatorSetup) { o.routeCheckInterval = d }
 }
 
 // withClaimer runs a Claimer of major beside the controller.
@@ -144,6 +152,8 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 		RetryInterval:    500 * time.Millisecond,
 		FinalizerTimeout: 10 * time.Second,
 		Concurrency:      setup.concurrency,
+
+		RouteCheckInterval: setup.routeCheckInterval,
 	}
 	op.reconciler = r
 	controller.OnReconciled(r, op.reconciles.add)
