@@ -26,3 +26,9 @@ func RunConfig(stack *v1alpha1.InferenceStack, p pin.Pin) (result runconfig.Resu
 func OnReconciled(r *InferenceStackReconciler, f func(stack *v1alpha1.InferenceStack, err error)) {
 	r.reconciled = f
 }
+
+// StatusEvents is the Event recording of a status write from before to
+// after.
+func StatusEvents(r *InferenceStackReconciler, before, after *v1alpha1.InferenceStack) {
+	r.statusEvents(before, after)
+}

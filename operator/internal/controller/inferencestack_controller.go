@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -103,6 +104,9 @@ type InferenceStackReconciler struct {
 	watching singleflight.Group
 	// configs remembers each stack's run config and what it was made from.
 	configs configMemo
+	// lastEvents is the reason of the last status Event of each stack, by
+	// UID (statusEvents).
+	lastEvents sync.Map
 	// routes tells whether the API server serves OpenShift Routes;
 	// SetupWithManager makes it.
 	routes *routeAPI
@@ -213,17 +217,26 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 // Degraded condition turning True or changing its cause (a refused config,
 // a missing Secret, ...: a Warning with that reason), else a new phase.
 // Only changes are recorded, so an idle stack records none, and not the
-// first phase of a new stack, so a stack that deploys costs no Event.
+// first phase of a new stack, so a stack that deploys costs no Event. The
+// last Event of each stack is remembered, so a status written twice (a
+// reconcile that read a stale stack) does not record the same change twice.
 func (r *InferenceStackReconciler) statusEvents(before, after *v1alpha1.InferenceStack) {
 	from, to := before.Status.Phase, after.Status.Phase
 	was := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.TypeDegraded)
 	is := meta.FindStatusCondition(after.Status.Conditions, v1alpha1.TypeDegraded)
+	var eventType, reason, note string
 	switch {
 	case is != nil && is.Status == metav1.ConditionTrue && (was == nil || was.Status != metav1.ConditionTrue || was.Reason != is.Reason):
-		r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, is.Reason, "Reconcile", "phase %s: %s", to, is.Message)
+		eventType, reason, note = corev1.EventTypeWarning, is.Reason, fmt.Sprintf("phase %s: %s", to, is.Message)
 	case from != "" && from != to:
-		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "Phase"+string(to), "Reconcile", "phase %s (was %s)", to, from)
+		eventType, reason, note = corev1.EventTypeNormal, "Phase"+string(to), fmt.Sprintf("phase %s (was %s)", to, from)
+	default:
+		return
 	}
+	if last, ok := r.lastEvents.Swap(after.UID, reason); ok && last == reason {
+		return
+	}
+	r.Recorder.Eventf(after, nil, eventType, reason, "Reconcile", "%s", note)
 }
 
 // waitingOutsideTheCache are the reasons of conditions that wait for a user
@@ -261,6 +274,7 @@ func (r *InferenceStackReconciler) finalize(ctx context.Context, original, stack
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	r.configs.forget(stack.UID)
+	r.lastEvents.Delete(stack.UID)
 	return ctrl.Result{}, nil
 }
 
