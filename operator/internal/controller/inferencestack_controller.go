@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -38,6 +39,7 @@ import (
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/components/config"
 	"github.com/inferencestack/inferencestack/operator/components/server"
+	"github.com/inferencestack/inferencestack/operator/internal/serverstatus"
 	"github.com/inferencestack/inferencestack/operator/internal/wire"
 	"github.com/inferencestack/inferencestack/operator/pin"
 )
@@ -88,6 +90,10 @@ type InferenceStackReconciler struct {
 	// Concurrency is how many stacks are reconciled at once; 0 means
 	// DefaultConcurrency.
 	Concurrency int
+	// Prober, when set, reads what each Available server says of itself
+	// (status.server, condition ProvidersHealthy); SetupWithManager adds
+	// it to the manager.
+	Prober *serverstatus.Prober
 
 	// applier applies the stacks' objects; SetupWithManager makes it.
 	applier *apply.Applier
@@ -139,6 +145,9 @@ func concurrency(n int) int {
 func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
 	original := &v1alpha1.InferenceStack{}
 	if err := r.Client.Get(ctx, req.NamespacedName, original); err != nil {
+		if apierrors.IsNotFound(err) && r.Prober != nil {
+			r.Prober.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if r.applier.Behind(original) {
@@ -207,6 +216,18 @@ func (r *InferenceStackReconciler) statusEvents(before, after *v1alpha1.Inferenc
 	case from != "" && from != to:
 		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "Phase"+string(to), "Reconcile", "phase %s (was %s)", to, from)
 	}
+	// The server's providers: a Warning when one turns unhealthy (or the
+	// set of unhealthy ones changes), a Normal event when none is any
+	// more. The server being unreachable is no event of its own: the
+	// phase and the other conditions say why.
+	was = meta.FindStatusCondition(before.Status.Conditions, v1alpha1.TypeProvidersHealthy)
+	is = meta.FindStatusCondition(after.Status.Conditions, v1alpha1.TypeProvidersHealthy)
+	switch {
+	case is != nil && is.Status == metav1.ConditionFalse && (was == nil || was.Status != metav1.ConditionFalse || was.Message != is.Message):
+		r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, is.Reason, "ReadServerStatus", "%s", is.Message)
+	case is != nil && is.Status == metav1.ConditionTrue && was != nil && was.Status == metav1.ConditionFalse:
+		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, is.Reason, "ReadServerStatus", "%s", is.Message)
+	}
 }
 
 // waitingOutsideTheCache are the reasons of conditions that wait for a user
@@ -244,6 +265,9 @@ func (r *InferenceStackReconciler) finalize(ctx context.Context, original, stack
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	r.configs.forget(stack.UID)
+	if r.Prober != nil {
+		r.Prober.Forget(client.ObjectKeyFromObject(stack))
+	}
 	return ctrl.Result{}, nil
 }
 
@@ -332,6 +356,13 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 		b = b.Watches(obj, r.objectHandler(), builder.WithPredicates(r.notOwnWrites()))
 	}
 	b = b.Watches(&corev1.Pod{}, r.objectHandler(), builder.WithPredicates(podFailurePredicate()))
+	if r.Prober != nil {
+		// A changed result of a server brings its stack back.
+		b = b.WatchesRawSource(r.Prober.Source())
+		if err := mgr.Add(r.Prober); err != nil {
+			return fmt.Errorf("adding the server status prober: %w", err)
+		}
+	}
 	return b.Complete(r)
 }
 
