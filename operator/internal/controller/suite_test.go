@@ -27,6 +27,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
+	"github.com/inferencestack/inferencestack/operator/internal/serverstatus"
 	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/test/testenv"
 )
@@ -93,6 +94,14 @@ type operatorSetup struct {
 	claimer string
 	// concurrency is the reconciler's Concurrency.
 	concurrency int
+	// prober, when set, is the reconciler's Prober; its Client and Reader
+	// are set to the operator's (writes counted).
+	prober *serverstatus.Prober
+}
+
+// withProber has the operator read the live servers with p.
+func withProber(p *serverstatus.Prober) operatorOption {
+	return func(o *operatorSetup) { o.prober = p }
 }
 
 // withClaimer runs a Claimer of major beside the controller.
@@ -144,6 +153,10 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 		RetryInterval:    500 * time.Millisecond,
 		FinalizerTimeout: 10 * time.Second,
 		Concurrency:      setup.concurrency,
+	}
+	if p := setup.prober; p != nil {
+		p.Client, p.Reader = counted, mgr.GetAPIReader()
+		r.Prober = p
 	}
 	op.reconciler = r
 	controller.OnReconciled(r, op.reconciles.add)

@@ -301,9 +301,11 @@ func (p *Prober) poll(ctx context.Context, e *entry) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e.running = false
+	// The scheduler left this entry out of its wait: it must learn its
+	// next time.
+	defer p.poke()
 	if p.entries[t.Stack] != e || !equalTargets(e.target, t) {
 		// Forgotten, or changed while read: the next poll says.
-		p.poke()
 		return
 	}
 	e.tls = material
