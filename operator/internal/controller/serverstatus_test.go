@@ -56,8 +56,8 @@ func standin(t *testing.T) string {
 // the test's API server, as upstream's provider does.
 type liveServer struct {
 	addr, host string
-	ca   *x509.CertPool
-	proc *testenv.Process
+	ca         *x509.CertPool
+	proc       *testenv.Process
 }
 
 const liveConfig = `version: 2

@@ -23,12 +23,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
@@ -46,6 +48,17 @@ const (
 	// stacks made together are not polled together.
 	jitter = 0.2
 )
+
+// requestsTotal counts the requests sent to servers, for the operator's
+// metrics (the bench reads it).
+var requestsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "inferencestack_server_status_requests_total",
+	Help: "HTTP requests the operator sent to Llama Stack servers to read their status.",
+})
+
+func init() {
+	metrics.Registry.MustRegister(requestsTotal)
+}
 
 // Target is how to reach one stack's server; the reconciler makes it from
 // the stack.
@@ -375,7 +388,7 @@ func (p *Prober) read(ctx context.Context, t Target, material *tlsMaterial) (res
 		}
 	}
 	c := &serverClient{http: &http.Client{Transport: transport}, base: fmt.Sprintf("%s://%s", scheme, net.JoinHostPort(t.Host, fmt.Sprint(t.Port))),
-		line: t.Line, token: token, count: func() { p.mu.Lock(); p.requests++; p.mu.Unlock() }}
+		line: t.Line, token: token, count: func() { p.mu.Lock(); p.requests++; p.mu.Unlock(); requestsTotal.Inc() }}
 	version, err := c.version(ctx)
 	if err == nil {
 		var providers []v1alpha1.ProviderStatus
