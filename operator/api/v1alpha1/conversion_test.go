@@ -180,6 +180,12 @@ func TestConversionCases(t *testing.T) {
 		v1alpha1: `{metadata: {annotations: {inferencestack.io/v1alpha2-spec: '{"networking":{"allowedFrom":{"namespaces":["clients"]}}}'}},
 			spec: {distribution: {name: starter}, networking: {port: 8443}}}`,
 		v1alpha2: `{spec: {distribution: {name: starter}, networking: {port: 8443, allowedFrom: {namespaces: [clients]}}}}`,
+	}, {
+		name: "the operator's client certificate (v1alpha2 only) travels in the spec annotation",
+		v1alpha1: `{metadata: {annotations: {inferencestack.io/v1alpha2-spec: '{"networking":{"tls":{"operatorClientSecretName":"operator-client"}}}'}},
+			spec: {distribution: {name: starter}, networking: {tls: {enabled: true, secretName: tls, caBundle: {configMapName: ca}}}}}`,
+		v1alpha2: `{spec: {distribution: {name: starter}, networking: {tls: {enabled: true, secretName: tls, caBundle: {configMapName: ca},
+			operatorClientSecretName: operator-client}}}}`,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -518,6 +518,7 @@ type AllowedFromSpec struct {
 //
 // +kubebuilder:validation:XValidation:rule="self.enabled || (!has(self.secretName) && !has(self.caBundle))",message="secretName and caBundle are only valid when tls.enabled is true"
 // +kubebuilder:validation:XValidation:rule="!self.enabled || has(self.secretName)",message="tls.enabled needs secretName: a kubernetes.io/tls Secret holding tls.crt and tls.key"
+// +kubebuilder:validation:XValidation:rule="!has(self.operatorClientSecretName) || has(self.caBundle)",message="operatorClientSecretName is the operator's client certificate for mutual TLS: it needs caBundle"
 type TLSSpec struct {
 	// Enabled turns TLS on.
 	// +optional
@@ -535,6 +536,17 @@ type TLSSpec struct {
 	// server requires client certificates signed by them (mutual TLS).
 	// +optional
 	CABundle *CABundleSource `json:"caBundle,omitempty"`
+
+	// OperatorClientSecretName, with caBundle, is a kubernetes.io/tls
+	// Secret of the stack's namespace holding a client certificate signed
+	// by a CA of caBundle (tls.crt) and its key (tls.key): the operator
+	// presents it when it reads the server's version and providers
+	// (status.server). Without it a server with caBundle refuses the
+	// operator, and ProvidersHealthy stays Unknown (ServerUnreachable).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	OperatorClientSecretName string `json:"operatorClientSecretName,omitempty"`
 }
 
 // CABundleSource is a ConfigMap key holding PEM CA certificates.

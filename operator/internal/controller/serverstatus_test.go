@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/internal/serverstatus"
 	"github.com/inferencestack/inferencestack/test/testenv"
 	"github.com/inferencestack/inferencestack/test/testutil"
@@ -57,7 +58,9 @@ func standin(t *testing.T) string {
 type liveServer struct {
 	addr, host string
 	ca         *x509.CertPool
-	proc       *testenv.Process
+	// client is the test's own client certificate (mutual TLS).
+	client tls.Certificate
+	proc   *testenv.Process
 }
 
 const liveConfig = `version: 2
@@ -72,19 +75,20 @@ server:
   port: %[2]d
   tls_certfile: '%[1]s/tls.crt'
   tls_keyfile: '%[1]s/tls.key'
+  tls_cafile: '%[1]s/clients-ca.crt'
   auth:
     provider_config: {type: kubernetes, api_server_url: '%[3]s', verify_tls: true, tls_cafile: '%[1]s/kube-ca.crt'}
 `
 
 // startLiveServer runs the stand-in (line 0.2.23, testPin's) with cert.
-func startLiveServer(t *testing.T, cert testenv.ServingCert, host string) *liveServer {
+func startLiveServer(t *testing.T, cert, client testenv.ServingCert, host string) *liveServer {
 	t.Helper()
 	dir := t.TempDir()
 	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range map[string][]byte{"tls.crt": cert.Cert, "tls.key": cert.Key, "kube-ca.crt": env.Config.CAData,
+	for name, data := range map[string][]byte{"tls.crt": cert.Cert, "tls.key": cert.Key, "kube-ca.crt": env.Config.CAData, "clients-ca.crt": client.CA,
 		"run.yaml": fmt.Appendf(nil, liveConfig, dir, ports[0], env.Config.Host)} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			t.Fatal(err)
@@ -100,6 +104,9 @@ func startLiveServer(t *testing.T, cert testenv.ServingCert, host string) *liveS
 	t.Cleanup(func() { proc.Stop(5 * time.Second) })
 	s := &liveServer{addr: fmt.Sprintf("127.0.0.1:%d", ports[0]), host: host, ca: x509.NewCertPool(), proc: proc}
 	s.ca.AppendCertsFromPEM(cert.CA)
+	if s.client, err = tls.X509KeyPair(client.Cert, client.Key); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, timeout, func() error {
 		if proc.Exited() {
 			t.Fatalf("the stand-in exited: %s", proc.Log())
@@ -111,7 +118,7 @@ func startLiveServer(t *testing.T, cert testenv.ServingCert, host string) *liveS
 
 // setHealth sets what the stand-in says of a provider's health.
 func (s *liveServer) setHealth(provider, status, message string) error {
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.ca, ServerName: s.host, MinVersion: tls.VersionTLS12}}}
+	c := s.httpClient(true)
 	req, err := http.NewRequest(http.MethodPut, "https://"+s.addr+"/standin/v1/health/"+provider,
 		bytes.NewReader(fmt.Appendf(nil, `{"status":%q,"message":%q}`, status, message)))
 	if err != nil {
@@ -128,23 +135,32 @@ func (s *liveServer) setHealth(provider, status, message string) error {
 	return nil
 }
 
-// get calls path with a bearer token (none when "") and returns the HTTP status.
-func (s *liveServer) get(t *testing.T, path, token string) int {
-	t.Helper()
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.ca, ServerName: s.host, MinVersion: tls.VersionTLS12}}}
+// httpClient trusts the server's CA and, when withCert, presents the
+// test's client certificate.
+func (s *liveServer) httpClient(withCert bool) *http.Client {
+	c := &tls.Config{RootCAs: s.ca, ServerName: s.host, MinVersion: tls.VersionTLS12}
+	if withCert {
+		c.Certificates = []tls.Certificate{s.client}
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: c}}
+}
+
+// get calls path with a bearer token (none when "") and returns the HTTP
+// status, or the error of a request that got no answer.
+func (s *liveServer) get(path, token string, withCert bool) (int, error) {
 	req, err := http.NewRequest(http.MethodGet, "https://"+s.addr+path, nil)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := c.Do(req)
+	resp, err := s.httpClient(withCert).Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	resp.Body.Close()
-	return resp.StatusCode
+	return resp.StatusCode, nil
 }
 
 // available writes what the Deployment controller would once the
@@ -201,12 +217,13 @@ func quiet(t *testing.T, op *operator, p *serverstatus.Prober, ns, name string, 
 	}
 }
 
-// TestLiveServerStatus: once a stack with TLS and kubernetes auth is
-// Available, the operator reads its server (a stand-in process that
+// TestLiveServerStatus: once a stack with mutual TLS and kubernetes auth
+// is Available, the operator reads its server (a stand-in process that
 // verifies the operator's token with a SelfSubjectReview against this API
 // server, as upstream does, and serves the line's endpoints) through its
 // Service name, verifying the server's certificate against the stack's TLS
-// Secret: status.server holds the version and the providers with their
+// Secret and presenting the client certificate the stack names for it
+// (networking.tls.operatorClientSecretName): status.server holds the version and the providers with their
 // health, ProvidersHealthy follows the providers, with one Warning when
 // one turns unhealthy and one Normal event when it recovers; polls that
 // find nothing new write nothing, and a server that stops answering makes
@@ -218,7 +235,12 @@ func TestLiveServerStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := startLiveServer(t, cert, host)
+	// The operator's client certificate, signed by the stack's client CA.
+	client, err := testenv.NewClientCert("live-clients-ca", "inferencestack-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startLiveServer(t, cert, client, host)
 	var dialled sync.Map
 	p := &serverstatus.Prober{Interval: 200 * time.Millisecond, Timeout: 5 * time.Second,
 		Resolve: func(hostport string) string {
@@ -228,16 +250,25 @@ func TestLiveServerStatus(t *testing.T) {
 	op := startOperator(t, withProber(p))
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "live-tls"}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: cert.Cert, corev1.TLSPrivateKeyKey: cert.Key}})
-	create(t, testutil.Stack("live", testutil.WithNamespace(ns),
-		testutil.WithTLS(v1alpha1.TLSSpec{Enabled: true, SecretName: "live-tls"}),
-		testutil.WithKubernetesAuth("system:authenticated")))
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "operator-client"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: client.Cert, corev1.TLSPrivateKeyKey: client.Key}})
+	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "live-clients"},
+		Data: map[string]string{"ca.crt": string(client.CA)}})
+	stack := testutil.Stack("live", testutil.WithNamespace(ns),
+		testutil.WithTLS(v1alpha1.TLSSpec{Enabled: true, SecretName: "live-tls",
+			CABundle: &v1alpha1.CABundleSource{ConfigMapName: "live-clients", Key: "ca.crt"}}),
+		testutil.WithKubernetesAuth("system:authenticated"))
+	// operatorClientSecretName is a v1alpha2 field: v1alpha1 carries it in
+	// the spec annotation.
+	stack.Annotations = map[string]string{v1alpha2.SpecAnnotation: `{"networking":{"tls":{"operatorClientSecretName":"operator-client"}}}`}
+	create(t, stack)
 	converged(t, ns, "live")
 	if p.Requests() != 0 {
 		t.Fatalf("the prober read a server that is not Available (%d requests)", p.Requests())
 	}
 	available(t, ns, "live")
 
-	stack := providersHealthy(t, ns, "live", metav1.ConditionTrue, v1alpha1.ReasonProvidersHealthy)
+	stack = providersHealthy(t, ns, "live", metav1.ConditionTrue, v1alpha1.ReasonProvidersHealthy)
 	notImplemented := v1alpha1.ProviderHealth{Status: "Not Implemented", Message: "Provider does not implement health check"}
 	want := &v1alpha1.ServerStatus{Version: testPin.LlamaStackVersion, Providers: []v1alpha1.ProviderStatus{
 		{API: "inference", ProviderID: "ollama", ProviderType: "remote::ollama", Health: notImplemented},
@@ -262,9 +293,13 @@ func TestLiveServerStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	for tok, want := range map[string]int{"": http.StatusUnauthorized, "not-a-token": http.StatusUnauthorized, token: http.StatusOK} {
-		if got := srv.get(t, "/v1/providers", tok); got != want {
-			t.Errorf("GET /v1/providers with token %.12q: HTTP %d, want %d", tok, got, want)
+		if got, err := srv.get("/v1/providers", tok, true); err != nil || got != want {
+			t.Errorf("GET /v1/providers with token %.12q: HTTP %d (%v), want %d", tok, got, err, want)
 		}
+	}
+	// And mutual TLS is on: without a client certificate, no answer.
+	if got, err := srv.get("/v1/providers", token, false); err == nil {
+		t.Errorf("GET /v1/providers without a client certificate: HTTP %d, want the handshake refused", got)
 	}
 
 	// A provider turns unhealthy: one Warning naming it.

@@ -129,6 +129,13 @@ func serverTarget(stack *v1alpha1.InferenceStack, line stackconfig.Line) servers
 	}
 	if n := stack.Spec.Networking; n != nil && n.TLS != nil && n.TLS.Enabled {
 		t.TLS = &serverstatus.TLS{SecretName: n.TLS.SecretName}
+		// With mutual TLS, the client certificate the user gave the
+		// operator (a v1alpha2 field, in the spec annotation of v1alpha1).
+		if n.TLS.CABundle != nil {
+			if hub, err := stack.V1alpha2(); err == nil && hub.Spec.Networking.TLS != nil {
+				t.TLS.ClientSecretName = hub.Spec.Networking.TLS.OperatorClientSecretName
+			}
+		}
 	}
 	if server.AuthEnabled(stack) {
 		t.ServiceAccount = server.ServiceAccountName(stack)
