@@ -69,8 +69,15 @@ func startStandin(dir, version string) (string, func(), error) {
 }
 
 // makeAvailable writes what the Deployment controller would once the
-// server of stack name has one ready pod.
+// server of stack name (and its cache, when it has one) has its pods ready.
 func makeAvailable(ctx context.Context, c client.Client, name string) error {
+	if err := available(ctx, c, name+"-cache"); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	return available(ctx, c, name)
+}
+
+func available(ctx context.Context, c client.Client, name string) error {
 	dep := &appsv1.Deployment{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, dep); err != nil {
 		return err
