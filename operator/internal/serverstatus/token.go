@@ -26,6 +26,7 @@ type cachedToken struct {
 	renewAt time.Time
 }
 
+// rbac: the prober requests a token of a stack's server ServiceAccount (TokenRequest) to read a server with kubernetes auth
 // +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create
 
 // token is a token of the ServiceAccount, for the API server's audience:
