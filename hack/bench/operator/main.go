@@ -173,6 +173,7 @@ type result struct {
 	// and in the steady state the operator's CPU time and its requests to
 	// servers.
 	live                   time.Duration
+	readyWrites            int64
 	liveHealthy            int
 	cpuSteady              time.Duration
 	serverRequestsSteady   int64
@@ -301,8 +302,12 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 	r.applied = time.Since(start)
 	_, r.peak, _ = op.RSS()
 	r.cpuApplied, r.cpuOthers = cpuTime(op.Cmd.Process.Pid, o.clockTicks)-cpuStart, othersCPU(op.Cmd.Process.Pid, o.clockTicks)-othersStart
+	var beforeLive sample
 	if o.serverStatus {
 		fmt.Fprintln(os.Stderr, "bench: making the servers available, waiting for their live status...")
+		if beforeLive, err = m.read(); err != nil {
+			return r, err
+		}
 		liveStart := time.Now()
 		if err := parallel(n, 8, func(i int) error { return makeAvailable(ctx, c, stackName(i)) }); err != nil {
 			return r, err
@@ -327,6 +332,12 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 		}
 	}
 	r.creationWrites = afterCreate.writes - before.writes
+	if o.serverStatus {
+		// Those of the stacks' readiness (their status, the PhaseReady
+		// Event, the live status) apart.
+		r.readyWrites = afterCreate.writes - beforeLive.writes
+		r.creationWrites -= r.readyWrites
+	}
 
 	fmt.Fprintf(os.Stderr, "bench: steady state for %s...\n", o.steady)
 	steadyStart := time.Now()
@@ -448,6 +459,8 @@ func (r result) print(o options) {
 	fmt.Printf("operator CPU in the steady state:         %s in %s (%.1f%% of a core)\n", r.cpuSteady.Round(10*time.Millisecond),
 		r.steadyTime.Round(time.Second), 100*r.cpuSteady.Seconds()/r.steadyTime.Seconds())
 	if o.serverStatus {
+		fmt.Printf("API writes per stack to Ready + live:     %.2f (%d in all: the status when Available, its PhaseReady Event, the status with the server's)\n",
+			float64(r.readyWrites)/float64(r.stacks), r.readyWrites)
 		fmt.Printf("live server status:                       every stack shown %s after its server was Available (%d ProvidersHealthy=True)\n",
 			r.live.Round(time.Millisecond), r.liveHealthy)
 		fmt.Printf("requests to servers:                      %d until settled; %d in the steady state (%.0f a minute, %.2f per stack a minute)\n",

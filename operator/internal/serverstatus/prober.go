@@ -311,6 +311,20 @@ func (p *Prober) poll(ctx context.Context, e *entry) {
 	if ctx.Err() != nil {
 		return
 	}
+	if p.record(ctx, e, t, res, material, tlsFailed) {
+		// Sent outside the lock: the reconciler's queue may be slow to take
+		// it, and reconciles call Watch meanwhile.
+		obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: t.Stack.Namespace, Name: t.Stack.Name}}
+		select {
+		case p.events <- event.GenericEvent{Object: obj}:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// record keeps a poll's result and schedules the next poll; it reports
+// whether the result differs from the one before.
+func (p *Prober) record(ctx context.Context, e *entry, t Target, res Result, material *tlsMaterial, tlsFailed bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e.running = false
@@ -319,7 +333,7 @@ func (p *Prober) poll(ctx context.Context, e *entry) {
 	defer p.poke()
 	if p.entries[t.Stack] != e || !equalTargets(e.target, t) {
 		// Forgotten, or changed while read: the next poll says.
-		return
+		return false
 	}
 	e.tls = material
 	if tlsFailed {
@@ -337,20 +351,13 @@ func (p *Prober) poll(ctx context.Context, e *entry) {
 	}
 	e.next = time.Now().Add(p.jittered(wait))
 	if e.result != nil && equalResults(*e.result, res) {
-		return
+		return false
 	}
 	if res.Err != "" {
 		log.FromContext(ctx).Info("cannot read the server of a stack", "stack", t.Stack, "error", res.Err)
 	}
 	e.result = &res
-	obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: t.Stack.Namespace, Name: t.Stack.Name}}
-	select {
-	case p.events <- event.GenericEvent{Object: obj}:
-	default:
-		// The reconciler is far behind; the stack's next reconcile (any
-		// event) copies the result.
-		log.FromContext(ctx).Info("the reconciler's queue of server results is full", "stack", t.Stack)
-	}
+	return true
 }
 
 func equalResults(a, b Result) bool {
