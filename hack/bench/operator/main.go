@@ -79,6 +79,9 @@ type options struct {
 	timeout       time.Duration
 	// serverStatus makes the stacks Ready, served by one stand-in server.
 	serverStatus bool
+	// idle is a window after the steady state in which nothing is changed:
+	// what the operator does alone (its polling of the servers).
+	idle time.Duration
 	// clockTicks is the rate of the CPU times in /proc/<pid>/stat, ticks a
 	// second (AT_CLKTCK).
 	clockTicks int64
@@ -99,6 +102,8 @@ func main() {
 	flag.IntVar(&o.unrelated, "unrelated", 10000,
 		"Unrelated objects of each kind the operator watches (Secrets, ConfigMaps, Deployments, Services, PVCs) to create before measuring RSS again; 0 skips them.")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "Give up when the stacks of one size are not applied after this long.")
+	flag.DurationVar(&o.idle, "idle", 0,
+		"After the steady state, a window of this length in which the bench changes nothing: the operator's writes, CPU and requests to servers alone (0 skips it).")
 	flag.BoolVar(&o.serverStatus, "server-status", true,
 		"Make the stacks Ready (the bench writes their Deployments' status) with one stand-in Llama Stack server answering for all, so the operator reads their live status.")
 	flag.Parse()
@@ -172,12 +177,17 @@ type result struct {
 	// With server status: until every stack showed its server's status,
 	// and in the steady state the operator's CPU time and its requests to
 	// servers.
-	live                   time.Duration
-	readyWrites            int64
-	liveHealthy            int
-	cpuSteady              time.Duration
-	serverRequestsSteady   int64
-	serverRequestsCreation int64
+	live        time.Duration
+	readyWrites int64
+	// The idle window.
+	idleTime                       time.Duration
+	idleWrites, idleServerRequests int64
+	idleReconciles                 int64
+	cpuIdle                        time.Duration
+	liveHealthy                    int
+	cpuSteady                      time.Duration
+	serverRequestsSteady           int64
+	serverRequestsCreation         int64
 }
 
 func run(ctx context.Context, o options) error {
@@ -360,6 +370,25 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 	r.serverRequestsCreation, r.serverRequestsSteady = afterCreate.serverRequests-before.serverRequests, afterSteady.serverRequests-afterCreate.serverRequests
 	r.heapSteady = afterSteady.heap
 
+	if o.idle > 0 {
+		fmt.Fprintf(os.Stderr, "bench: idle for %s...\n", o.idle)
+		cpu0 := cpuTime(op.Cmd.Process.Pid, o.clockTicks)
+		idleStart := time.Now()
+		select { // a window to measure, not a wait for anything
+		case <-time.After(o.idle):
+		case <-ctx.Done():
+			return r, ctx.Err()
+		}
+		r.idleTime, r.cpuIdle = time.Since(idleStart), cpuTime(op.Cmd.Process.Pid, o.clockTicks)-cpu0
+		afterIdle, err := m.read()
+		if err != nil {
+			return r, err
+		}
+		r.idleWrites, r.idleServerRequests = afterIdle.writes-afterSteady.writes, afterIdle.serverRequests-afterSteady.serverRequests
+		r.idleReconciles = afterIdle.reconciles - afterSteady.reconciles
+		afterSteady = afterIdle
+	}
+
 	if o.unrelated > 0 {
 		fmt.Fprintf(os.Stderr, "bench: creating %d unrelated objects of each kind the operator watches...\n", o.unrelated)
 		unrelatedStart := time.Now()
@@ -466,6 +495,11 @@ func (r result) print(o options) {
 		fmt.Printf("requests to servers:                      %d until settled; %d in the steady state (%.0f a minute, %.2f per stack a minute)\n",
 			r.serverRequestsCreation, r.serverRequestsSteady, float64(r.serverRequestsSteady)/r.steadyTime.Minutes(),
 			float64(r.serverRequestsSteady)/r.steadyTime.Minutes()/float64(r.stacks))
+	}
+	if r.idleTime > 0 {
+		fmt.Printf("idle window (the bench changes nothing):  %s: %d writes, %d reconciles, %d requests to servers (%.0f a minute), operator CPU %s (%.2f%% of a core)\n",
+			r.idleTime.Round(time.Second), r.idleWrites, r.idleReconciles, r.idleServerRequests, float64(r.idleServerRequests)/r.idleTime.Minutes(),
+			r.cpuIdle.Round(10*time.Millisecond), 100*r.cpuIdle.Seconds()/r.idleTime.Seconds())
 	}
 	fmt.Printf("operator peak RSS after creation:         %s\n", mib(r.peak))
 	fmt.Printf("operator RSS / peak after steady state:   %s / %s (%s; heap in use %s)\n", mib(r.rss), mib(r.peakSteady), r.rssParts, mib(r.heapSteady))
