@@ -266,7 +266,12 @@ func Holds[O client.Object, C Config](ctx context.Context, a *Applier, kind Kind
 // server when the cache has not seen the Applier's last write of it yet. It
 // reports whether the object exists, and whether it came from the cache.
 func (a *Applier) read(ctx context.Context, key types.NamespacedName, live client.Object) (found, cached bool, err error) {
-	err = a.Client.Get(ctx, key, live)
+	return a.readFrom(ctx, a.Client, key, live)
+}
+
+// readFrom is read with cache as the cache.
+func (a *Applier) readFrom(ctx context.Context, cache client.Reader, key types.NamespacedName, live client.Object) (found, cached bool, err error) {
+	err = cache.Get(ctx, key, live)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, false, fmt.Errorf("reading %T %s: %w", live, key, err)
 	}
@@ -278,9 +283,12 @@ func (a *Applier) read(ctx context.Context, key types.NamespacedName, live clien
 	if a.Reader == nil || !a.behind(k, inCache) {
 		return err == nil, true, nil
 	}
-	// Nothing of the cache's older copy may stay.
+	// Nothing of the cache's older copy may stay (but the kind, which an
+	// unstructured object needs to be read).
+	gvk := live.GetObjectKind().GroupVersionKind()
 	v := reflect.ValueOf(live).Elem()
 	v.Set(reflect.Zero(v.Type()))
+	live.GetObjectKind().SetGroupVersionKind(gvk)
 	err = a.Reader.Get(ctx, key, live)
 	if apierrors.IsNotFound(err) {
 		return false, false, nil

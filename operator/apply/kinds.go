@@ -36,6 +36,9 @@ var (
 	NetworkPolicy = Kind[*networkingv1.NetworkPolicy, *networkingv1ac.NetworkPolicyApplyConfiguration]{
 		New: func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} }, Extract: networkingv1ac.ExtractNetworkPolicy,
 	}
+	Ingress = Kind[*networkingv1.Ingress, *networkingv1ac.IngressApplyConfiguration]{
+		New: func() *networkingv1.Ingress { return &networkingv1.Ingress{} }, Extract: networkingv1ac.ExtractIngress,
+	}
 	HorizontalPodAutoscaler = Kind[*autoscalingv2.HorizontalPodAutoscaler, *autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration]{
 		New: func() *autoscalingv2.HorizontalPodAutoscaler { return &autoscalingv2.HorizontalPodAutoscaler{} }, Extract: autoscalingv2ac.ExtractHorizontalPodAutoscaler,
 	}

@@ -134,6 +134,30 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 		networking: {tls: {enabled: true, secretName: tls, operatorClientSecretName: operator-client}}}}`), &noCA))
 	require.ErrorContains(t, c.Create(ctx, &noCA), "operatorClientSecretName is the operator's client certificate for mutual TLS: it needs caBundle")
 
+	// v1alpha2's exposure rules: an Ingress host is a DNS name (not an IP,
+	// not a wildcard), allowedFrom must admit the Ingress controller, and
+	// the Ingress and the Route cannot claim one host.
+	for networking, refusal := range map[string]string{
+		`{ingress: {host: "10.0.0.1"}}`:                                  "spec.networking.ingress.host",
+		`{ingress: {host: "*.example.com"}}`:                             "spec.networking.ingress.host",
+		`{route: {host: "Llama.example.com"}}`:                           "spec.networking.route.host",
+		`{ingress: {host: a.example.com}, allowedFrom: {}}`:              "name it in allowedFrom.namespaces or allowedFrom.labels",
+		`{ingress: {host: a.example.com}, route: {host: a.example.com}}`: "ingress.host and route.host are the same host",
+	} {
+		var refused v1alpha2.InferenceStack
+		require.NoError(t, yaml.UnmarshalStrict([]byte(`{metadata: {namespace: conv, name: refused}, spec: {distribution: {name: starter}, networking: `+networking+`}}`), &refused))
+		require.ErrorContains(t, c.Create(ctx, &refused), refusal, networking)
+	}
+	var exposed v1alpha2.InferenceStack
+	require.NoError(t, yaml.UnmarshalStrict([]byte(`{metadata: {namespace: conv, name: exposed}, spec: {distribution: {name: starter},
+		networking: {ingress: {host: llama.example.com, className: nginx, tls: {}}, route: {}, allowedFrom: {namespaces: [ingress-nginx]}}}}`), &exposed))
+	require.NoError(t, c.Create(ctx, &exposed))
+	var exposedV1 v1alpha1.InferenceStack
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(&exposed), &exposedV1))
+	require.JSONEq(t, `{"networking": {"ingress": {"host": "llama.example.com", "className": "nginx", "tls": {}}, "route": {}, "allowedFrom": {"namespaces": ["ingress-nginx"]}}}`,
+		exposedV1.Annotations[v1alpha2.SpecAnnotation])
+	require.NoError(t, c.Delete(ctx, &exposed))
+
 	readBack := func() {
 		t.Helper()
 		var asV2 v1alpha2.InferenceStack

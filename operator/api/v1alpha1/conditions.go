@@ -86,6 +86,10 @@ const (
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonDeleting: the InferenceStack is being deleted.
 	ReasonDeleting = "Deleting"
+	// ReasonRouteNotServed: the stack asks for an OpenShift Route
+	// (networking.route) and the cluster does not serve route.openshift.io/v1
+	// (Degraded=True); the operator looks again now and then.
+	ReasonRouteNotServed = "RouteNotServed"
 	// ReasonProvidersHealthy: no provider of the server reports an error
 	// (ProvidersHealthy=True).
 	ReasonProvidersHealthy = "ProvidersHealthy"
@@ -104,4 +108,5 @@ var Reasons = []string{
 	ReasonMinimumReplicasAvailable, ReasonMinimumReplicasUnavailable, ReasonScaledToZero,
 	ReasonCacheNotReady, ReasonImagePullFailed, ReasonCrashLooping, ReasonApplyFailed, ReasonDeleting,
 	ReasonProvidersHealthy, ReasonProviderUnhealthy, ReasonServerUnreachable,
+	ReasonRouteNotServed,
 }

@@ -145,10 +145,8 @@ func (dst *InferenceStack) ConvertFrom(srcRaw conversion.Hub) error {
 	}
 	*dst = InferenceStack{TypeMeta: dst.TypeMeta}
 	src.ObjectMeta.DeepCopyInto(&dst.ObjectMeta)
-	if _, ok := dst.Annotations[v1alpha2.SpecAnnotation]; ok {
-		// Only this conversion writes it (a v1alpha2 object has the fields).
-		delete(dst.Annotations, v1alpha2.SpecAnnotation)
-	}
+	// Only this conversion writes it (a v1alpha2 object has the fields).
+	delete(dst.Annotations, v1alpha2.SpecAnnotation)
 	if err := viaJSON(src.Spec, &dst.Spec); err != nil {
 		return err
 	}

@@ -186,6 +186,16 @@ func TestConversionCases(t *testing.T) {
 			spec: {distribution: {name: starter}, networking: {tls: {enabled: true, secretName: tls, caBundle: {configMapName: ca}}}}}`,
 		v1alpha2: `{spec: {distribution: {name: starter}, networking: {tls: {enabled: true, secretName: tls, caBundle: {configMapName: ca},
 			operatorClientSecretName: operator-client}}}}`,
+	}, {
+		name: "an Ingress and a Route (an empty object: the router picks the host) travel in the spec annotation",
+		v1alpha1: `{metadata: {annotations: {inferencestack.io/v1alpha2-spec: '{"networking":{"ingress":{"annotations":{"a":"b"},"className":"nginx","host":"llama.example.com","tls":{"secretName":"llama-tls"}},"route":{}}}'}},
+			spec: {distribution: {name: starter}, networking: {expose: false}}}`,
+		v1alpha2: `{spec: {distribution: {name: starter}, networking: {expose: false,
+			ingress: {host: llama.example.com, className: nginx, tls: {secretName: llama-tls}, annotations: {a: b}}, route: {}}}}`,
+	}, {
+		name:     "the Ingress and Route URLs are status in both versions",
+		v1alpha1: `{spec: {distribution: {name: starter}}, status: {url: "http://a.b.svc:8321", ingressURL: "https://llama.example.com", routeURL: "https://a-b.apps.example.com"}}`,
+		v1alpha2: `{spec: {distribution: {name: starter}}, status: {url: "http://a.b.svc:8321", ingressURL: "https://llama.example.com", routeURL: "https://a-b.apps.example.com"}}`,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -685,6 +685,16 @@ type InferenceStackStatus struct {
 	// +optional
 	URL string `json:"url,omitempty"`
 
+	// IngressURL is the server's URL through its Ingress
+	// (networking.ingress), http(s)://<host>, once the Ingress exists.
+	// +optional
+	IngressURL string `json:"ingressURL,omitempty"`
+
+	// RouteURL is the server's URL through its OpenShift Route
+	// (networking.route), https://<host>, once a router has admitted it.
+	// +optional
+	RouteURL string `json:"routeURL,omitempty"`
+
 	// Replicas is the number of server replicas the Deployment asks for
 	// (workload.replicas, or the autoscaler's choice).
 	// +optional

@@ -463,6 +463,8 @@ type OverrideConfigSpec struct {
 // NetworkingSpec sets how the server is reached.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.allowedFrom) || !has(self.expose) || !self.expose",message="allowedFrom admits pods of namespaces, and a LoadBalancer (expose: true) serves clients outside the cluster, which allowedFrom would refuse: set one or the other"
+// +kubebuilder:validation:XValidation:rule="!has(self.ingress) || !has(self.allowedFrom) || (has(self.allowedFrom.namespaces) && size(self.allowedFrom.namespaces) > 0) || (has(self.allowedFrom.labels) && size(self.allowedFrom.labels) > 0)",message="ingress with allowedFrom: the Ingress controller's pods run in their own namespace (e.g. ingress-nginx), which allowedFrom must admit: name it in allowedFrom.namespaces or allowedFrom.labels"
+// +kubebuilder:validation:XValidation:rule="!has(self.ingress) || !has(self.route) || !has(self.route.host) || self.route.host != self.ingress.host",message="ingress.host and route.host are the same host: on OpenShift the Ingress becomes a Route of that host too, and the two would claim it; use one of them, or two hosts"
 type NetworkingSpec struct {
 	// Port the server's Service exposes (default 8321). The container
 	// itself always listens on 8321.
@@ -488,6 +490,83 @@ type NetworkingSpec struct {
 	// sees it in the annotation SpecAnnotation.)
 	// +optional
 	AllowedFrom *AllowedFromSpec `json:"allowedFrom,omitempty"`
+
+	// Ingress makes a networking.k8s.io/v1 Ingress that routes a host to
+	// the server's Service, on any cluster with an Ingress controller; its
+	// URL is status.ingressURL. (A v1alpha1 client sees it in the
+	// annotation SpecAnnotation.)
+	// +optional
+	Ingress *IngressSpec `json:"ingress,omitempty"`
+
+	// Route makes an OpenShift Route (route.openshift.io/v1) to the
+	// server's Service, where the cluster serves the Route API (the
+	// operator finds out; elsewhere the stack is Degraded with reason
+	// RouteNotServed); its URL is status.routeURL. The Route terminates
+	// TLS at the router (edge) when the server serves HTTP, and passes it
+	// through to the server when networking.tls is enabled. An empty
+	// object (route: {}) asks for a Route with a host the router chooses.
+	// (A v1alpha1 client sees it in the annotation SpecAnnotation.)
+	// +optional
+	Route *RouteSpec `json:"route,omitempty"`
+}
+
+// IngressSpec is the server's Ingress: one rule, host and path /, to the
+// server's Service port.
+type IngressSpec struct {
+	// Host clients reach the server by: a DNS name, without a wildcard
+	// and not an IP address.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*[a-z]([-a-z0-9]*[a-z0-9])?$`
+	Host string `json:"host"`
+
+	// ClassName is the IngressClass (ingressClassName); unset, the
+	// cluster's default class serves the Ingress.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	ClassName string `json:"className,omitempty"`
+
+	// TLS makes the Ingress controller serve the host over HTTPS; the URL
+	// in status is then https.
+	// +optional
+	TLS *IngressTLSSpec `json:"tls,omitempty"`
+
+	// Annotations are added to the Ingress, for what only the Ingress
+	// controller understands (timeouts, body size, a certificate issuer).
+	// An annotation set here wins over the one the operator sets.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// IngressTLSSpec is the TLS of the Ingress's host, terminated by the
+// Ingress controller.
+type IngressTLSSpec struct {
+	// SecretName is a kubernetes.io/tls Secret, in the stack's namespace,
+	// with the host's certificate; the Ingress controller reads it (the
+	// operator does not). Unset, the controller's default certificate
+	// serves the host.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	SecretName string `json:"secretName,omitempty"`
+}
+
+// RouteSpec is the server's OpenShift Route.
+type RouteSpec struct {
+	// Host of the Route: a DNS name, without a wildcard and not an IP
+	// address. Unset, the router gives the Route a host of its domain.
+	// Setting it needs the operator's right to create routes/custom-host,
+	// which the operator's role grants.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*[a-z]([-a-z0-9]*[a-z0-9])?$`
+	Host string `json:"host,omitempty"`
 }
 
 // AllowedFromSpec is the namespaces whose pods may reach the server, beside
@@ -770,6 +849,16 @@ type InferenceStackStatus struct {
 	// networking.tls.enabled), once its Service exists.
 	// +optional
 	URL string `json:"url,omitempty"`
+
+	// IngressURL is the server's URL through its Ingress
+	// (networking.ingress), http(s)://<host>, once the Ingress exists.
+	// +optional
+	IngressURL string `json:"ingressURL,omitempty"`
+
+	// RouteURL is the server's URL through its OpenShift Route
+	// (networking.route), https://<host>, once a router has admitted it.
+	// +optional
+	RouteURL string `json:"routeURL,omitempty"`
 
 	// Replicas is the number of server replicas the Deployment asks for
 	// (workload.replicas, or the autoscaler's choice).

@@ -30,7 +30,8 @@ func CachePolicyName(stack *v1alpha1.InferenceStack) string { return stack.Name 
 // sets v1alpha2's networking.allowedFrom (read through
 // v1alpha1.InferenceStack.V1alpha2),
 // only from pods of the stack's namespace, of the namespaces it names and of
-// the namespaces carrying one of its label keys.
+// the namespaces carrying one of its label keys (and, with
+// networking.route, of OpenShift's router namespaces).
 func ServerPolicy(stack *v1alpha1.InferenceStack) (*networkingv1ac.NetworkPolicyApplyConfiguration, error) {
 	hub, err := stack.V1alpha2()
 	if err != nil {
@@ -62,6 +63,13 @@ func ServerPolicy(stack *v1alpha1.InferenceStack) (*networkingv1ac.NetworkPolicy
 			rule.WithFrom(networkingv1ac.NetworkPolicyPeer().
 				WithNamespaceSelector(metav1ac.LabelSelector().WithMatchExpressions(metav1ac.LabelSelectorRequirement().
 					WithKey(key).WithOperator(metav1.LabelSelectorOpExists))))
+		}
+		if hub.Spec.Networking.Route != nil {
+			// A Route's traffic comes from OpenShift's routers, whose
+			// namespaces carry this label (as upstream's operator admits
+			// them too).
+			rule.WithFrom(networkingv1ac.NetworkPolicyPeer().
+				WithNamespaceSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{RouterNamespaceLabel: RouterNamespaceValue})))
 		}
 	}
 	return networkingv1ac.NetworkPolicy(ServerPolicyName(stack), stack.Namespace).

@@ -143,6 +143,13 @@ func URL(stack *v1alpha1.InferenceStack) string {
 	return fmt.Sprintf("%s://%s.%s.svc:%d", scheme, Name(stack), stack.Namespace, Port(stack))
 }
 
+// PortName is the name of the server Service's port: https when the server
+// serves TLS, http otherwise (what an Ingress or a Route names as target).
+func PortName(stack *v1alpha1.InferenceStack) string { return portName(stack) }
+
+// TLSEnabled reports whether the server serves HTTPS (networking.tls).
+func TLSEnabled(stack *v1alpha1.InferenceStack) bool { return tlsEnabled(stack) }
+
 func portName(stack *v1alpha1.InferenceStack) string {
 	if tlsEnabled(stack) {
 		return "https"

@@ -20,10 +20,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -32,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/apply"
@@ -94,6 +97,10 @@ type InferenceStackReconciler struct {
 	// (status.server, condition ProvidersHealthy); SetupWithManager adds
 	// it to the manager.
 	Prober *serverstatus.Prober
+	// RouteCheckInterval is how often, at most, the operator asks whether
+	// the API server serves OpenShift Routes while a stack asks for one and
+	// it does not; 0 means DefaultRouteCheckInterval.
+	RouteCheckInterval time.Duration
 
 	// applier applies the stacks' objects; SetupWithManager makes it.
 	applier *apply.Applier
@@ -102,6 +109,9 @@ type InferenceStackReconciler struct {
 	watching singleflight.Group
 	// configs remembers each stack's run config and what it was made from.
 	configs configMemo
+	// routes tells whether the API server serves OpenShift Routes;
+	// SetupWithManager makes it.
+	routes *routeAPI
 	// reconciled, when set, is told of each finished reconcile of a stack
 	// the cache holds: the stack as the reconcile read it, and the error it
 	// returned. Only tests set it (OnReconciled in export_test.go), to learn
@@ -135,7 +145,11 @@ func concurrency(n int) int {
 // +kubebuilder:rbac:groups=inferencestack.io,resources=inferencestacks/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets;services;serviceaccounts;persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies;ingresses,verbs=get;list;watch;create;update;patch;delete
+// rbac: the server's OpenShift Route (networking.route), applied as unstructured (network.Route)
+// +kubebuilder:rbac:groups=route.openshift.io,resources=routes,verbs=get;list;watch;create;patch;delete
+// rbac: OpenShift's route admission requires it to set (create) or change (update) a Route's host: networking.route.host
+// +kubebuilder:rbac:groups=route.openshift.io,resources=routes/custom-host,verbs=create;update
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // rbac: the event recorder (k8s.io/client-go/tools/events) writes events.k8s.io Events on InferenceStacks
@@ -192,6 +206,9 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		// change, a watched object's change), that event brings the stack
 		// back; where it does not (an object the cache does not hold yet, or
 		// any more), look again now and then, without error backoff.
+		if ce.Reason == v1alpha1.ReasonRouteNotServed {
+			return ctrl.Result{RequeueAfter: r.routeCheckInterval()}, nil
+		}
 		if slices.Contains(waitingOutsideTheCache, ce.Reason) {
 			return ctrl.Result{RequeueAfter: r.retryInterval()}, nil
 		}
@@ -363,7 +380,45 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 			return fmt.Errorf("adding the server status prober: %w", err)
 		}
 	}
-	return b.Complete(r)
+	ctl, err := b.Build(r)
+	if err != nil {
+		return err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("making a discovery client: %w", err)
+	}
+	// Routes are cached and watched only once the API server serves them
+	// (routeAPI).
+	// A start that fails (its cache does not sync in time) is tried again
+	// on the same cache and watch.
+	var routes cache.Cache
+	r.routes = &routeAPI{lookup: dc.ServerResourcesForGroupVersion, interval: r.routeCheckInterval(),
+		start: func(ctx context.Context) (client.Reader, error) {
+			if routes == nil {
+				c, err := cache.New(mgr.GetConfig(), routeCacheOptions(cache.Options{
+					HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()}))
+				if err != nil {
+					return nil, err
+				}
+				if err := mgr.Add(c); err != nil {
+					return nil, err
+				}
+				if err := ctl.Watch(source.Kind(c, client.Object(routeObject()), r.objectHandler(), r.notOwnWrites())); err != nil {
+					return nil, err
+				}
+				routes = c
+			}
+			// Bounded: the reconciles that ask meanwhile wait for it (a
+			// role without list on routes would never sync).
+			wait, cancel := context.WithTimeout(ctx, routeSyncTimeout)
+			defer cancel()
+			if !routes.WaitForCacheSync(wait) {
+				return nil, fmt.Errorf("the cache of Routes did not sync within %s: can the operator list and watch routes.route.openshift.io?", routeSyncTimeout)
+			}
+			return routes, nil
+		}}
+	return nil
 }
 
 // deletionPredicate passes the updates of a stack that the generation does

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -15,6 +16,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/apply"
 	"github.com/inferencestack/inferencestack/operator/components"
+	"github.com/inferencestack/inferencestack/operator/components/network"
 	"github.com/inferencestack/inferencestack/operator/internal/wire"
 )
 
@@ -24,7 +26,16 @@ func ownedTypes() []client.Object {
 	return []client.Object{
 		&appsv1.Deployment{}, &corev1.Service{}, &corev1.ServiceAccount{}, &corev1.PersistentVolumeClaim{},
 		&networkingv1.NetworkPolicy{}, &autoscalingv2.HorizontalPodAutoscaler{}, &policyv1.PodDisruptionBudget{},
+		&networkingv1.Ingress{},
 	}
+}
+
+// routeObject is an empty OpenShift Route, which the operator watches
+// only once the API server serves Routes (routeAPI).
+func routeObject() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(network.RouteGVK)
+	return u
 }
 
 // CacheOptions restrict the manager's cache to the operator's own objects
@@ -73,6 +84,9 @@ func CacheOptionsAt(stacks labels.Selector, gv schema.GroupVersion) cache.Option
 		&networkingv1.NetworkPolicy{}: {Label: managed, Transform: owned(apply.NetworkPolicy, func(o *networkingv1.NetworkPolicy) {
 			o.Spec = networkingv1.NetworkPolicySpec{}
 		})},
+		&networkingv1.Ingress{}: {Label: managed, Transform: owned(apply.Ingress, func(o *networkingv1.Ingress) {
+			o.Spec, o.Status = networkingv1.IngressSpec{}, networkingv1.IngressStatus{}
+		})},
 		&autoscalingv2.HorizontalPodAutoscaler{}: {Label: managed, Transform: owned(apply.HorizontalPodAutoscaler, func(o *autoscalingv2.HorizontalPodAutoscaler) {
 			o.Spec, o.Status = autoscalingv2.HorizontalPodAutoscalerSpec{}, autoscalingv2.HorizontalPodAutoscalerStatus{}
 		})},
@@ -98,6 +112,19 @@ func CacheOptionsAt(stacks labels.Selector, gv schema.GroupVersion) cache.Option
 	}
 	by[wire.Object(gv)] = stack
 	return cache.Options{ByObject: by}
+}
+
+// routeCacheOptions are the options of the cache of the operator's OpenShift
+// Routes, which the operator makes once it finds the API server serving
+// them (routeAPI): a cache of its own, because the manager's cache needs
+// every kind it is told of up front served. It holds the operator's Routes
+// only (managed-by label), whole but for the managed fields: their status
+// says whether a router admitted them.
+func routeCacheOptions(base cache.Options) cache.Options {
+	base.DefaultLabelSelector = labels.SelectorFromSet(labels.Set{components.LabelManagedBy: components.ManagedBy})
+	base.DefaultTransform = cache.TransformStripManagedFields()
+	base.ByObject = nil
+	return base
 }
 
 // keepRollout trims a Deployment to what the status reads of it.

@@ -78,6 +78,7 @@ func (r *InferenceStackReconciler) setStatus(ctx context.Context, s *state, step
 	} else if err := r.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: server.Name(stack)}, &corev1.Service{}); err == nil {
 		st.URL = server.URL(stack)
 	}
+	r.exposureURLs(ctx, s)
 	r.setRollout(ctx, s, set)
 	r.setServer(s, set)
 	st.Phase = phase(stack)

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -55,6 +56,10 @@ type live struct {
 	serverDeployment *appsv1.Deployment
 	serverService    *corev1.Service
 	cacheDeployment  *appsv1.Deployment
+	// ingress: the server's Ingress was applied; route: the server's Route
+	// as applied.
+	ingress bool
+	route   *unstructured.Unstructured
 }
 
 // rendered is what the config step makes, and the server step's input.
@@ -103,6 +108,8 @@ func (r *InferenceStackReconciler) steps(out rendered) []step {
 		{"server", func(ctx context.Context, s *state) error { return serverStep(ctx, s, out, r.ServerFSGroup) }},
 		{"network", networkStep},
 		{"scaling", scalingStep},
+		// Last: a Route the cluster cannot serve stops no other object.
+		{"expose", r.exposeStep},
 	}
 }
 

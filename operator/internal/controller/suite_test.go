@@ -94,9 +94,17 @@ type operatorSetup struct {
 	claimer string
 	// concurrency is the reconciler's Concurrency.
 	concurrency int
+	// routeCheckInterval is the reconciler's RouteCheckInterval.
+	routeCheckInterval time.Duration
 	// prober, when set, is the reconciler's Prober; its Client and Reader
 	// are set to the operator's (writes counted).
 	prober *serverstatus.Prober
+}
+
+// withRouteCheckInterval sets how often, at most, the operator asks
+// whether the API server serves Routes.
+func withRouteCheckInterval(d time.Duration) operatorOption {
+	return func(o *operatorSetup) { o.routeCheckInterval = d }
 }
 
 // withProber has the operator read the live servers with p.
@@ -145,14 +153,15 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 	op := &operator{writes: &writeCounter{}, reconciles: &reconcileRecord{}, events: &eventRecord{}, cache: mgr.GetCache()}
 	counted := &countingClient{Client: mgr.GetClient(), counter: op.writes}
 	r := &controller.InferenceStackReconciler{
-		Client:           counted,
-		APIReader:        mgr.GetAPIReader(),
-		Recorder:         &recordingRecorder{EventRecorder: mgr.GetEventRecorder("inferencestack-operator"), record: op.events},
-		Pin:              testPin,
-		CacheImage:       "docker.io/library/postgres:16.4",
-		RetryInterval:    500 * time.Millisecond,
-		FinalizerTimeout: 10 * time.Second,
-		Concurrency:      setup.concurrency,
+		Client:             counted,
+		APIReader:          mgr.GetAPIReader(),
+		Recorder:           &recordingRecorder{EventRecorder: mgr.GetEventRecorder("inferencestack-operator"), record: op.events},
+		Pin:                testPin,
+		CacheImage:         "docker.io/library/postgres:16.4",
+		RetryInterval:      500 * time.Millisecond,
+		FinalizerTimeout:   10 * time.Second,
+		Concurrency:        setup.concurrency,
+		RouteCheckInterval: setup.routeCheckInterval,
 	}
 	if p := setup.prober; p != nil {
 		p.Client, p.Reader = counted, mgr.GetAPIReader()
