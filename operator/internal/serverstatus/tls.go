@@ -39,7 +39,7 @@ func (p *Prober) loadTLS(ctx context.Context, t Target) (*tlsMaterial, error) {
 			}
 			cert, err := x509.ParseCertificate(b.Bytes)
 			if err != nil {
-				return nil, fmt.Errorf("Secret %s key %s: %w", t.TLS.SecretName, key, err)
+				return nil, fmt.Errorf("the server's TLS Secret %s, key %s: %w", t.TLS.SecretName, key, err)
 			}
 			if key == corev1.TLSCertKey && m.leaf == nil {
 				m.leaf = cert.Raw
