@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
@@ -247,7 +248,10 @@ func TestLiveServerStatus(t *testing.T) {
 			dialled.Store(hostport, true)
 			return srv.addr
 		}}
-	op := startOperator(t, withProber(p))
+	// Only this test's stack: other tests leave Available stacks behind,
+	// which the prober would read too.
+	only := labels.SelectorFromSet(labels.Set{"test.inferencestack.io/live": ns})
+	op := startOperator(t, withProber(p), onlyStacks(only))
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "live-tls"}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: cert.Cert, corev1.TLSPrivateKeyKey: cert.Key}})
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "operator-client"}, Type: corev1.SecretTypeTLS,
@@ -261,6 +265,7 @@ func TestLiveServerStatus(t *testing.T) {
 	// operatorClientSecretName is a v1alpha2 field: v1alpha1 carries it in
 	// the spec annotation.
 	stack.Annotations = map[string]string{v1alpha2.SpecAnnotation: `{"networking":{"tls":{"operatorClientSecretName":"operator-client"}}}`}
+	stack.Labels = map[string]string{"test.inferencestack.io/live": ns}
 	create(t, stack)
 	converged(t, ns, "live")
 	if p.Requests() != 0 {

@@ -107,6 +107,11 @@ func withRouteCheckInterval(d time.Duration) operatorOption {
 	return func(o *operatorSetup) { o.routeCheckInterval = d }
 }
 
+// onlyStacks keeps the operator to the stacks sel selects.
+func onlyStacks(sel labels.Selector) operatorOption {
+	return func(o *operatorSetup) { o.stacks = sel }
+}
+
 // withProber has the operator read the live servers with p.
 func withProber(p *serverstatus.Prober) operatorOption {
 	return func(o *operatorSetup) { o.prober = p }
