@@ -25,6 +25,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/internal/serverstatus"
+	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/test/testenv"
 	"github.com/inferencestack/inferencestack/test/testutil"
 )
@@ -64,7 +65,11 @@ type liveServer struct {
 	proc   *testenv.Process
 }
 
-const liveConfig = `version: 2
+// liveConfigs are run configs of each line for the stand-in: two
+// inference providers, mutual TLS and kubernetes auth against the test's
+// API server.
+var liveConfigs = map[string]string{
+	"0.2.23": `version: 2
 image_name: live
 providers:
   inference:
@@ -72,7 +77,26 @@ providers:
   - {provider_id: vllm, provider_type: remote::vllm, config: {url: 'http://vllm:8000/v1'}}
 metadata_store: {type: sqlite, db_path: '%[1]s/registry.db'}
 external_providers_dir: '%[1]s/providers.d'
-server:
+` + liveServerSection,
+	"0.3.0": `version: 2
+image_name: live
+providers:
+  inference:
+  - {provider_id: ollama, provider_type: remote::ollama, config: {url: 'http://ollama:11434'}}
+  - {provider_id: vllm, provider_type: remote::vllm, config: {url: 'http://vllm:8000/v1'}}
+storage:
+  backends:
+    kv_default: {type: kv_sqlite, db_path: '%[1]s/kv.db'}
+    sql_default: {type: sql_sqlite, db_path: '%[1]s/sql.db'}
+  stores:
+    metadata: {namespace: registry, backend: kv_default}
+    inference: {table_name: inference_store, backend: sql_default}
+    conversations: {table_name: openai_conversations, backend: sql_default}
+external_providers_dir: '%[1]s/providers.d'
+` + liveServerSection,
+}
+
+const liveServerSection = `server:
   port: %[2]d
   tls_certfile: '%[1]s/tls.crt'
   tls_keyfile: '%[1]s/tls.key'
@@ -81,8 +105,8 @@ server:
     provider_config: {type: kubernetes, api_server_url: '%[3]s', verify_tls: true, tls_cafile: '%[1]s/kube-ca.crt'}
 `
 
-// startLiveServer runs the stand-in (line 0.2.23, testPin's) with cert.
-func startLiveServer(t *testing.T, cert, client testenv.ServingCert, host string) *liveServer {
+// startLiveServer runs the stand-in of Llama Stack version with cert.
+func startLiveServer(t *testing.T, version string, cert, client testenv.ServingCert, host string) *liveServer {
 	t.Helper()
 	dir := t.TempDir()
 	ports, err := testenv.FreePorts(1)
@@ -90,13 +114,13 @@ func startLiveServer(t *testing.T, cert, client testenv.ServingCert, host string
 		t.Fatal(err)
 	}
 	for name, data := range map[string][]byte{"tls.crt": cert.Cert, "tls.key": cert.Key, "kube-ca.crt": env.Config.CAData, "clients-ca.crt": client.CA,
-		"run.yaml": fmt.Appendf(nil, liveConfig, dir, ports[0], env.Config.Host)} {
+		"run.yaml": fmt.Appendf(nil, liveConfigs[version], dir, ports[0], env.Config.Host)} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cmd := exec.Command(standin(t), "stack", "run", filepath.Join(dir, "run.yaml"))
-	cmd.Env = append(os.Environ(), "LLAMA_STACK_STANDIN_VERSION="+testPin.LlamaStackVersion, "HOME="+dir,
+	cmd.Env = append(os.Environ(), "LLAMA_STACK_STANDIN_VERSION="+version, "HOME="+dir,
 		"LLAMA_STACK_CONFIG_DIR="+filepath.Join(dir, ".llama"), "LLAMA_STACK_STANDIN_CHECK_TOKENS=1")
 	proc, err := testenv.StartProcess(cmd, filepath.Join(dir, "llama.log"))
 	if err != nil {
@@ -229,7 +253,20 @@ func quiet(t *testing.T, op *operator, p *serverstatus.Prober, ns, name string, 
 // one turns unhealthy and one Normal event when it recovers; polls that
 // find nothing new write nothing, and a server that stops answering makes
 // ProvidersHealthy Unknown, then nothing more.
+//
+// On each line (0.2.23: the auth middleware guards /v1/version too; 0.3.0:
+// it does not).
 func TestLiveServerStatus(t *testing.T) {
+	pin03 := pin.Pin{OperatorVersion: "2.0.0", LlamaStackVersion: "0.3.0", Operands: map[string]string{
+		"starter": "docker.io/llamastack/distribution-starter:0.3.0",
+	}}
+	for _, p := range []pin.Pin{testPin, pin03} {
+		t.Run(p.LlamaStackVersion, func(t *testing.T) { liveServerStatus(t, p) })
+	}
+}
+
+func liveServerStatus(t *testing.T, operand pin.Pin) {
+	version := operand.LlamaStackVersion
 	ns := namespace(t)
 	host := "live." + ns + ".svc"
 	cert, err := testenv.NewServingCert("live-ca", []string{host})
@@ -241,7 +278,7 @@ func TestLiveServerStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := startLiveServer(t, cert, client, host)
+	srv := startLiveServer(t, version, cert, client, host)
 	var dialled sync.Map
 	p := &serverstatus.Prober{Interval: 200 * time.Millisecond, Timeout: 5 * time.Second,
 		Resolve: func(hostport string) string {
@@ -251,7 +288,7 @@ func TestLiveServerStatus(t *testing.T) {
 	// Only this test's stack: other tests leave Available stacks behind,
 	// which the prober would read too.
 	only := labels.SelectorFromSet(labels.Set{"test.inferencestack.io/live": ns})
-	op := startOperator(t, withProber(p), onlyStacks(only))
+	op := startOperator(t, withProber(p), onlyStacks(only), withPin(operand))
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "live-tls"}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: cert.Cert, corev1.TLSPrivateKeyKey: cert.Key}})
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "operator-client"}, Type: corev1.SecretTypeTLS,
@@ -275,7 +312,7 @@ func TestLiveServerStatus(t *testing.T) {
 
 	stack = providersHealthy(t, ns, "live", metav1.ConditionTrue, v1alpha1.ReasonProvidersHealthy)
 	notImplemented := v1alpha1.ProviderHealth{Status: "Not Implemented", Message: "Provider does not implement health check"}
-	want := &v1alpha1.ServerStatus{Version: testPin.LlamaStackVersion, Providers: []v1alpha1.ProviderStatus{
+	want := &v1alpha1.ServerStatus{Version: version, Providers: []v1alpha1.ProviderStatus{
 		{API: "inference", ProviderID: "ollama", ProviderType: "remote::ollama", Health: notImplemented},
 		{API: "inference", ProviderID: "vllm", ProviderType: "remote::vllm", Health: notImplemented},
 	}}
@@ -301,6 +338,11 @@ func TestLiveServerStatus(t *testing.T) {
 		if got, err := srv.get("/v1/providers", tok, true); err != nil || got != want {
 			t.Errorf("GET /v1/providers with token %.12q: HTTP %d (%v), want %d", tok, got, err, want)
 		}
+	}
+	// The line's rule for /v1/version.
+	versionOpen := map[string]int{"0.2.23": http.StatusUnauthorized, "0.3.0": http.StatusOK}[version]
+	if got, err := srv.get("/v1/version", "", true); err != nil || got != versionOpen {
+		t.Errorf("GET /v1/version without a token on %s: HTTP %d (%v), want %d", version, got, err, versionOpen)
 	}
 	// And mutual TLS is on: without a client certificate, no answer.
 	if got, err := srv.get("/v1/providers", token, false); err == nil {

@@ -99,6 +99,13 @@ type operatorSetup struct {
 	// prober, when set, is the reconciler's Prober; its Client and Reader
 	// are set to the operator's (writes counted).
 	prober *serverstatus.Prober
+	// pin, when set, replaces testPin.
+	pin *pin.Pin
+}
+
+// withPin runs the operator with operand pin p instead of testPin.
+func withPin(p pin.Pin) operatorOption {
+	return func(o *operatorSetup) { o.pin = &p }
 }
 
 // withRouteCheckInterval sets how often, at most, the operator asks
@@ -167,6 +174,9 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 		FinalizerTimeout:   10 * time.Second,
 		Concurrency:        setup.concurrency,
 		RouteCheckInterval: setup.routeCheckInterval,
+	}
+	if setup.pin != nil {
+		r.Pin = *setup.pin
 	}
 	if p := setup.prober; p != nil {
 		p.Client, p.Reader = counted, mgr.GetAPIReader()
