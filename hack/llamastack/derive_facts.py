@@ -19,6 +19,11 @@ module import and the provider registry):
     and the internal APIs the stack adds itself (INTERNAL_APIS);
   * the server's own stores (registry, prompts, conversations): the config key
     or the default path each lives at;
+  * the server's own endpoints the operator reads for the live status (health,
+    version, the providers list): route and method of each @webmethod at API
+    level v1, whether the auth middleware demands a token there, the response
+    model's fields (nested models too), the provider health values and the
+    health a provider without a health check reports;
   * start-up rules that are code, not models: each names its upstream file and
     the exact message; the script refuses to write the facts if a message is not
     in that file at this tag, so a new line is a regeneration plus review.
@@ -112,6 +117,76 @@ PERMITTED = [
      "llama_stack/providers/inline/inference/meta_reference/config.py", "Unknown model: `{model}`",
      "llama_stack.providers.utils.inference", "supported_inference_models"),
 ]
+
+
+# The server's endpoints the operator's live status reads: (name, module,
+# protocol class, method). What the auth middleware does with each:
+# AUTH_EXEMPTION names the file whose code honours require_authentication
+# (absent there at a tag: every path needs a token).
+SERVER_API = [
+    ("health", "llama_stack.apis.inspect.inspect", "Inspect", "health"),
+    ("version", "llama_stack.apis.inspect.inspect", "Inspect", "version"),
+    ("list_providers", "llama_stack.apis.providers.providers", "Providers", "list_providers"),
+]
+AUTH_MIDDLEWARE = "llama_stack/core/server/auth.py"
+ROUTES = ("llama_stack/core/server/routes.py", "path = f\"/{webmethod.level}/{webmethod.route.lstrip('/')}\"")
+HEALTH = {"source": "llama_stack/core/providers.py", "evidence": "Provider does not implement health check"}
+
+
+def short_type(ann):
+    """A type annotation without module prefixes: list[ProviderInfo]."""
+    import re
+    s = ann.__name__ if isinstance(ann, type) and not getattr(ann, "__args__", None) else str(ann)
+    return re.sub(r"(?:[A-Za-z_][A-Za-z0-9_]*\.)+([A-Za-z_][A-Za-z0-9_]*)", r"\1", s.replace("typing.", ""))
+
+
+def model_facts(cls, models, root):
+    """Records cls's fields (and those of the models they hold) in models."""
+    import typing
+    if cls.__name__ in models:
+        return
+    fields = {}
+    models[cls.__name__] = {"fields": fields, "source": os.path.relpath(sys.modules[cls.__module__].__file__, root)}
+    for name, f in cls.model_fields.items():
+        fields[name] = short_type(f.annotation)
+        for t in (f.annotation, *typing.get_args(f.annotation)):
+            if isinstance(t, type) and hasattr(t, "model_fields"):
+                model_facts(t, models, root)
+
+
+def server_api(root, tag):
+    import inspect as pyinspect
+    with open(os.path.join(root, ROUTES[0])) as f:
+        if ROUTES[1] not in f.read():
+            sys.exit("%r is not in %s at %s: review how routes are made" % (ROUTES[1], ROUTES[0], tag))
+    with open(os.path.join(root, AUTH_MIDDLEWARE)) as f:
+        exempts = "require_authentication is False" in f.read()
+    endpoints, models = [], {}
+    for name, module, cls, method in SERVER_API:
+        mod = importlib.import_module(module)
+        func = getattr(getattr(mod, cls), method)
+        (wm,) = [w for w in getattr(func, "__webmethods__", [func.__webmethod__]) if w.level == "v1"]
+        ret = pyinspect.signature(func).return_annotation
+        model_facts(ret, models, root)
+        endpoints.append({
+            "name": name, "method": wm.method, "path": "/%s/%s" % (wm.level, wm.route.lstrip("/")),
+            "requires_authentication": not (exempts and getattr(wm, "require_authentication", True) is False),
+            "required_scope": wm.required_scope or "",
+            "response": ret.__name__,
+            "source": os.path.relpath(mod.__file__, root),
+            "auth_source": AUTH_MIDDLEWARE,
+        })
+    dt = importlib.import_module("llama_stack.providers.datatypes")
+    with open(os.path.join(root, HEALTH["source"])) as f:
+        if HEALTH["evidence"] not in f.read():
+            sys.exit("%r is not in %s at %s: review" % (HEALTH["evidence"], HEALTH["source"], tag))
+    health = {
+        "statuses": [s.value for s in dt.HealthStatus], "error": dt.HealthStatus.ERROR.value,
+        "not_implemented": dt.HealthStatus.NOT_IMPLEMENTED.value,
+        "not_implemented_message": HEALTH["evidence"],
+        "source": "llama_stack/providers/datatypes.py", "default_source": HEALTH["source"],
+    }
+    return {"endpoints": endpoints, "models": models, "health": health}
 
 
 def permitted_values(module, func):
@@ -228,6 +303,7 @@ def main():
         "rules": rules,
         "implicit_writes": implicit,
         "server_stores": stores,
+        "server_api": server_api(root, args.tag),
         "providers": providers,
     }
     json.dump(facts, sys.stdout, indent=1, sort_keys=True)

@@ -34,6 +34,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/internal/apiserved"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
 	"github.com/inferencestack/inferencestack/operator/internal/metricsauth"
+	"github.com/inferencestack/inferencestack/operator/internal/serverstatus"
 	"github.com/inferencestack/inferencestack/operator/internal/wire"
 	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
@@ -56,6 +57,17 @@ type options struct {
 	concurrency      int
 	apiCheckInterval time.Duration
 	apiVersion       string
+	// serverStatus is how the live servers are read (status.server).
+	serverStatus serverStatusOptions
+}
+
+type serverStatusOptions struct {
+	interval, timeout time.Duration
+	concurrency       int
+	// testAddress, when set, is dialled instead of every server's Service:
+	// the bench runs the servers as one stand-in process, with no cluster
+	// network. Not for production.
+	testAddress string
 }
 
 // gcPercent is the operator's GOGC unless the GOGC variable sets one: most
@@ -111,6 +123,13 @@ func main() {
 	fs.BoolVar(&o.takeUnlabeled, "take-unlabeled-stacks", true,
 		"Label InferenceStacks without "+v1alpha1.LabelOperatorMajor+" with this operator's major, so it reconciles them; "+
 			"exactly one of the majors running side by side takes them (each release sets it in its bundle).")
+	fs.DurationVar(&o.serverStatus.interval, "server-status-interval", serverstatus.DefaultInterval,
+		"How often the operator reads each Available server's version and providers (status.server, condition ProvidersHealthy); "+
+			"each wait varies by 20%, and doubles (up to 10m) while a server does not answer. 0 turns the reading off.")
+	fs.DurationVar(&o.serverStatus.timeout, "server-status-timeout", serverstatus.DefaultTimeout, "How long one reading of a server may take.")
+	fs.IntVar(&o.serverStatus.concurrency, "server-status-concurrency", serverstatus.DefaultConcurrency, "How many servers are read at once.")
+	fs.StringVar(&o.serverStatus.testAddress, "server-status-test-address", "",
+		"TESTS ONLY: dial this host:port instead of each server's Service (the bench's stand-in server); TLS still verifies the Service's name.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	flag.Parse()
@@ -229,6 +248,13 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o options, p pin
 		ServerFSGroup: cacheUser,
 		RetryInterval: o.retryInterval,
 		Concurrency:   o.concurrency,
+	}
+	if so := o.serverStatus; so.interval > 0 {
+		r.Prober = &serverstatus.Prober{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
+			Interval: so.interval, Timeout: so.timeout, Concurrency: so.concurrency}
+		if a := so.testAddress; a != "" {
+			r.Prober.Resolve = func(string) string { return a }
+		}
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err

@@ -128,6 +128,11 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 	require.NoError(t, yaml.UnmarshalStrict([]byte(`{metadata: {namespace: conv, name: both}, spec: {distribution: {name: starter},
 		networking: {expose: true, allowedFrom: {namespaces: [clients]}}}}`), &both))
 	require.ErrorContains(t, c.Create(ctx, &both), "allowedFrom admits pods of namespaces, and a LoadBalancer (expose: true) serves clients outside the cluster")
+	// The operator's client certificate is for mutual TLS only.
+	var noCA v1alpha2.InferenceStack
+	require.NoError(t, yaml.UnmarshalStrict([]byte(`{metadata: {namespace: conv, name: no-ca}, spec: {distribution: {name: starter},
+		networking: {tls: {enabled: true, secretName: tls, operatorClientSecretName: operator-client}}}}`), &noCA))
+	require.ErrorContains(t, c.Create(ctx, &noCA), "operatorClientSecretName is the operator's client certificate for mutual TLS: it needs caBundle")
 
 	// v1alpha2's exposure rules: an Ingress host is a DNS name (not an IP,
 	// not a wildcard), allowedFrom must admit the Ingress controller, and

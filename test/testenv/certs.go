@@ -22,6 +22,16 @@ type ServingCert struct {
 // certificate for hosts (IP addresses and DNS names; the first is also its
 // common name), valid from an hour ago for a week.
 func NewServingCert(caName string, hosts []string) (ServingCert, error) {
+	return newCert(caName, hosts, x509.ExtKeyUsageServerAuth)
+}
+
+// NewClientCert makes a CA named caName and, signed by it, a client
+// certificate (for mutual TLS) whose common name is name.
+func NewClientCert(caName, name string) (ServingCert, error) {
+	return newCert(caName, []string{name}, x509.ExtKeyUsageClientAuth)
+}
+
+func newCert(caName string, hosts []string, usage x509.ExtKeyUsage) (ServingCert, error) {
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -49,7 +59,7 @@ func NewServingCert(caName string, hosts []string) (ServingCert, error) {
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(7 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 	}
 	if len(hosts) > 0 {
 		tmpl.Subject = pkix.Name{CommonName: hosts[0]}

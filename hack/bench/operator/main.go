@@ -9,6 +9,19 @@
 // objects of every kind it watches (which its cache must not hold). Given
 // several sizes it runs each on a fresh control plane and operator and ends
 // with a table: the scale curve.
+//
+// With -server-status (the default) the stacks become Ready: the bench
+// writes what the Deployment controller would (one available replica) into
+// each server Deployment's status, and one stand-in Llama Stack server
+// (test/standin/llamastack, plain HTTP, the pinned line) answers for every
+// stack, the operator pointed at it with its test-only
+// --server-status-test-address flag. The bench waits until every stack
+// shows its server's providers (status.server, ProvidersHealthy), then
+// measures the steady state as before, and reports the operator's CPU time
+// and the requests it sent to servers (inferencestack_server_status_requests_total)
+// in it. A stack whose server the one stand-in cannot answer as it expects
+// (TLS, mutual TLS: the features kind has such stacks) shows
+// ProvidersHealthy Unknown, which counts as shown.
 package main
 
 import (
@@ -64,6 +77,11 @@ type options struct {
 	steady        time.Duration
 	unrelated     int
 	timeout       time.Duration
+	// serverStatus makes the stacks Ready, served by one stand-in server.
+	serverStatus bool
+	// idle is a window after the steady state in which nothing is changed:
+	// what the operator does alone (its polling of the servers).
+	idle time.Duration
 	// clockTicks is the rate of the CPU times in /proc/<pid>/stat, ticks a
 	// second (AT_CLKTCK).
 	clockTicks int64
@@ -84,6 +102,10 @@ func main() {
 	flag.IntVar(&o.unrelated, "unrelated", 10000,
 		"Unrelated objects of each kind the operator watches (Secrets, ConfigMaps, Deployments, Services, PVCs) to create before measuring RSS again; 0 skips them.")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "Give up when the stacks of one size are not applied after this long.")
+	flag.DurationVar(&o.idle, "idle", 0,
+		"After the steady state, a window of this length in which the bench changes nothing: the operator's writes, CPU and requests to servers alone (0 skips it).")
+	flag.BoolVar(&o.serverStatus, "server-status", true,
+		"Make the stacks Ready (the bench writes their Deployments' status) with one stand-in Llama Stack server answering for all, so the operator reads their live status.")
 	flag.Parse()
 	// envtest logs through controller-runtime's logger; the bench prints
 	// its own progress.
@@ -152,6 +174,20 @@ type result struct {
 	lastRoundWrites, lastRoundReconciles       int64
 	rssUnrelated, peakUnrelated, heapUnrelated int64
 	loadBefore, loadAfter                      string
+	// With server status: until every stack showed its server's status,
+	// and in the steady state the operator's CPU time and its requests to
+	// servers.
+	live        time.Duration
+	readyWrites int64
+	// The idle window.
+	idleTime                       time.Duration
+	idleWrites, idleServerRequests int64
+	idleReconciles                 int64
+	cpuIdle                        time.Duration
+	liveHealthy                    int
+	cpuSteady                      time.Duration
+	serverRequestsSteady           int64
+	serverRequestsCreation         int64
 }
 
 func run(ctx context.Context, o options) error {
@@ -229,7 +265,16 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 	}
 
 	logFile := filepath.Join(env.Dir(), "operator.log")
-	op, err := local.StartOperator(binary, env.Kubeconfig(), logFile, local.DemoPin("2.0.0"), o.operatorFlags...)
+	flags := o.operatorFlags
+	if o.serverStatus {
+		addr, stop, err := startStandin(env.Dir(), local.DemoPin("2.0.0").LlamaStackVersion)
+		if err != nil {
+			return r, err
+		}
+		defer stop()
+		flags = append([]string{"--server-status-test-address=" + addr}, flags...)
+	}
+	op, err := local.StartOperator(binary, env.Kubeconfig(), logFile, local.DemoPin("2.0.0"), flags...)
 	if err != nil {
 		return r, err
 	}
@@ -267,6 +312,21 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 	r.applied = time.Since(start)
 	_, r.peak, _ = op.RSS()
 	r.cpuApplied, r.cpuOthers = cpuTime(op.Cmd.Process.Pid, o.clockTicks)-cpuStart, othersCPU(op.Cmd.Process.Pid, o.clockTicks)-othersStart
+	var beforeLive sample
+	if o.serverStatus {
+		fmt.Fprintln(os.Stderr, "bench: making the servers available, waiting for their live status...")
+		if beforeLive, err = m.read(); err != nil {
+			return r, err
+		}
+		liveStart := time.Now()
+		if err := parallel(n, 8, func(i int) error { return makeAvailable(ctx, c, stackName(i)) }); err != nil {
+			return r, err
+		}
+		if r.liveHealthy, err = waitLive(waitCtx, c, n); err != nil {
+			return r, fmt.Errorf("%w (log: %s)", err, logFile)
+		}
+		r.live = time.Since(liveStart)
+	}
 
 	fmt.Fprintln(os.Stderr, "bench: waiting for the writes that follow creation...")
 	var afterCreate sample
@@ -282,9 +342,16 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 		}
 	}
 	r.creationWrites = afterCreate.writes - before.writes
+	if o.serverStatus {
+		// Those of the stacks' readiness (their status, the PhaseReady
+		// Event, the live status) apart.
+		r.readyWrites = afterCreate.writes - beforeLive.writes
+		r.creationWrites -= r.readyWrites
+	}
 
 	fmt.Fprintf(os.Stderr, "bench: steady state for %s...\n", o.steady)
 	steadyStart := time.Now()
+	cpuSteadyStart := cpuTime(op.Cmd.Process.Pid, o.clockTicks)
 	for r.rounds == 0 || time.Since(steadyStart) < o.steady {
 		r.rounds++
 		if _, err := round(ctx, c, m, n, r.settled+r.rounds); err != nil {
@@ -292,6 +359,7 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 		}
 	}
 	r.steadyTime = time.Since(steadyStart)
+	r.cpuSteady = cpuTime(op.Cmd.Process.Pid, o.clockTicks) - cpuSteadyStart
 	r.rss, r.peakSteady, _ = op.RSS()
 	r.rssParts = rssParts(op.Cmd.Process.Pid)
 	afterSteady, err := m.read()
@@ -299,7 +367,27 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 		return r, err
 	}
 	r.steadyWrites, r.steadyReconciles = afterSteady.writes-afterCreate.writes, afterSteady.reconciles-afterCreate.reconciles
+	r.serverRequestsCreation, r.serverRequestsSteady = afterCreate.serverRequests-before.serverRequests, afterSteady.serverRequests-afterCreate.serverRequests
 	r.heapSteady = afterSteady.heap
+
+	if o.idle > 0 {
+		fmt.Fprintf(os.Stderr, "bench: idle for %s...\n", o.idle)
+		cpu0 := cpuTime(op.Cmd.Process.Pid, o.clockTicks)
+		idleStart := time.Now()
+		select { // a window to measure, not a wait for anything
+		case <-time.After(o.idle):
+		case <-ctx.Done():
+			return r, ctx.Err()
+		}
+		r.idleTime, r.cpuIdle = time.Since(idleStart), cpuTime(op.Cmd.Process.Pid, o.clockTicks)-cpu0
+		afterIdle, err := m.read()
+		if err != nil {
+			return r, err
+		}
+		r.idleWrites, r.idleServerRequests = afterIdle.writes-afterSteady.writes, afterIdle.serverRequests-afterSteady.serverRequests
+		r.idleReconciles = afterIdle.reconciles - afterSteady.reconciles
+		afterSteady = afterIdle
+	}
 
 	if o.unrelated > 0 {
 		fmt.Fprintf(os.Stderr, "bench: creating %d unrelated objects of each kind the operator watches...\n", o.unrelated)
@@ -397,6 +485,22 @@ func (r result) print(o options) {
 		float64(r.creationWrites)/float64(r.stacks), r.creationWrites, r.settled)
 	fmt.Printf("API writes in the steady state:           %d in %d reconciles (%d rounds of %d stacks, %s) (target 0)\n",
 		r.steadyWrites, r.steadyReconciles, r.rounds, r.stacks, r.steadyTime.Round(time.Second))
+	fmt.Printf("operator CPU in the steady state:         %s in %s (%.1f%% of a core)\n", r.cpuSteady.Round(10*time.Millisecond),
+		r.steadyTime.Round(time.Second), 100*r.cpuSteady.Seconds()/r.steadyTime.Seconds())
+	if o.serverStatus {
+		fmt.Printf("API writes per stack to Ready + live:     %.2f (%d in all: the status when Available, its PhaseReady Event, the status with the server's)\n",
+			float64(r.readyWrites)/float64(r.stacks), r.readyWrites)
+		fmt.Printf("live server status:                       every stack shown %s after its server was Available (%d ProvidersHealthy=True)\n",
+			r.live.Round(time.Millisecond), r.liveHealthy)
+		fmt.Printf("requests to servers:                      %d until settled; %d in the steady state (%.0f a minute, %.2f per stack a minute)\n",
+			r.serverRequestsCreation, r.serverRequestsSteady, float64(r.serverRequestsSteady)/r.steadyTime.Minutes(),
+			float64(r.serverRequestsSteady)/r.steadyTime.Minutes()/float64(r.stacks))
+	}
+	if r.idleTime > 0 {
+		fmt.Printf("idle window (the bench changes nothing):  %s: %d writes, %d reconciles, %d requests to servers (%.0f a minute), operator CPU %s (%.2f%% of a core)\n",
+			r.idleTime.Round(time.Second), r.idleWrites, r.idleReconciles, r.idleServerRequests, float64(r.idleServerRequests)/r.idleTime.Minutes(),
+			r.cpuIdle.Round(10*time.Millisecond), 100*r.cpuIdle.Seconds()/r.idleTime.Seconds())
+	}
 	fmt.Printf("operator peak RSS after creation:         %s\n", mib(r.peak))
 	fmt.Printf("operator RSS / peak after steady state:   %s / %s (%s; heap in use %s)\n", mib(r.rss), mib(r.peakSteady), r.rssParts, mib(r.heapSteady))
 	if r.unrelatedObjects > 0 {
@@ -623,6 +727,9 @@ type sample struct {
 	// heap is the operator's heap in use (go_memstats_heap_inuse_bytes):
 	// what its cache holds shows there, with less noise than in the RSS.
 	heap int64
+	// serverRequests are the requests the operator sent to Llama Stack
+	// servers (inferencestack_server_status_requests_total).
+	serverRequests int64
 }
 
 type metrics struct{ addr string }
@@ -664,6 +771,8 @@ func (m *metrics) read() (sample, error) {
 			s.active += value
 		case name == "go_memstats_heap_inuse_bytes":
 			s.heap = value
+		case name == "inferencestack_server_status_requests_total":
+			s.serverRequests = value
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -33,10 +33,15 @@ const (
 	TypeProgressing = "Progressing"
 	// TypeDegraded is True when the operator cannot reach the desired state.
 	TypeDegraded = "Degraded"
+	// TypeProvidersHealthy is True when every provider the Available
+	// server lists reports no error, False when one reports an error, and
+	// Unknown when the operator cannot read the server; absent while the
+	// server is not Available.
+	TypeProvidersHealthy = "ProvidersHealthy"
 )
 
 // ConditionTypes lists every condition type the operator sets.
-var ConditionTypes = []string{TypeConfigGenerated, TypeAvailable, TypeProgressing, TypeDegraded}
+var ConditionTypes = []string{TypeConfigGenerated, TypeAvailable, TypeProgressing, TypeDegraded, TypeProvidersHealthy}
 
 // Condition reasons.
 const (
@@ -85,6 +90,15 @@ const (
 	// (networking.route) and the cluster does not serve route.openshift.io/v1
 	// (Degraded=True); the operator looks again now and then.
 	ReasonRouteNotServed = "RouteNotServed"
+	// ReasonProvidersHealthy: no provider of the server reports an error
+	// (ProvidersHealthy=True).
+	ReasonProvidersHealthy = "ProvidersHealthy"
+	// ReasonProviderUnhealthy: a provider reports an error; the message
+	// names each and what it says (ProvidersHealthy=False).
+	ReasonProviderUnhealthy = "ProviderUnhealthy"
+	// ReasonServerUnreachable: the operator could not read the server's
+	// providers; the message says why (ProvidersHealthy=Unknown).
+	ReasonServerUnreachable = "ServerUnreachable"
 )
 
 // Reasons lists every condition reason the operator sets.
@@ -93,5 +107,6 @@ var Reasons = []string{
 	ReasonSecretNotFound, ReasonDistributionNotPinned, ReasonUnsupportedOperandVersion, ReasonDeploying,
 	ReasonMinimumReplicasAvailable, ReasonMinimumReplicasUnavailable, ReasonScaledToZero,
 	ReasonCacheNotReady, ReasonImagePullFailed, ReasonCrashLooping, ReasonApplyFailed, ReasonDeleting,
+	ReasonProvidersHealthy, ReasonProviderUnhealthy, ReasonServerUnreachable,
 	ReasonRouteNotServed,
 }

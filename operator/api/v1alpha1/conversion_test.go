@@ -181,6 +181,12 @@ func TestConversionCases(t *testing.T) {
 			spec: {distribution: {name: starter}, networking: {port: 8443}}}`,
 		v1alpha2: `{spec: {distribution: {name: starter}, networking: {port: 8443, allowedFrom: {namespaces: [clients]}}}}`,
 	}, {
+		name: "the operator's client certificate (v1alpha2 only) travels in the spec annotation",
+		v1alpha1: `{metadata: {annotations: {inferencestack.io/v1alpha2-spec: '{"networking":{"tls":{"operatorClientSecretName":"operator-client"}}}'}},
+			spec: {distribution: {name: starter}, networking: {tls: {enabled: true, secretName: tls, caBundle: {configMapName: ca}}}}}`,
+		v1alpha2: `{spec: {distribution: {name: starter}, networking: {tls: {enabled: true, secretName: tls, caBundle: {configMapName: ca},
+			operatorClientSecretName: operator-client}}}}`,
+	}, {
 		name: "an Ingress and a Route (an empty object: the router picks the host) travel in the spec annotation",
 		v1alpha1: `{metadata: {annotations: {inferencestack.io/v1alpha2-spec: '{"networking":{"ingress":{"annotations":{"a":"b"},"className":"nginx","host":"llama.example.com","tls":{"secretName":"llama-tls"}},"route":{}}}'}},
 			spec: {distribution: {name: starter}, networking: {expose: false}}}`,

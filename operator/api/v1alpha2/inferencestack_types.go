@@ -597,6 +597,7 @@ type AllowedFromSpec struct {
 //
 // +kubebuilder:validation:XValidation:rule="self.enabled || (!has(self.secretName) && !has(self.caBundle))",message="secretName and caBundle are only valid when tls.enabled is true"
 // +kubebuilder:validation:XValidation:rule="!self.enabled || has(self.secretName)",message="tls.enabled needs secretName: a kubernetes.io/tls Secret holding tls.crt and tls.key"
+// +kubebuilder:validation:XValidation:rule="!has(self.operatorClientSecretName) || has(self.caBundle)",message="operatorClientSecretName is the operator's client certificate for mutual TLS: it needs caBundle"
 type TLSSpec struct {
 	// Enabled turns TLS on.
 	// +optional
@@ -614,6 +615,17 @@ type TLSSpec struct {
 	// server requires client certificates signed by them (mutual TLS).
 	// +optional
 	CABundle *CABundleSource `json:"caBundle,omitempty"`
+
+	// OperatorClientSecretName, with caBundle, is a kubernetes.io/tls
+	// Secret of the stack's namespace holding a client certificate signed
+	// by a CA of caBundle (tls.crt) and its key (tls.key): the operator
+	// presents it when it reads the server's version and providers
+	// (status.server). Without it a server with caBundle refuses the
+	// operator, and ProvidersHealthy stays Unknown (ServerUnreachable).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	OperatorClientSecretName string `json:"operatorClientSecretName,omitempty"`
 }
 
 // CABundleSource is a ConfigMap key holding PEM CA certificates.
@@ -819,7 +831,8 @@ type InferenceStackStatus struct {
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
 
-	// Conditions: ConfigGenerated, Available, Progressing, Degraded.
+	// Conditions: ConfigGenerated, Available, Progressing, Degraded,
+	// ProvidersHealthy.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -870,6 +883,60 @@ type InferenceStackStatus struct {
 	// Config is the run config actually deployed.
 	// +optional
 	Config *ConfigStatus `json:"config,omitempty"`
+
+	// Server is what the running server says of itself (its version
+	// endpoint and its providers list, with their health), read by the
+	// operator over the server's Service, with its TLS and auth, while the
+	// server is Available; absent otherwise. Condition ProvidersHealthy
+	// sums up the providers' health.
+	// +optional
+	Server *ServerStatus `json:"server,omitempty"`
+}
+
+// ServerStatus is the live server's own account: upstream's operator
+// keeps the same in status.version.llamaStackServerVersion and
+// status.distributionConfig.providers.
+type ServerStatus struct {
+	// Version is the Llama Stack version the server reports (GET
+	// /v1/version), which may differ from resolvedDistribution.operandVersion
+	// for a custom image.
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// Providers are the server's enabled providers (GET /v1/providers),
+	// without their config: the server masks only a few secret-looking
+	// keys of it.
+	// +optional
+	// +listType=atomic
+	Providers []ProviderStatus `json:"providers,omitempty"`
+}
+
+// ProviderStatus is one provider the server runs.
+type ProviderStatus struct {
+	// API the provider implements (inference, vector_io, ...).
+	API string `json:"api"`
+
+	// ProviderID is the provider's id in the run config.
+	ProviderID string `json:"providerID"`
+
+	// ProviderType is the provider's type (remote::vllm, inline::faiss, ...).
+	ProviderType string `json:"providerType"`
+
+	// Health is what the server's health check of the provider says.
+	// +optional
+	Health ProviderHealth `json:"health,omitempty"`
+}
+
+// ProviderHealth is a provider's health as the server reports it.
+type ProviderHealth struct {
+	// Status is OK, Error or Not Implemented (the provider has no health
+	// check).
+	// +optional
+	Status string `json:"status,omitempty"`
+
+	// Message says why, when the server gives a reason.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // ResolvedDistribution is the distribution and image the server Deployment
@@ -923,6 +990,8 @@ type ConfigStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Server-Version",type=string,JSONPath=`.status.server.version`,priority=1
+// +kubebuilder:printcolumn:name="Providers",type=string,JSONPath=`.status.conditions[?(@.type=="ProvidersHealthy")].reason`,priority=1
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 45 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must start with a letter, hold only lowercase letters, digits and '-', and be at most 45 characters: the operator derives Service and volume names from it"
 type InferenceStack struct {
 	metav1.TypeMeta   `json:",inline"`

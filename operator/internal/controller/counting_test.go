@@ -146,3 +146,20 @@ func (r *reconcileRecord) Read(key types.NamespacedName, rv string) (bool, error
 	cmp, err := resourceversion.CompareResourceVersion(newest, rv)
 	return cmp >= 0, err
 }
+
+// SubResource counts the writes of a subresource (a TokenRequest is a
+// create of serviceaccounts/token).
+func (c *countingClient) SubResource(sub string) client.SubResourceClient {
+	return &countingSubResource{SubResourceClient: c.Client.SubResource(sub), sub: sub, counter: c.counter}
+}
+
+type countingSubResource struct {
+	client.SubResourceClient
+	sub     string
+	counter *writeCounter
+}
+
+func (s *countingSubResource) Create(ctx context.Context, obj, subResource client.Object, opts ...client.SubResourceCreateOption) error {
+	s.counter.add(s.sub+" create", obj)
+	return s.SubResourceClient.Create(ctx, obj, subResource, opts...)
+}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -42,6 +43,7 @@ import (
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/components/config"
 	"github.com/inferencestack/inferencestack/operator/components/server"
+	"github.com/inferencestack/inferencestack/operator/internal/serverstatus"
 	"github.com/inferencestack/inferencestack/operator/internal/wire"
 	"github.com/inferencestack/inferencestack/operator/pin"
 )
@@ -92,6 +94,10 @@ type InferenceStackReconciler struct {
 	// Concurrency is how many stacks are reconciled at once; 0 means
 	// DefaultConcurrency.
 	Concurrency int
+	// Prober, when set, reads what each Available server says of itself
+	// (status.server, condition ProvidersHealthy); SetupWithManager adds
+	// it to the manager.
+	Prober *serverstatus.Prober
 	// RouteCheckInterval is how often, at most, the operator asks whether
 	// the API server serves OpenShift Routes while a stack asks for one and
 	// it does not; 0 means DefaultRouteCheckInterval.
@@ -104,8 +110,8 @@ type InferenceStackReconciler struct {
 	watching singleflight.Group
 	// configs remembers each stack's run config and what it was made from.
 	configs configMemo
-	// lastEvents is the reason of the last status Event of each stack, by
-	// UID (statusEvents).
+	// lastEvents is the reason and note of the last status Event of each
+	// kind of each stack (statusEvents).
 	lastEvents sync.Map
 	// routes tells whether the API server serves OpenShift Routes;
 	// SetupWithManager makes it.
@@ -157,6 +163,9 @@ func concurrency(n int) int {
 func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
 	original := &v1alpha1.InferenceStack{}
 	if err := r.Client.Get(ctx, req.NamespacedName, original); err != nil {
+		if apierrors.IsNotFound(err) && r.Prober != nil {
+			r.Prober.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if r.applier.Behind(original) {
@@ -215,28 +224,49 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 // statusEvents records, as Events on the stack (kubectl describe), what
 // the status write from before to after changed that a user acts on: the
 // Degraded condition turning True or changing its cause (a refused config,
-// a missing Secret, ...: a Warning with that reason), else a new phase.
-// Only changes are recorded, so an idle stack records none, and not the
-// first phase of a new stack, so a stack that deploys costs no Event. The
-// last Event of each stack is remembered, so a status written twice (a
-// reconcile that read a stale stack) does not record the same change twice.
+// a missing Secret, ...: a Warning with that reason), else a new phase; and
+// the server's providers: a Warning when one turns unhealthy (or the set of
+// unhealthy ones changes), a Normal event when none is any more. The server
+// being unreachable is no event of its own: the phase and the other
+// conditions say why. Only changes are recorded, so an idle stack records
+// none, and not the first phase of a new stack, so a stack that deploys
+// costs no Event. The last Event of each kind of each stack is remembered,
+// so a status written twice (a reconcile that read a stale stack) does not
+// record the same change twice.
 func (r *InferenceStackReconciler) statusEvents(before, after *v1alpha1.InferenceStack) {
 	from, to := before.Status.Phase, after.Status.Phase
 	was := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.TypeDegraded)
 	is := meta.FindStatusCondition(after.Status.Conditions, v1alpha1.TypeDegraded)
-	var eventType, reason, note string
 	switch {
 	case is != nil && is.Status == metav1.ConditionTrue && (was == nil || was.Status != metav1.ConditionTrue || was.Reason != is.Reason):
-		eventType, reason, note = corev1.EventTypeWarning, is.Reason, fmt.Sprintf("phase %s: %s", to, is.Message)
+		r.event(after, "phase", corev1.EventTypeWarning, is.Reason, "Reconcile", fmt.Sprintf("phase %s: %s", to, is.Message))
 	case from != "" && from != to:
-		eventType, reason, note = corev1.EventTypeNormal, "Phase"+string(to), fmt.Sprintf("phase %s (was %s)", to, from)
-	default:
+		r.event(after, "phase", corev1.EventTypeNormal, "Phase"+string(to), "Reconcile", fmt.Sprintf("phase %s (was %s)", to, from))
+	}
+	was = meta.FindStatusCondition(before.Status.Conditions, v1alpha1.TypeProvidersHealthy)
+	is = meta.FindStatusCondition(after.Status.Conditions, v1alpha1.TypeProvidersHealthy)
+	switch {
+	case is != nil && is.Status == metav1.ConditionFalse && (was == nil || was.Status != metav1.ConditionFalse || was.Message != is.Message):
+		r.event(after, "providers", corev1.EventTypeWarning, is.Reason, "ReadServerStatus", is.Message)
+	case is != nil && is.Status == metav1.ConditionTrue && was != nil && was.Status == metav1.ConditionFalse:
+		r.event(after, "providers", corev1.EventTypeNormal, is.Reason, "ReadServerStatus", is.Message)
+	}
+}
+
+// lastEvent keys the last status Event of one kind (phase, providers) of
+// one stack.
+type lastEvent struct {
+	uid  types.UID
+	kind string
+}
+
+// event records an Event of kind on stack unless the last one of that kind
+// said the same.
+func (r *InferenceStackReconciler) event(stack *v1alpha1.InferenceStack, kind, eventType, reason, action, note string) {
+	if last, ok := r.lastEvents.Swap(lastEvent{stack.UID, kind}, reason+"\x00"+note); ok && last == reason+"\x00"+note {
 		return
 	}
-	if last, ok := r.lastEvents.Swap(after.UID, reason); ok && last == reason {
-		return
-	}
-	r.Recorder.Eventf(after, nil, eventType, reason, "Reconcile", "%s", note)
+	r.Recorder.Eventf(stack, nil, eventType, reason, action, "%s", note)
 }
 
 // waitingOutsideTheCache are the reasons of conditions that wait for a user
@@ -274,7 +304,12 @@ func (r *InferenceStackReconciler) finalize(ctx context.Context, original, stack
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	r.configs.forget(stack.UID)
-	r.lastEvents.Delete(stack.UID)
+	for _, kind := range []string{"phase", "providers"} {
+		r.lastEvents.Delete(lastEvent{stack.UID, kind})
+	}
+	if r.Prober != nil {
+		r.Prober.Forget(client.ObjectKeyFromObject(stack))
+	}
 	return ctrl.Result{}, nil
 }
 
@@ -363,6 +398,13 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 		b = b.Watches(obj, r.objectHandler(), builder.WithPredicates(r.notOwnWrites()))
 	}
 	b = b.Watches(&corev1.Pod{}, r.objectHandler(), builder.WithPredicates(podFailurePredicate()))
+	if r.Prober != nil {
+		// A changed result of a server brings its stack back.
+		b = b.WatchesRawSource(r.Prober.Source())
+		if err := mgr.Add(r.Prober); err != nil {
+			return fmt.Errorf("adding the server status prober: %w", err)
+		}
+	}
 	ctl, err := b.Build(r)
 	if err != nil {
 		return err

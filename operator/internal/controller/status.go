@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,8 @@ import (
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/components/server"
+	"github.com/inferencestack/inferencestack/operator/internal/serverstatus"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
 // setStatus writes the outcome of the steps into the stack's status: the
@@ -77,7 +80,68 @@ func (r *InferenceStackReconciler) setStatus(ctx context.Context, s *state, step
 	}
 	r.exposureURLs(ctx, s)
 	r.setRollout(ctx, s, set)
+	r.setServer(s, set)
 	st.Phase = phase(stack)
+}
+
+// setServer copies what the prober last read of the server (its version,
+// its providers and their health) into the status while the server is
+// Available, and has the prober poll it; otherwise it stops the polling
+// and clears them. Until the first poll answers, the status keeps what it
+// said.
+func (r *InferenceStackReconciler) setServer(s *state, set func(string, metav1.ConditionStatus, string, string)) {
+	if r.Prober == nil {
+		return
+	}
+	stack := s.Stack
+	st := &stack.Status
+	line, err := stackconfig.LineOf(s.Pin.LlamaStackVersion)
+	if err != nil || !stack.DeletionTimestamp.IsZero() || !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.TypeAvailable) {
+		r.Prober.Forget(client.ObjectKeyFromObject(stack))
+		st.Server = nil
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.TypeProvidersHealthy)
+		return
+	}
+	res, ok := r.Prober.Watch(serverTarget(stack, line))
+	switch {
+	case !ok:
+	case res.Err != "":
+		// The last providers read stay: the condition says they may be stale.
+		set(v1alpha1.TypeProvidersHealthy, metav1.ConditionUnknown, v1alpha1.ReasonServerUnreachable, res.Err)
+	default:
+		st.Server = &v1alpha1.ServerStatus{Version: res.Version, Providers: res.Providers}
+		if bad := res.Unhealthy(line); len(bad) > 0 {
+			set(v1alpha1.TypeProvidersHealthy, metav1.ConditionFalse, v1alpha1.ReasonProviderUnhealthy,
+				"the server reports unhealthy providers: "+strings.Join(bad, "; "))
+		} else {
+			set(v1alpha1.TypeProvidersHealthy, metav1.ConditionTrue, v1alpha1.ReasonProvidersHealthy,
+				fmt.Sprintf("none of the server's %d providers reports an error", len(res.Providers)))
+		}
+	}
+}
+
+// serverTarget is how the prober reaches the stack's server: its Service,
+// its TLS Secret, and, with auth, the token of the ServiceAccount the
+// server runs as.
+func serverTarget(stack *v1alpha1.InferenceStack, line stackconfig.Line) serverstatus.Target {
+	t := serverstatus.Target{
+		Stack: client.ObjectKeyFromObject(stack), UID: stack.UID, Line: line,
+		Host: server.Name(stack) + "." + stack.Namespace + ".svc", Port: server.Port(stack),
+	}
+	if n := stack.Spec.Networking; n != nil && n.TLS != nil && n.TLS.Enabled {
+		t.TLS = &serverstatus.TLS{SecretName: n.TLS.SecretName}
+		// With mutual TLS, the client certificate the user gave the
+		// operator (a v1alpha2 field, in the spec annotation of v1alpha1).
+		if n.TLS.CABundle != nil {
+			if hub, err := stack.V1alpha2(); err == nil && hub.Spec.Networking.TLS != nil {
+				t.TLS.ClientSecretName = hub.Spec.Networking.TLS.OperatorClientSecretName
+			}
+		}
+	}
+	if server.AuthEnabled(stack) {
+		t.ServiceAccount = server.ServiceAccountName(stack)
+	}
+	return t
 }
 
 // setRollout sets Available and Progressing, the replica counts and the

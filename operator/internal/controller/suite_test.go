@@ -27,6 +27,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
+	"github.com/inferencestack/inferencestack/operator/internal/serverstatus"
 	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/test/testenv"
 )
@@ -95,12 +96,32 @@ type operatorSetup struct {
 	concurrency int
 	// routeCheckInterval is the reconciler's RouteCheckInterval.
 	routeCheckInterval time.Duration
+	// prober, when set, is the reconciler's Prober; its Client and Reader
+	// are set to the operator's (writes counted).
+	prober *serverstatus.Prober
+	// pin, when set, replaces testPin.
+	pin *pin.Pin
+}
+
+// withPin runs the operator with operand pin p instead of testPin.
+func withPin(p pin.Pin) operatorOption {
+	return func(o *operatorSetup) { o.pin = &p }
 }
 
 // withRouteCheckInterval sets how often, at most, the operator asks
 // whether the API server serves Routes.
 func withRouteCheckInterval(d time.Duration) operatorOption {
 	return func(o *operatorSetup) { o.routeCheckInterval = d }
+}
+
+// onlyStacks keeps the operator to the stacks sel selects.
+func onlyStacks(sel labels.Selector) operatorOption {
+	return func(o *operatorSetup) { o.stacks = sel }
+}
+
+// withProber has the operator read the live servers with p.
+func withProber(p *serverstatus.Prober) operatorOption {
+	return func(o *operatorSetup) { o.prober = p }
 }
 
 // withClaimer runs a Claimer of major beside the controller.
@@ -144,16 +165,22 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 	op := &operator{writes: &writeCounter{}, reconciles: &reconcileRecord{}, events: &eventRecord{}, cache: mgr.GetCache()}
 	counted := &countingClient{Client: mgr.GetClient(), counter: op.writes}
 	r := &controller.InferenceStackReconciler{
-		Client:           counted,
-		APIReader:        mgr.GetAPIReader(),
-		Recorder:         &recordingRecorder{EventRecorder: mgr.GetEventRecorder("inferencestack-operator"), record: op.events},
-		Pin:              testPin,
-		CacheImage:       "docker.io/library/postgres:16.4",
-		RetryInterval:    500 * time.Millisecond,
-		FinalizerTimeout: 10 * time.Second,
-		Concurrency:      setup.concurrency,
-
+		Client:             counted,
+		APIReader:          mgr.GetAPIReader(),
+		Recorder:           &recordingRecorder{EventRecorder: mgr.GetEventRecorder("inferencestack-operator"), record: op.events},
+		Pin:                testPin,
+		CacheImage:         "docker.io/library/postgres:16.4",
+		RetryInterval:      500 * time.Millisecond,
+		FinalizerTimeout:   10 * time.Second,
+		Concurrency:        setup.concurrency,
 		RouteCheckInterval: setup.routeCheckInterval,
+	}
+	if setup.pin != nil {
+		r.Pin = *setup.pin
+	}
+	if p := setup.prober; p != nil {
+		p.Client, p.Reader = counted, mgr.GetAPIReader()
+		r.Prober = p
 	}
 	op.reconciler = r
 	controller.OnReconciled(r, op.reconciles.add)

@@ -27,6 +27,9 @@ type Result struct {
 	WritableDirs []string
 	// Providers lists the enabled providers' ids per API.
 	Providers map[string][]string
+	// Enabled are the enabled providers, by API (sorted), then in the
+	// config's order.
+	Enabled []EnabledProvider
 	// Server is the server section, expanded (nil when the file has none:
 	// the server's defaults apply).
 	Server *ServerConfig
@@ -91,7 +94,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 		}
 		c.check(&p, w)
 		checkStart(&p, w, line, c.start(), env, home)
-		res.Providers, res.Server = enabled(c.Providers), c.Server
+		res.Providers, res.Server, res.Enabled = enabled(c.Providers), c.Server, enabledList(c.Providers)
 		res.Stores = serverStores(line.Facts(), c.storeAt, deref(c.ImageName), env, home)
 		res.Models = registered(c.Models)
 	case Line03:
@@ -101,7 +104,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 		}
 		c.check(&p, w)
 		checkStart(&p, w, line, c.start(), env, home)
-		res.Providers, res.Server = enabled(c.Providers), c.Server
+		res.Providers, res.Server, res.Enabled = enabled(c.Providers), c.Server, enabledList(c.Providers)
 		res.Stores = serverStores(line.Facts(), c.storeAt, deref(c.ImageName), env, home)
 		if c.RegisteredResources != nil {
 			res.Models = registered(c.RegisteredResources.Models)
@@ -171,6 +174,23 @@ func enabled(providers map[string][]Provider) map[string][]string {
 		for _, pr := range list {
 			if id := pr.ID(); id != "" && id != disabledID {
 				out[api] = append(out[api], id)
+			}
+		}
+	}
+	return out
+}
+
+// EnabledProvider is a provider the server runs.
+type EnabledProvider struct {
+	API, ID, Type string
+}
+
+func enabledList(providers map[string][]Provider) []EnabledProvider {
+	var out []EnabledProvider
+	for _, api := range slices.Sorted(maps.Keys(providers)) {
+		for _, pr := range providers[api] {
+			if id := pr.ID(); id != "" && id != disabledID {
+				out = append(out, EnabledProvider{API: api, ID: id, Type: pr.Type()})
 			}
 		}
 	}

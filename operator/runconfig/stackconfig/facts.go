@@ -39,6 +39,9 @@ type Facts struct {
 	ServerStores []ServerStoreFact `json:"server_stores"`
 	// Providers are the provider types of each API.
 	Providers map[string]map[string]ProviderFact `json:"providers"`
+	// ServerAPI is what the operator reads of a running server (health,
+	// version, providers) and how the server answers it.
+	ServerAPI ServerAPIFacts `json:"server_api"`
 }
 
 // ServerStoreFact says where the server keeps one of its own stores.

@@ -24,12 +24,22 @@
 //     /v1/conversations/{id}, each reading and writing those stores; and
 //     GET /standin/v1/stores (the stand-in's own, not upstream's): where
 //     each store is kept and how many entries it read back at start;
-//   - serves GET /v1/health on server.port (default 8321) on every address:
-//     HTTPS with tls_certfile/tls_keyfile, requiring a client certificate
-//     signed by tls_cafile when set (uvicorn ssl_cert_reqs=CERT_REQUIRED);
-//     with server.auth, a bearer token is demanded on every path on 0.2
-//     and on every path but /v1/health and /v1/version on 0.3 (the token
-//     itself is not checked: the real server asks the API server).
+//   - serves GET /v1/health, /v1/version and /v1/providers where the
+//     line's facts place them (stackconfig.Line.Endpoint, derived from
+//     upstream's @webmethod routes), with upstream's response shapes: the
+//     providers are the config's enabled ones, each reporting upstream's
+//     "Not Implemented" health unless a test set another with the
+//     stand-in's own PUT /standin/v1/health/{provider_id};
+//   - serves on server.port (default 8321) on every address: HTTPS with
+//     tls_certfile/tls_keyfile, requiring a client certificate signed by
+//     tls_cafile when set (uvicorn ssl_cert_reqs=CERT_REQUIRED); with
+//     server.auth, a bearer token is demanded where the line's facts say
+//     the auth middleware does (every path on 0.2; on 0.3 all but
+//     /v1/health and /v1/version). With the kubernetes provider the token
+//     is checked as upstream does it, by a SelfSubjectReview sent with it
+//     to api_server_url (verified with tls_cafile), when
+//     LLAMA_STACK_STANDIN_CHECK_TOKENS=1 (a test that runs the stand-in
+//     beside its API server); otherwise only its presence is.
 package main
 
 import (
@@ -42,6 +52,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
@@ -69,6 +80,12 @@ type server struct {
 	res     stackconfig.Result
 	state   *state
 	handler http.Handler
+	// health is what each provider reports (by provider id), as tests set
+	// it; absent: upstream's default for a provider without a check.
+	healthMu sync.Mutex
+	health   map[string]stackconfig.HealthResponse
+	// reviews checks bearer tokens (nil: only their presence is checked).
+	reviews *tokenReviewer
 }
 
 // start does what the real server does before it serves: check the config,
@@ -109,9 +126,14 @@ func start(args []string) (*server, error) {
 			return nil, fmt.Errorf("registering model %s: %w", *m.ModelID, err)
 		}
 	}
-	s := &server{line: line, res: res, state: st}
+	s := &server{line: line, res: res, state: st, health: map[string]stackconfig.HealthResponse{}}
 	if res.Server != nil {
 		s.config = *res.Server
+	}
+	if s.config.Auth != nil && os.Getenv("LLAMA_STACK_STANDIN_CHECK_TOKENS") == "1" {
+		if s.reviews, err = newTokenReviewer(s.config.Auth.ProviderConfig); err != nil {
+			return nil, err
+		}
 	}
 	s.handler = s.routes()
 	return s, nil
@@ -120,9 +142,32 @@ func start(args []string) (*server, error) {
 // routes is the HTTP API: the line's auth middleware, then the endpoints.
 func (s *server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"OK"}`) })
-	mux.HandleFunc("GET /v1/version", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintf(w, "{\"version\":%q}\n", os.Getenv("LLAMA_STACK_STANDIN_VERSION"))
+	endpoint := func(name string) string {
+		e, err := s.line.Endpoint(name)
+		if err != nil {
+			panic(err) // the facts are embedded and tested
+		}
+		return e.Method + " " + e.Path
+	}
+	mux.HandleFunc(endpoint(stackconfig.EndpointHealth), func(w http.ResponseWriter, _ *http.Request) {
+		reply(w, stackconfig.HealthInfo{Status: "OK"}, nil)
+	})
+	mux.HandleFunc(endpoint(stackconfig.EndpointVersion), func(w http.ResponseWriter, _ *http.Request) {
+		reply(w, stackconfig.VersionInfo{Version: os.Getenv("LLAMA_STACK_STANDIN_VERSION")}, nil)
+	})
+	mux.HandleFunc(endpoint(stackconfig.EndpointListProviders), func(w http.ResponseWriter, _ *http.Request) {
+		reply(w, s.providers(), nil)
+	})
+	// Not upstream's: a test sets what a provider's health check says.
+	mux.HandleFunc("PUT /standin/v1/health/{provider_id}", func(w http.ResponseWriter, r *http.Request) {
+		var h stackconfig.HealthResponse
+		if !decode(w, r, &h) {
+			return
+		}
+		s.healthMu.Lock()
+		s.health[r.PathValue("provider_id")] = h
+		s.healthMu.Unlock()
+		reply(w, h, nil)
 	})
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
 		models, err := s.state.models()
@@ -176,14 +221,48 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("GET /standin/v1/stores", func(w http.ResponseWriter, _ *http.Request) {
 		reply(w, s.state.status(), nil)
 	})
+	open := map[string]bool{}
+	for _, e := range s.line.Facts().ServerAPI.Endpoints {
+		if !e.RequiresAuthentication {
+			open[e.Method+" "+e.Path] = true
+		}
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		open := s.line != stackconfig.Line02 && (r.URL.Path == "/v1/health" || r.URL.Path == "/v1/version")
-		if s.config.Auth != nil && !open && !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
-			http.Error(w, `{"error":{"message":"Authentication required"}}`, http.StatusUnauthorized)
-			return
+		if s.config.Auth != nil && !open[r.Method+" "+r.URL.Path] && !strings.HasPrefix(r.URL.Path, "/standin/") {
+			token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok {
+				http.Error(w, `{"error":{"message":"Authentication required"}}`, http.StatusUnauthorized)
+				return
+			}
+			if s.reviews != nil {
+				if err := s.reviews.check(r.Context(), token); err != nil {
+					http.Error(w, fmt.Sprintf(`{"error":{"message":%q}}`, err.Error()), http.StatusUnauthorized)
+					return
+				}
+			}
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// providers is list_providers (core/providers.py): every enabled
+// provider, with its health; a provider without a health check reports
+// upstream's NOT_IMPLEMENTED and message. The stand-in keeps no provider
+// config to show (upstream shows it after redact_sensitive_fields).
+func (s *server) providers() stackconfig.ListProvidersResponse {
+	h := s.line.Facts().ServerAPI.Health
+	s.healthMu.Lock()
+	defer s.healthMu.Unlock()
+	out := stackconfig.ListProvidersResponse{Data: []stackconfig.ProviderInfo{}}
+	for _, p := range s.res.Enabled {
+		health, ok := s.health[p.ID]
+		if !ok {
+			health = stackconfig.HealthResponse{Status: h.NotImplemented, Message: h.NotImplementedMessage}
+		}
+		out.Data = append(out.Data, stackconfig.ProviderInfo{API: p.API, ProviderID: p.ID, ProviderType: p.Type,
+			Config: map[string]any{}, Health: health})
+	}
+	return out
 }
 
 // decode reads a JSON request body into v, answering 400 when it is not.

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
 // config writes a run config of the given layout to a temp file.
@@ -240,4 +242,56 @@ func TestStoreNotWritable(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "registry.db"), 0o755))
 	_, err = start([]string{"stack", "run", config(t, stateConfigs["0.2.23"])})
 	require.ErrorContains(t, err, "the registry store")
+}
+
+// TestServerAPI: the stand-in serves version and providers where the
+// line's facts put them, demands a token where its auth middleware does
+// (0.2: every path; 0.3: all but health and version), lists the config's
+// enabled providers with upstream's default health, and reports the
+// health a test sets.
+func TestServerAPI(t *testing.T) {
+	for version, openVersion := range map[string]bool{"0.2.23": false, "0.3.0": true} {
+		t.Run(version, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Setenv("LLAMA_STACK_STANDIN_VERSION", version)
+			t.Setenv("STATE_DIR", dir)
+			t.Setenv("LLAMA_STACK_CONFIG_DIR", filepath.Join(dir, ".llama"))
+			body := stateConfigs[version] + "server:\n" + kubeAuth + "\n"
+			s, err := start([]string{"stack", "run", config(t, body)})
+			require.NoError(t, err)
+			code := func(method, path, token, body string) int {
+				rec := httptest.NewRecorder()
+				req := httptest.NewRequest(method, path, strings.NewReader(body))
+				if token != "" {
+					req.Header.Set("Authorization", "Bearer "+token)
+				}
+				s.handler.ServeHTTP(rec, req)
+				return rec.Code
+			}
+			want := http.StatusUnauthorized
+			if openVersion {
+				want = http.StatusOK
+			}
+			require.Equal(t, want, code("GET", "/v1/version", "", ""), "version without a token")
+			require.Equal(t, http.StatusUnauthorized, code("GET", "/v1/providers", "", ""), "providers without a token")
+
+			var list stackconfig.ListProvidersResponse
+			get := func() {
+				rec := httptest.NewRecorder()
+				req := httptest.NewRequest("GET", "/v1/providers", nil)
+				req.Header.Set("Authorization", "Bearer t")
+				s.handler.ServeHTTP(rec, req)
+				require.Equal(t, http.StatusOK, rec.Code)
+				require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &list))
+			}
+			get()
+			require.Len(t, list.Data, 1)
+			p := list.Data[0]
+			require.Equal(t, []string{"inference", "ollama", "remote::ollama"}, []string{p.API, p.ProviderID, p.ProviderType})
+			require.Equal(t, stackconfig.HealthResponse{Status: "Not Implemented", Message: "Provider does not implement health check"}, p.Health)
+			require.Equal(t, http.StatusOK, code("PUT", "/standin/v1/health/ollama", "", `{"status":"Error","message":"down"}`))
+			get()
+			require.Equal(t, stackconfig.HealthResponse{Status: "Error", Message: "down"}, list.Data[0].Health)
+		})
+	}
 }

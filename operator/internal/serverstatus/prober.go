@@ -1,0 +1,414 @@
+// Package serverstatus reads what running Llama Stack servers say of
+// themselves (their version, their providers and the providers' health)
+// for the InferenceStacks' status. A Prober polls each server the
+// reconciler says is Available, over its Service, with the server's TLS and
+// auth, at most Concurrency at a time, every Interval (with jitter; longer
+// after failures), and keeps the last result in memory. Only a result that
+// differs from the one before is passed on (an event that brings the stack
+// to the reconciler, which writes the status), so an idle stack costs no
+// API write.
+package serverstatus
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
+)
+
+// Defaults of the polling.
+const (
+	DefaultInterval    = time.Minute
+	DefaultTimeout     = 5 * time.Second
+	DefaultConcurrency = 8
+	// maxBackoff bounds how far the interval grows while a server fails.
+	maxBackoff = 10 * time.Minute
+	// jitter is the fraction of the interval each wait varies by, so
+	// stacks made together are not polled together.
+	jitter = 0.2
+)
+
+// requestsTotal counts the requests sent to servers, for the operator's
+// metrics (the bench reads it).
+var requestsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "inferencestack_server_status_requests_total",
+	Help: "HTTP requests the operator sent to Llama Stack servers to read their status.",
+})
+
+func init() {
+	metrics.Registry.MustRegister(requestsTotal)
+}
+
+// Target is how to reach one stack's server; the reconciler makes it from
+// the stack.
+type Target struct {
+	// Stack names the InferenceStack; UID tells a re-created one apart.
+	Stack types.NamespacedName
+	UID   types.UID
+	// Line is the server's Llama Stack line: its endpoints and auth rules.
+	Line stackconfig.Line
+	// Host and Port are the server's Service (<name>.<namespace>.svc).
+	Host string
+	Port int32
+	// TLS, when set, is the server's TLS: HTTPS, the server's certificate
+	// verified against the stack's TLS Secret.
+	TLS *TLS
+	// ServiceAccount, when set (the stack's server.auth), is the
+	// ServiceAccount of the stack's namespace whose token the operator
+	// sends: the one the server runs as.
+	ServiceAccount string
+}
+
+// TLS is what verifies the server and, with mutual TLS, what the operator
+// presents to it.
+type TLS struct {
+	// SecretName is the server's kubernetes.io/tls Secret: its tls.crt
+	// (and ca.crt, when present) are trusted for the server's certificate.
+	SecretName string
+	// ClientSecretName, with mutual TLS, is a kubernetes.io/tls Secret
+	// holding a certificate the server's client CA signed, which the
+	// operator presents; "" when the server asks for none.
+	ClientSecretName string
+}
+
+// Result is what one poll of a server found.
+type Result struct {
+	// Version and Providers are what the server reported (Err == "").
+	Version   string
+	Providers []v1alpha1.ProviderStatus
+	// Err says why the server could not be read; "" when it was.
+	Err string
+}
+
+// Unhealthy lists the providers that report an error, as
+// "<id> (<api>, <type>): <message>".
+func (r Result) Unhealthy(line stackconfig.Line) []string {
+	var out []string
+	errStatus := line.Facts().ServerAPI.Health.Error
+	for _, p := range r.Providers {
+		if p.Health.Status == errStatus {
+			out = append(out, fmt.Sprintf("%s (%s, %s): %s", p.ProviderID, p.API, p.ProviderType, p.Health.Message))
+		}
+	}
+	return out
+}
+
+// Prober polls the servers of the stacks it is told of. It is a manager
+// Runnable (Start), and its Source brings a stack to the reconciler when
+// its result changes.
+type Prober struct {
+	// Client requests ServiceAccount tokens (TokenRequest).
+	Client client.Client
+	// Reader reads the TLS Secrets (the manager's cache holds them without
+	// data).
+	Reader client.Reader
+	// Interval between two polls of a server (DefaultInterval when 0).
+	Interval time.Duration
+	// Timeout of one poll (DefaultTimeout when 0).
+	Timeout time.Duration
+	// Concurrency is how many servers are polled at once
+	// (DefaultConcurrency when 0).
+	Concurrency int
+	// Resolve, when set, maps a server's host:port to the address dialled
+	// instead. Only tests and the bench set it (the servers then run as
+	// processes, with no cluster network); TLS still verifies the
+	// Service's name.
+	Resolve func(hostport string) string
+
+	mu      sync.Mutex
+	entries map[types.NamespacedName]*entry
+	wake    chan struct{}
+	events  chan event.GenericEvent
+	tokens  tokenCache
+	// requests counts the HTTP requests sent to servers (for the bench).
+	requests int64
+}
+
+// entry is one polled stack.
+type entry struct {
+	target  Target
+	result  *Result
+	next    time.Time
+	running bool
+	fails   int
+	// tls is the client TLS config made from the target's Secrets; nil
+	// until read, and again after a TLS failure (the Secret may have
+	// been rotated).
+	tls *tlsMaterial
+}
+
+func (p *Prober) init() {
+	if p.entries == nil {
+		p.entries = map[types.NamespacedName]*entry{}
+		p.wake = make(chan struct{}, 1)
+		p.events = make(chan event.GenericEvent, 1024)
+	}
+}
+
+// Source brings a stack to its reconciler whenever its result changes.
+func (p *Prober) Source() source.Source {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	return source.Channel(p.events, &handler.EnqueueRequestForObject{})
+}
+
+// Watch has the prober poll t's server (from now on, or still), and
+// returns the last result for it, if any. A changed target is polled again
+// soon, its old result kept until then.
+func (p *Prober) Watch(t Target) (Result, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	e := p.entries[t.Stack]
+	switch {
+	case e == nil || e.target.UID != t.UID:
+		e = &entry{target: t, next: time.Now().Add(p.jittered(p.interval() / 10))}
+		p.entries[t.Stack] = e
+		p.poke()
+	case !equalTargets(e.target, t):
+		e.target, e.tls, e.fails = t, nil, 0
+		e.next = time.Now()
+		p.poke()
+	}
+	if e.result == nil {
+		return Result{}, false
+	}
+	return *e.result, true
+}
+
+// Forget stops polling a stack's server (no longer Available, or gone).
+func (p *Prober) Forget(stack types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.entries, stack)
+}
+
+// Requests is how many HTTP requests the prober has sent to servers.
+func (p *Prober) Requests() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.requests
+}
+
+func equalTargets(a, b Target) bool {
+	return a.Stack == b.Stack && a.UID == b.UID && a.Line == b.Line && a.Host == b.Host && a.Port == b.Port &&
+		a.ServiceAccount == b.ServiceAccount && (a.TLS == nil) == (b.TLS == nil) && (a.TLS == nil || *a.TLS == *b.TLS)
+}
+
+func (p *Prober) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Prober) interval() time.Duration {
+	if p.Interval > 0 {
+		return p.Interval
+	}
+	return DefaultInterval
+}
+
+func (p *Prober) timeout() time.Duration {
+	if p.Timeout > 0 {
+		return p.Timeout
+	}
+	return DefaultTimeout
+}
+
+func (p *Prober) concurrency() int {
+	if p.Concurrency > 0 {
+		return p.Concurrency
+	}
+	return DefaultConcurrency
+}
+
+// jittered varies d by up to ±jitter.
+func (p *Prober) jittered(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (1 - jitter + 2*jitter*rand.Float64())) //nolint:gosec // spreading polls needs no secure randomness
+}
+
+// Start polls until ctx ends: each due server, at most Concurrency at once.
+func (p *Prober) Start(ctx context.Context) error {
+	p.mu.Lock()
+	p.init()
+	p.mu.Unlock()
+	sem := make(chan struct{}, p.concurrency())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		var due []*entry
+		now := time.Now()
+		earliest := now.Add(time.Hour)
+		p.mu.Lock()
+		for _, e := range p.entries {
+			switch {
+			case e.running:
+			case !e.next.After(now):
+				e.running = true
+				due = append(due, e)
+			case e.next.Before(earliest):
+				earliest = e.next
+			}
+		}
+		p.mu.Unlock()
+		for _, e := range due {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return nil
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				p.poll(ctx, e)
+			}()
+		}
+		timer.Reset(time.Until(earliest))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		case <-p.wake:
+		}
+	}
+}
+
+// poll reads one server and records the result; a changed result brings
+// the stack to the reconciler.
+func (p *Prober) poll(ctx context.Context, e *entry) {
+	p.mu.Lock()
+	t, material := e.target, e.tls
+	p.mu.Unlock()
+	pctx, cancel := context.WithTimeout(ctx, p.timeout())
+	res, material, tlsFailed := p.read(pctx, t, material)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	if p.record(ctx, e, t, res, material, tlsFailed) {
+		// Sent outside the lock: the reconciler's queue may be slow to take
+		// it, and reconciles call Watch meanwhile.
+		obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: t.Stack.Namespace, Name: t.Stack.Name}}
+		select {
+		case p.events <- event.GenericEvent{Object: obj}:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// record keeps a poll's result and schedules the next poll; it reports
+// whether the result differs from the one before.
+func (p *Prober) record(ctx context.Context, e *entry, t Target, res Result, material *tlsMaterial, tlsFailed bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e.running = false
+	// The scheduler left this entry out of its wait: it must learn its
+	// next time.
+	defer p.poke()
+	if p.entries[t.Stack] != e || !equalTargets(e.target, t) {
+		// Forgotten, or changed while read: the next poll says.
+		return false
+	}
+	e.tls = material
+	if tlsFailed {
+		e.tls = nil
+	}
+	wait := p.interval()
+	if res.Err != "" {
+		e.fails++
+		for range min(e.fails-1, 6) {
+			wait *= 2
+		}
+		wait = min(wait, maxBackoff)
+	} else {
+		e.fails = 0
+	}
+	e.next = time.Now().Add(p.jittered(wait))
+	if e.result != nil && equalResults(*e.result, res) {
+		return false
+	}
+	if res.Err != "" {
+		log.FromContext(ctx).Info("cannot read the server of a stack", "stack", t.Stack, "error", res.Err)
+	}
+	e.result = &res
+	return true
+}
+
+func equalResults(a, b Result) bool {
+	return a.Version == b.Version && a.Err == b.Err && slices.Equal(a.Providers, b.Providers)
+}
+
+// read asks the server for its version and providers.
+func (p *Prober) read(ctx context.Context, t Target, material *tlsMaterial) (res Result, _ *tlsMaterial, tlsFailed bool) {
+	fail := func(format string, args ...any) Result { return Result{Err: fmt.Sprintf(format, args...)} }
+	scheme := "http"
+	transport := &http.Transport{MaxIdleConnsPerHost: 1, DisableCompression: true, ForceAttemptHTTP2: false}
+	defer transport.CloseIdleConnections()
+	if t.TLS != nil {
+		scheme = "https"
+		if material == nil {
+			var err error
+			if material, err = p.loadTLS(ctx, t); err != nil {
+				return fail("%v", err), nil, true
+			}
+		}
+		transport.TLSClientConfig = material.config(t.Host)
+	}
+	dialer := &net.Dialer{}
+	transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if p.Resolve != nil {
+			addr = p.Resolve(addr)
+		}
+		return dialer.DialContext(ctx, network, addr)
+	}
+	var token string
+	if t.ServiceAccount != "" {
+		var err error
+		if token, err = p.token(ctx, t.Stack.Namespace, t.ServiceAccount); err != nil {
+			return fail("requesting a token of ServiceAccount %s/%s for the server's auth: %v", t.Stack.Namespace, t.ServiceAccount, err), material, false
+		}
+	}
+	c := &serverClient{http: &http.Client{Transport: transport}, base: fmt.Sprintf("%s://%s", scheme, net.JoinHostPort(t.Host, fmt.Sprint(t.Port))),
+		line: t.Line, token: token, count: func() { p.mu.Lock(); p.requests++; p.mu.Unlock(); requestsTotal.Inc() }}
+	version, err := c.version(ctx)
+	if err == nil {
+		var providers []v1alpha1.ProviderStatus
+		if providers, err = c.providers(ctx); err == nil {
+			return Result{Version: version, Providers: providers}, material, false
+		}
+	}
+	var verr *tls.CertificateVerificationError
+	return fail("%v", err), material, errors.As(err, &verr) || strings.Contains(err.Error(), "tls:")
+}
+
+// fingerprint is a short digest for log lines and errors.
+func fingerprint(b []byte) string {
+	sum := sha256.Sum256(b)
+	return fmt.Sprintf("%x", sum[:6])
+}
