@@ -101,6 +101,36 @@ SERVER_STORES = {
          "source": "llama_stack/core/conversations/conversations.py", "evidence": 'table="openai_conversations"'},
     ],
 }
+# How `llama stack run` starts the server, and what a command line that calls
+# uvicorn itself (to run worker processes, which `llama stack run` cannot:
+# "workers" is not in run.py at either tag) must repeat to behave the same:
+# the app factory and the variable it reads the config path from, the port
+# (the --port option, default $LLAMA_STACK_PORT or 8321: `args.port or
+# config.server.port` never reaches server.port), the listen addresses
+# (server.host, default both "::" and "0.0.0.0"), the TLS files and the
+# lifespan mode. Each "evidence" must be in its "source" at the tag.
+_RUN_02 = "llama_stack/cli/stack/run.py"
+_SERVE_02 = "llama_stack/core/server/server.py"
+LAUNCH = {
+    "v0.2.23": {
+        "run": {"source": _RUN_02, "options": ["--enable-ui", "--env", "--image-name", "--image-type", "--port"],
+                "workers": False, "evidence": '"--enable-ui"'},
+        "app": {"factory": "llama_stack.core.server.server:create_app", "config_env": "LLAMA_STACK_CONFIG",
+                "source": _SERVE_02, "evidence": 'config_file or os.getenv("LLAMA_STACK_CONFIG")'},
+        "uvicorn": {"source": _SERVE_02, "port_env": "LLAMA_STACK_PORT", "default_port": 8321,
+                    "reads_server_port": False, "default_hosts": ["::", "0.0.0.0"], "lifespan": "on",
+                    "tls_client_cert": "CERT_REQUIRED", "evidence": 'config.server.host or ["::", "0.0.0.0"]'},
+    },
+    "v0.3.0": {
+        "run": {"source": _RUN_02, "options": ["--enable-ui", "--image-name", "--image-type", "--port"],
+                "workers": False, "evidence": '"--enable-ui"'},
+        "app": {"factory": "llama_stack.core.server.server:create_app", "config_env": "LLAMA_STACK_CONFIG",
+                "source": _SERVE_02, "evidence": 'config_file = os.getenv("LLAMA_STACK_CONFIG")'},
+        "uvicorn": {"source": _RUN_02, "port_env": "LLAMA_STACK_PORT", "default_port": 8321,
+                    "reads_server_port": False, "default_hosts": ["::", "0.0.0.0"], "lifespan": "on",
+                    "tls_client_cert": "CERT_REQUIRED", "evidence": 'config.server.host or ["::", "0.0.0.0"]'},
+    },
+}
 CONFIG_DIR = {"default": "~/.llama", "env": "LLAMA_STACK_CONFIG_DIR", "source": "llama_stack/core/utils/config_dirs.py"}
 
 
@@ -216,6 +246,15 @@ def main():
             if st["evidence"] not in f.read():
                 sys.exit("%s store: %r is not in %s at %s: review" % (st["store"], st["evidence"], st["source"], args.tag))
 
+    launch = LAUNCH[args.tag]
+    for part, fact in launch.items():
+        with open(os.path.join(root, fact["source"])) as f:
+            text = f.read()
+        if fact["evidence"] not in text:
+            sys.exit("launch %s: %r is not in %s at %s: review" % (part, fact["evidence"], fact["source"], args.tag))
+        if part == "run" and "workers" in text:
+            sys.exit("launch run: %s mentions workers at %s: review" % (fact["source"], args.tag))
+
     facts = {
         "upstream": "llamastack/llama-stack",
         "tag": args.tag,
@@ -228,6 +267,7 @@ def main():
         "rules": rules,
         "implicit_writes": implicit,
         "server_stores": stores,
+        "launch": launch,
         "providers": providers,
     }
     json.dump(facts, sys.stdout, indent=1, sort_keys=True)

@@ -39,6 +39,8 @@ type Facts struct {
 	ServerStores []ServerStoreFact `json:"server_stores"`
 	// Providers are the provider types of each API.
 	Providers map[string]map[string]ProviderFact `json:"providers"`
+	// Launch is how the server starts (launch.go).
+	Launch Launch `json:"launch"`
 }
 
 // ServerStoreFact says where the server keeps one of its own stores.
