@@ -249,7 +249,7 @@ func TestStoreNotWritable(t *testing.T) {
 func TestUvicornForm(t *testing.T) {
 	t.Setenv("LLAMA_STACK_STANDIN_VERSION", "0.3.0")
 	dir := t.TempDir()
-	cfg := config(t, fmt.Sprintf(v03, dir, 1, ""))
+	cfg := config(t, fmt.Sprintf(v03, dir, 8321, ""))
 	app := "llama_stack.core.server.server:create_app"
 	require.ErrorContains(t, run([]string{"uvicorn", app, "--factory"}), "needs LLAMA_STACK_CONFIG")
 	t.Setenv("LLAMA_STACK_CONFIG", cfg)
@@ -259,7 +259,8 @@ func TestUvicornForm(t *testing.T) {
 
 	port := freePort(t)
 	go func() {
-		_ = run([]string{"uvicorn", app, "--factory", "--host", "127.0.0.1", "--port", fmt.Sprint(port), "--workers", "3", "--lifespan", "on"})
+		err := run([]string{"uvicorn", app, "--factory", "--host", "127.0.0.1", "--port", fmt.Sprint(port), "--workers", "3", "--lifespan", "on"})
+		t.Log(err)
 	}()
 	var resp *http.Response
 	require.Eventually(t, func() bool {
