@@ -50,6 +50,10 @@ RULES = [
     (("v0.3.0",), "vector_stores.model", "llama_stack/core/stack.py",
      "not found. Available embedding models",
      "validate_vector_stores_config: the default embedding model must be an embedding model a provider that is on lists"),
+    (("v0.2.23", "v0.3.0"), "external_providers_dir.exists", "llama_stack/core/distribution.py",
+     "External providers directory not found",
+     "get_external_providers_from_dir: a set external_providers_dir must exist (only `llama stack run` creates it; "
+     "a server started by uvicorn with the app factory does not)"),
     (("v0.2.23", "v0.3.0"), "provider.unknown", "llama_stack/core/resolver.py",
      "is not available for API",
      "validate_provider: Provider `<type>` is not available for API `Api.<api>`"),

@@ -644,7 +644,7 @@ type WorkloadSpec struct {
 }
 
 // PodOverrides changes the server pod. The operator's own volumes
-// (run-config, data, tmp, tls, client-ca, kube-ca) and paths (the run
+// (run-config, data, tmp, tls, client-ca, kube-ca, providers) and paths (the run
 // config and TLS folders under /etc/llama-stack, the state folder
 // /var/lib/llama-stack, $HOME /tmp) stay the operator's. A mount must name
 // a volume of volumes (or the operator's run-config, data or tmp) and be an
@@ -660,7 +660,7 @@ type PodOverrides struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
-	// +kubebuilder:validation:XValidation:rule="self.all(v, !(v.name in ['run-config', 'data', 'tmp', 'tls', 'client-ca', 'kube-ca']))",message="podOverrides.volumes: the names run-config, data, tmp, tls, client-ca and kube-ca are the operator's volumes: choose another name"
+	// +kubebuilder:validation:XValidation:rule="self.all(v, !(v.name in ['run-config', 'data', 'tmp', 'tls', 'client-ca', 'kube-ca', 'providers']))",message="podOverrides.volumes: the names run-config, data, tmp, tls, client-ca, kube-ca and providers are the operator's volumes: choose another name"
 	// +kubebuilder:validation:XValidation:rule="self.all(v, has(v.configMap) || has(v.secret) || has(v.emptyDir) || has(v.persistentVolumeClaim) || has(v.projected) || has(v.downwardAPI) || has(v.csi) || has(v.ephemeral))",message="podOverrides.volumes: the server pod runs under the restricted pod security standard, which admits only configMap, secret, emptyDir, persistentVolumeClaim, projected, downwardAPI, csi and ephemeral volumes (hostPath and the other types are refused)"
 	Volumes []corev1.Volume `json:"volumes,omitempty"`
 

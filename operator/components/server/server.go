@@ -271,6 +271,9 @@ func podTemplate(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, x ext
 		WithSecurityContext(security).
 		WithContainers(container(stack, w, x, in)).
 		WithVolumes(volumes(stack, in)...)
+	if dir := providersMount(x, in); dir != "" {
+		pod.WithVolumes(corev1ac.Volume().WithName(volumeProviders).WithEmptyDir(corev1ac.EmptyDirVolumeSource()))
+	}
 	if o := x.overrides; o != nil {
 		for _, v := range o.Volumes {
 			pod.WithVolumes(components.Convert[corev1ac.VolumeApplyConfiguration](v))
@@ -327,6 +330,9 @@ func container(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, x extra
 			WithRunAsNonRoot(true).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))).
 		WithVolumeMounts(volumeMounts(stack)...)
+	if dir := providersMount(x, in); dir != "" {
+		c.WithVolumeMounts(corev1ac.VolumeMount().WithName(volumeProviders).WithMountPath(dir))
+	}
 	if o := x.overrides; o != nil {
 		c.WithArgs(o.Args...)
 		for _, m := range o.VolumeMounts {
@@ -363,6 +369,8 @@ const (
 	volumeTLS    = "tls"
 	volumeCA     = "client-ca"
 	volumeKubeCA = "kube-ca"
+	// volumeProviders holds the external providers folder with workers.
+	volumeProviders = "providers"
 	// kubeRootCAConfigMap is the ConfigMap with the cluster CA that the
 	// API server publishes in every namespace.
 	kubeRootCAConfigMap = "kube-root-ca.crt"

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 
@@ -45,7 +46,7 @@ func extrasOf(stack *v1alpha1.InferenceStack) (extras, error) {
 // operatorVolumes are the volumes the operator makes; a user volume cannot
 // take their names, and a user mount may name the first three (always
 // there).
-var operatorVolumes = []string{volumeConfig, volumeData, volumeTmp, volumeTLS, volumeCA, volumeKubeCA}
+var operatorVolumes = []string{volumeConfig, volumeData, volumeTmp, volumeTLS, volumeCA, volumeKubeCA, volumeProviders}
 
 // operatorDirs are the folders the operator mounts: a user mount may not
 // be at or under them. HomeDir may hold user mounts below it.
@@ -126,6 +127,30 @@ func command(x extras, in Inputs) []string {
 		return in.line().UvicornArgs(in.Config.Server, int64(runconfig.ServerPort), int(*x.workers))
 	}
 	return []string{"llama", "stack", "run", ConfigPath}
+}
+
+// providersMount is where, with workers, an empty volume makes the
+// config's external_providers_dir exist ("" when none is needed): `llama
+// stack run` creates that folder before serving, the app factory uvicorn
+// runs does not, and refuses to start when it is set and missing
+// (stackconfig rule external_providers_dir.exists). Only a folder on the
+// operator's writable volumes (the state volume, $HOME) is made: nothing
+// but `llama stack run` puts one there, where one elsewhere is the image's.
+func providersMount(x extras, in Inputs) string {
+	dir := in.Config.ExternalProvidersDir
+	if x.workers == nil || dir == "" || (x.overrides != nil && len(x.overrides.Command) > 0) {
+		return ""
+	}
+	if !path.IsAbs(dir) {
+		dir = path.Join(runconfig.WorkDir, dir)
+	}
+	dir = path.Clean(dir)
+	for _, d := range []string{runconfig.DataDir, runconfig.HomeDir} {
+		if strings.HasPrefix(dir, d+"/") {
+			return dir
+		}
+	}
+	return ""
 }
 
 // Resources are the server container's resources.

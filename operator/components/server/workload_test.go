@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,6 +71,8 @@ func TestWorkersCommand(t *testing.T) {
 			require.Equal(t, server.ConfigPath, got.Config)
 			_, found := envOf(c)("LLAMA_STACK_CONFIG")
 			require.False(t, found, "no new variable without workers: existing stacks do not roll out")
+			require.False(t, slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "providers" }),
+				"llama stack run makes the external providers folder itself")
 
 			for _, stack := range []*v1alpha1.InferenceStack{testutil.Stack("s", testutil.WithWorkers(3)), testutil.Stack("s", testutil.WithWorkers(3), tls)} {
 				in := generated(t, stack, version)
@@ -84,6 +87,12 @@ func TestWorkersCommand(t *testing.T) {
 				require.Equal(t, int32(got.Port), c.Ports[0].ContainerPort)
 				require.Equal(t, []string{"0.0.0.0"}, got.Hosts)
 				require.Equal(t, "on", got.Lifespan, "a failing start-up stops the server, as under llama stack run")
+				// The factory needs external_providers_dir, which only
+				// `llama stack run` creates: an empty volume makes it.
+				require.Equal(t, runconfig.ProvidersDir, in.Config.ExternalProvidersDir)
+				require.True(t, slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+					return m.MountPath == runconfig.ProvidersDir && m.Name == "providers"
+				}), "mounts %v", c.VolumeMounts)
 				if s := in.Config.Server; s.TLSCertFile != nil {
 					require.Equal(t, *s.TLSCertFile, got.CertFile)
 					require.Equal(t, *s.TLSKeyFile, got.KeyFile)

@@ -136,6 +136,9 @@ var factsOf = sync.OnceValue(func() map[Line]*Facts {
 // Facts returns the facts of a line.
 func (l Line) Facts() *Facts { return factsOf()[l] }
 
+// Rule returns upstream's rule of that id (Facts.Rules).
+func (f *Facts) Rule(id string) (Rule, bool) { return f.rule(id) }
+
 // rule returns upstream's message of a rule; a rule the facts lack is a
 // programming error caught by the tests.
 func (f *Facts) rule(id string) (Rule, bool) {

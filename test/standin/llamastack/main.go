@@ -15,7 +15,9 @@
 //   - creates every folder the config makes the server write to, the
 //     external providers folder included (os.makedirs in `llama stack run`
 //     at v0.2.23 and v0.3.0, "None" in the working directory when unset),
-//     and exits 1 when one is not writable;
+//     and exits 1 when one is not writable; run as uvicorn, which creates
+//     no external providers folder, it exits 1 when a set one is missing
+//     (upstream's FileNotFoundError in core/distribution.py);
 //   - opens the server's own stores where the config, or upstream's
 //     defaults, place them (stackconfig.Result.Stores: the registry, the
 //     prompts store, 0.3's conversations store): a SQLite store is kept
@@ -113,6 +115,13 @@ func start(argv []string) (*server, error) {
 		return nil, fmt.Errorf("%s: %w", cmd.Config, err)
 	}
 	for _, dir := range res.WritableDirs {
+		if cmd.Uvicorn && dir == res.ExternalProvidersDir {
+			// Only `llama stack run` creates it; the app factory needs it.
+			if _, err := os.Stat(dir); err != nil {
+				r, _ := line.Facts().Rule("external_providers_dir.exists")
+				return nil, fmt.Errorf("%s: %s (%s)", r.Message, dir, r.Source)
+			}
+		}
 		if err := writable(dir); err != nil {
 			return nil, err
 		}

@@ -257,6 +257,10 @@ func TestUvicornForm(t *testing.T) {
 	require.ErrorContains(t, run([]string{"llama", "stack", "run", cfg, "--workers", "2"}), "has no option --workers")
 	require.ErrorContains(t, run([]string{"python", "-m", "llama_stack.core.server.server", cfg}), "the server image runs")
 
+	// Only `llama stack run` creates external_providers_dir.
+	require.ErrorContains(t, run([]string{"uvicorn", app, "--factory"}), "External providers directory not found: "+dir+"/providers.d")
+	require.NoError(t, os.Mkdir(dir+"/providers.d", 0o755))
+
 	port := freePort(t)
 	go func() {
 		err := run([]string{"uvicorn", app, "--factory", "--host", "127.0.0.1", "--port", fmt.Sprint(port), "--workers", "3", "--lifespan", "on"})
