@@ -1,6 +1,7 @@
 package stackconfig
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -175,7 +176,7 @@ func (l Line) ParseCommand(argv []string, env func(string) (string, bool)) (Comm
 			case "--workers":
 				c.Workers, err = strconv.Atoi(value)
 				if err == nil && c.Workers < 1 {
-					err = fmt.Errorf("must be at least 1")
+					err = errors.New("must be at least 1")
 				}
 			case "--ssl-keyfile":
 				c.KeyFile = value
@@ -189,7 +190,7 @@ func (l Line) ParseCommand(argv []string, env func(string) (string, bool)) (Comm
 				c.Lifespan = value
 			}
 			if err != nil {
-				return Command{}, fmt.Errorf("uvicorn: %s %q: %v", name, value, err)
+				return Command{}, fmt.Errorf("uvicorn: %s %q: %w", name, value, err)
 			}
 		}
 		if !factory {
