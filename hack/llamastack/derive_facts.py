@@ -55,6 +55,10 @@ RULES = [
     (("v0.3.0",), "vector_stores.model", "llama_stack/core/stack.py",
      "not found. Available embedding models",
      "validate_vector_stores_config: the default embedding model must be an embedding model a provider that is on lists"),
+    (("v0.2.23", "v0.3.0"), "external_providers_dir.exists", "llama_stack/core/distribution.py",
+     "External providers directory not found",
+     "get_external_providers_from_dir: a set external_providers_dir must exist (only `llama stack run` creates it; "
+     "a server started by uvicorn with the app factory does not)"),
     (("v0.2.23", "v0.3.0"), "provider.unknown", "llama_stack/core/resolver.py",
      "is not available for API",
      "validate_provider: Provider `<type>` is not available for API `Api.<api>`"),
@@ -105,6 +109,36 @@ SERVER_STORES = {
         {"store": "conversations", "kind": "sql", "config": "storage.stores.conversations", "table": "openai_conversations",
          "source": "llama_stack/core/conversations/conversations.py", "evidence": 'table="openai_conversations"'},
     ],
+}
+# How `llama stack run` starts the server, and what a command line that calls
+# uvicorn itself (to run worker processes, which `llama stack run` cannot:
+# "workers" is not in run.py at either tag) must repeat to behave the same:
+# the app factory and the variable it reads the config path from, the port
+# (the --port option, default $LLAMA_STACK_PORT or 8321: `args.port or
+# config.server.port` never reaches server.port), the listen addresses
+# (server.host, default both "::" and "0.0.0.0"), the TLS files and the
+# lifespan mode. Each "evidence" must be in its "source" at the tag.
+_RUN_02 = "llama_stack/cli/stack/run.py"
+_SERVE_02 = "llama_stack/core/server/server.py"
+LAUNCH = {
+    "v0.2.23": {
+        "run": {"source": _RUN_02, "options": ["--enable-ui", "--env", "--image-name", "--image-type", "--port"],
+                "workers": False, "evidence": '"--enable-ui"'},
+        "app": {"factory": "llama_stack.core.server.server:create_app", "config_env": "LLAMA_STACK_CONFIG",
+                "source": _SERVE_02, "evidence": 'config_file or os.getenv("LLAMA_STACK_CONFIG")'},
+        "uvicorn": {"source": _SERVE_02, "port_env": "LLAMA_STACK_PORT", "default_port": 8321,
+                    "reads_server_port": False, "default_hosts": ["::", "0.0.0.0"], "lifespan": "on",
+                    "tls_client_cert": "CERT_REQUIRED", "evidence": 'config.server.host or ["::", "0.0.0.0"]'},
+    },
+    "v0.3.0": {
+        "run": {"source": _RUN_02, "options": ["--enable-ui", "--image-name", "--image-type", "--port"],
+                "workers": False, "evidence": '"--enable-ui"'},
+        "app": {"factory": "llama_stack.core.server.server:create_app", "config_env": "LLAMA_STACK_CONFIG",
+                "source": _SERVE_02, "evidence": 'config_file = os.getenv("LLAMA_STACK_CONFIG")'},
+        "uvicorn": {"source": _RUN_02, "port_env": "LLAMA_STACK_PORT", "default_port": 8321,
+                    "reads_server_port": False, "default_hosts": ["::", "0.0.0.0"], "lifespan": "on",
+                    "tls_client_cert": "CERT_REQUIRED", "evidence": 'config.server.host or ["::", "0.0.0.0"]'},
+    },
 }
 CONFIG_DIR = {"default": "~/.llama", "env": "LLAMA_STACK_CONFIG_DIR", "source": "llama_stack/core/utils/config_dirs.py"}
 
@@ -291,6 +325,15 @@ def main():
             if st["evidence"] not in f.read():
                 sys.exit("%s store: %r is not in %s at %s: review" % (st["store"], st["evidence"], st["source"], args.tag))
 
+    launch = LAUNCH[args.tag]
+    for part, fact in launch.items():
+        with open(os.path.join(root, fact["source"])) as f:
+            text = f.read()
+        if fact["evidence"] not in text:
+            sys.exit("launch %s: %r is not in %s at %s: review" % (part, fact["evidence"], fact["source"], args.tag))
+        if part == "run" and "workers" in text:
+            sys.exit("launch run: %s mentions workers at %s: review" % (fact["source"], args.tag))
+
     facts = {
         "upstream": "llamastack/llama-stack",
         "tag": args.tag,
@@ -304,6 +347,7 @@ def main():
         "implicit_writes": implicit,
         "server_stores": stores,
         "server_api": server_api(root, args.tag),
+        "launch": launch,
         "providers": providers,
     }
     json.dump(facts, sys.stdout, indent=1, sort_keys=True)

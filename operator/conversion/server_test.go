@@ -158,6 +158,29 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 		exposedV1.Annotations[v1alpha2.SpecAnnotation])
 	require.NoError(t, c.Delete(ctx, &exposed))
 
+	// v1alpha2's rules on workload.workers and workload.podOverrides.
+	for body, want := range map[string]string{
+		`workers: 0`: "should be greater than or equal to 1",
+		`workers: 2, podOverrides: {command: [sh]}`:                                       "workers runs the server with the operator's uvicorn command",
+		`podOverrides: {volumes: [{name: h, hostPath: {path: /}}]}`:                       "restricted pod security standard",
+		`podOverrides: {volumes: [{name: data, emptyDir: {}}]}`:                           "are the operator's volumes",
+		`podOverrides: {volumeMounts: [{name: data, mountPath: /var/lib/llama-stack/x}]}`: "/var/lib/llama-stack (the server's state)",
+		`podOverrides: {volumeMounts: [{name: tmp, mountPath: /etc/llama-stack/config}]}`: "/etc/llama-stack (run config, TLS)",
+		`podOverrides: {terminationGracePeriodSeconds: -1}`:                               "should be greater than or equal to 0",
+	} {
+		var refused v1alpha2.InferenceStack
+		require.NoError(t, yaml.UnmarshalStrict([]byte(`{metadata: {namespace: conv, name: refused}, spec: {distribution: {name: starter}, workload: {`+body+`}}}`), &refused))
+		require.ErrorContains(t, c.Create(ctx, &refused), want, body)
+	}
+	var overridden v1alpha2.InferenceStack
+	require.NoError(t, yaml.UnmarshalStrict([]byte(`{metadata: {namespace: conv, name: overridden}, spec: {distribution: {name: starter}, workload: {workers: 2,
+		podOverrides: {volumes: [{name: p, configMap: {name: p}}], volumeMounts: [{name: p, mountPath: /opt/p}], args: [--timeout-keep-alive, "5"], terminationGracePeriodSeconds: 5}}}}`), &overridden))
+	require.NoError(t, c.Create(ctx, &overridden))
+	var overriddenV1 v1alpha1.InferenceStack
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(&overridden), &overriddenV1))
+	require.Contains(t, overriddenV1.Annotations[v1alpha2.SpecAnnotation], `"workers":2`)
+	require.NoError(t, c.Delete(ctx, &overriddenV1))
+
 	readBack := func() {
 		t.Helper()
 		var asV2 v1alpha2.InferenceStack

@@ -111,6 +111,13 @@ type Result struct {
 	// conformance check, with the container's environment): the pod must
 	// mount each on a writable volume.
 	WritableDirs []string
+	// Server is the config's server section, expanded with the container's
+	// environment (nil when it has none): a uvicorn command line repeats
+	// its listen address and TLS files.
+	Server *stackconfig.ServerConfig
+	// ExternalProvidersDir is the config's external_providers_dir ("" when
+	// unset; relative to WorkDir when relative).
+	ExternalProvidersDir string
 }
 
 // Operand is what the operator knows of the server it deploys.
@@ -245,7 +252,8 @@ func finish(line stackconfig.Line, spec v1alpha1.InferenceStackSpec, data []byte
 		return Result{}, fmt.Errorf("the server would write to %s, which is on its read-only root filesystem; keep the folders it writes to under %s",
 			dir, strings.Join(WritableMounts, " or "))
 	}
-	return Result{YAML: data, Hash: hash(data), Env: env.list(), Line: line, WritableDirs: checked.WritableDirs}, nil
+	return Result{YAML: data, Hash: hash(data), Env: env.list(), Line: line, WritableDirs: checked.WritableDirs, Server: checked.Server,
+		ExternalProvidersDir: checked.ExternalProvidersDir}, nil
 }
 
 // ContainerEnv is the server container's environment as the server sees

@@ -3,6 +3,8 @@
 package testutil
 
 import (
+	"encoding/json"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 )
 
 // Option changes a fixture.
@@ -269,4 +272,41 @@ func WithEnvFrom(name, secret, key string) Option {
 // WithExpose sets networking.expose.
 func WithExpose(expose bool) Option {
 	return func(s *v1alpha1.InferenceStack) { networking(s).Expose = ptr.To(expose) }
+}
+
+// WithWorkers sets v1alpha2's workload.workers, carried in the annotation
+// v1alpha2.SpecAnnotation.
+func WithWorkers(n int32) Option {
+	return func(s *v1alpha1.InferenceStack) { v1alpha2Workload(s, "workers", n) }
+}
+
+// WithPodOverrides sets v1alpha2's workload.podOverrides, carried in the
+// annotation v1alpha2.SpecAnnotation.
+func WithPodOverrides(o v1alpha2.PodOverrides) Option {
+	return func(s *v1alpha1.InferenceStack) { v1alpha2Workload(s, "podOverrides", o) }
+}
+
+// v1alpha2Workload sets workload.<key> in the stack's v1alpha2 spec
+// annotation, keeping what it holds.
+func v1alpha2Workload(s *v1alpha1.InferenceStack, key string, value any) {
+	patch := map[string]any{}
+	if a := s.Annotations[v1alpha2.SpecAnnotation]; a != "" {
+		if err := json.Unmarshal([]byte(a), &patch); err != nil {
+			panic(err)
+		}
+	}
+	w, _ := patch["workload"].(map[string]any)
+	if w == nil {
+		w = map[string]any{}
+	}
+	w[key] = value
+	patch["workload"] = w
+	data, err := json.Marshal(patch)
+	if err != nil {
+		panic(err)
+	}
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations[v1alpha2.SpecAnnotation] = string(data)
 }

@@ -196,6 +196,13 @@ func TestConversionCases(t *testing.T) {
 		name:     "the Ingress and Route URLs are status in both versions",
 		v1alpha1: `{spec: {distribution: {name: starter}}, status: {url: "http://a.b.svc:8321", ingressURL: "https://llama.example.com", routeURL: "https://a-b.apps.example.com"}}`,
 		v1alpha2: `{spec: {distribution: {name: starter}}, status: {url: "http://a.b.svc:8321", ingressURL: "https://llama.example.com", routeURL: "https://a-b.apps.example.com"}}`,
+	}, {
+		name: "workers and podOverrides travel in the spec annotation, beside the workload fields v1alpha1 has",
+		v1alpha1: `{metadata: {annotations: {inferencestack.io/v1alpha2-spec: '{"workload":{"podOverrides":{"args":["--timeout-keep-alive","30"],"terminationGracePeriodSeconds":60,"volumeMounts":[{"mountPath":"/opt/prompts","name":"prompts"}],"volumes":[{"configMap":{"name":"prompts"},"name":"prompts"}]},"workers":4}}'}},
+			spec: {distribution: {name: starter}, workload: {serviceAccountName: sa}}}`,
+		v1alpha2: `{spec: {distribution: {name: starter}, workload: {serviceAccountName: sa, workers: 4, podOverrides: {
+			volumes: [{name: prompts, configMap: {name: prompts}}], volumeMounts: [{name: prompts, mountPath: /opt/prompts}],
+			args: ["--timeout-keep-alive", "30"], terminationGracePeriodSeconds: 60}}}}`,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

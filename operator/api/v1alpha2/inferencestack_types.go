@@ -669,6 +669,8 @@ type KubernetesAuthSpec struct {
 }
 
 // WorkloadSpec shapes the server's pods.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.workers) || !has(self.podOverrides) || !has(self.podOverrides.command)",message="workers runs the server with the operator's uvicorn command: it cannot be combined with podOverrides.command (use podOverrides.args to add uvicorn options)"
 type WorkloadSpec struct {
 	// StateVolume keeps the server's local state (its SQLite stores, file
 	// storage, vector indexes) on a PersistentVolumeClaim <name>-state
@@ -713,6 +715,81 @@ type WorkloadSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// Workers runs the server as this many uvicorn worker processes
+	// (upstream's server.workers). Unset runs one process with
+	// `llama stack run`. With workers, unless resources set them, the
+	// server container requests one CPU per worker and the default memory
+	// of one server process per worker (see docs/api.md).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	Workers *int32 `json:"workers,omitempty"`
+
+	// PodOverrides changes the server pod beyond what the other fields
+	// express: extra volumes and mounts, the command and its arguments,
+	// the termination grace period (upstream's server.podOverrides and
+	// containerSpec.command/args).
+	// +optional
+	PodOverrides *PodOverrides `json:"podOverrides,omitempty"`
+}
+
+// PodOverrides changes the server pod. The operator's own volumes
+// (run-config, data, tmp, tls, client-ca, kube-ca, providers) and paths (the run
+// config and TLS folders under /etc/llama-stack, the state folder
+// /var/lib/llama-stack, $HOME /tmp) stay the operator's. A mount must name
+// a volume of volumes (or the operator's run-config, data or tmp) and be an
+// absolute, clean path: the operator checks these (they cost more than a
+// CEL budget allows on lists of Kubernetes' volume types).
+type PodOverrides struct {
+	// Volumes added to the server pod. Only the volume types the
+	// restricted pod security standard admits: configMap, secret,
+	// emptyDir, persistentVolumeClaim, projected, downwardAPI, csi,
+	// ephemeral.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(v, !(v.name in ['run-config', 'data', 'tmp', 'tls', 'client-ca', 'kube-ca', 'providers']))",message="podOverrides.volumes: the names run-config, data, tmp, tls, client-ca, kube-ca and providers are the operator's volumes: choose another name"
+	// +kubebuilder:validation:XValidation:rule="self.all(v, has(v.configMap) || has(v.secret) || has(v.emptyDir) || has(v.persistentVolumeClaim) || has(v.projected) || has(v.downwardAPI) || has(v.csi) || has(v.ephemeral))",message="podOverrides.volumes: the server pod runs under the restricted pod security standard, which admits only configMap, secret, emptyDir, persistentVolumeClaim, projected, downwardAPI, csi and ephemeral volumes (hostPath and the other types are refused)"
+	Volumes []corev1.Volume `json:"volumes,omitempty"`
+
+	// VolumeMounts added to the server container. Each names a volume of
+	// volumes (or the operator's run-config, data or tmp) and mounts it
+	// outside the operator's paths.
+	// +optional
+	// +listType=map
+	// +listMapKey=mountPath
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(m, !['/etc/llama-stack', '/var/lib/llama-stack'].exists(p, m.mountPath == p || m.mountPath.startsWith(p + '/')) && m.mountPath != '/tmp')",message="podOverrides.volumeMounts: /etc/llama-stack (run config, TLS), /var/lib/llama-stack (the server's state) and /tmp ($HOME) are the operator's: mount elsewhere"
+	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
+
+	// Command replaces the server container's command (default
+	// `llama stack run <config>`; with workers, uvicorn). The image's
+	// own server must still read the run config the operator mounts at
+	// /etc/llama-stack/config/config.yaml and pass the probes.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	Command []string `json:"command,omitempty"`
+
+	// Args are appended to the command: options of `llama stack run` or,
+	// with workers, of uvicorn; or the arguments of command.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	Args []string `json:"args,omitempty"`
+
+	// TerminationGracePeriodSeconds of the server pods (Kubernetes'
+	// default, 30, when unset).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 }
 
 // ScalingSpec sets the number of server pods.

@@ -31,6 +31,9 @@ const ContainerName = "server"
 // ConfigDir is where the run-config ConfigMap is mounted.
 const ConfigDir = "/etc/llama-stack/config"
 
+// ConfigPath is the run config the server reads.
+var ConfigPath = path.Join(ConfigDir, runconfig.ConfigKey)
+
 // HealthPath answers 200 when the server is up.
 const HealthPath = "/v1/health"
 
@@ -225,15 +228,22 @@ func StatePVC(stack *v1alpha1.InferenceStack) *corev1ac.PersistentVolumeClaimApp
 		WithSpec(spec)
 }
 
-// Deployment runs the server.
-func Deployment(stack *v1alpha1.InferenceStack, in Inputs) *appsv1ac.DeploymentApplyConfiguration {
+// Deployment runs the server. It fails on v1alpha2's workload.workers and
+// workload.podOverrides (read through v1alpha1.InferenceStack.V1alpha2)
+// when they break a rule the v1alpha2 CRD enforces (CheckOverrides): a
+// v1alpha1 object carries them in an annotation no CEL rule reads.
+func Deployment(stack *v1alpha1.InferenceStack, in Inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	w := stack.Spec.Workload
 	if w == nil {
 		w = &v1alpha1.WorkloadSpec{}
 	}
+	x, err := extrasOf(stack)
+	if err != nil {
+		return nil, err
+	}
 	spec := appsv1ac.DeploymentSpec().
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(components.SelectorLabels(stack, components.ComponentServer))).
-		WithTemplate(podTemplate(stack, w, in))
+		WithTemplate(podTemplate(stack, w, x, in))
 	if stateVolume(stack) != nil {
 		// A ReadWriteOnce volume: the old pod lets go before the new one starts.
 		spec.WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RecreateDeploymentStrategyType))
@@ -249,10 +259,10 @@ func Deployment(stack *v1alpha1.InferenceStack, in Inputs) *appsv1ac.DeploymentA
 	return appsv1ac.Deployment(Name(stack), stack.Namespace).
 		WithLabels(components.Labels(stack, components.ComponentServer)).
 		WithOwnerReferences(components.OwnerReference(stack)).
-		WithSpec(spec)
+		WithSpec(spec), nil
 }
 
-func podTemplate(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, in Inputs) *corev1ac.PodTemplateSpecApplyConfiguration {
+func podTemplate(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, x extras, in Inputs) *corev1ac.PodTemplateSpecApplyConfiguration {
 	security := corev1ac.PodSecurityContext().
 		WithRunAsNonRoot(true).
 		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
@@ -266,8 +276,19 @@ func podTemplate(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, in In
 		WithAutomountServiceAccountToken(false).
 		WithEnableServiceLinks(false).
 		WithSecurityContext(security).
-		WithContainers(container(stack, w, in)).
+		WithContainers(container(stack, w, x, in)).
 		WithVolumes(volumes(stack, in)...)
+	if dir := providersMount(x, in); dir != "" {
+		pod.WithVolumes(corev1ac.Volume().WithName(volumeProviders).WithEmptyDir(corev1ac.EmptyDirVolumeSource()))
+	}
+	if o := x.overrides; o != nil {
+		for _, v := range o.Volumes {
+			pod.WithVolumes(components.Convert[corev1ac.VolumeApplyConfiguration](v))
+		}
+		if o.TerminationGracePeriodSeconds != nil {
+			pod.WithTerminationGracePeriodSeconds(*o.TerminationGracePeriodSeconds)
+		}
+	}
 	if len(w.NodeSelector) > 0 {
 		pod.WithNodeSelector(w.NodeSelector)
 	}
@@ -286,7 +307,7 @@ func podTemplate(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, in In
 		WithSpec(pod)
 }
 
-func container(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, in Inputs) *corev1ac.ContainerApplyConfiguration {
+func container(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, x extras, in Inputs) *corev1ac.ContainerApplyConfiguration {
 	probe := func(period, failures int32) *corev1ac.ProbeApplyConfiguration {
 		p := corev1ac.Probe().WithPeriodSeconds(period).WithFailureThreshold(failures).WithTimeoutSeconds(5)
 		if ProbesTCP(stack, in.line()) {
@@ -301,7 +322,7 @@ func container(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, in Inpu
 	c := corev1ac.Container().
 		WithName(ContainerName).
 		WithImage(in.Image).
-		WithCommand("llama", "stack", "run", path.Join(ConfigDir, runconfig.ConfigKey)).
+		WithCommand(command(x, in)...).
 		// A writable working directory on the state volume: `llama stack run`
 		// creates external_providers_dir, or "None" here when a config leaves
 		// it unset.
@@ -316,6 +337,20 @@ func container(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, in Inpu
 			WithRunAsNonRoot(true).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))).
 		WithVolumeMounts(volumeMounts(stack)...)
+	if dir := providersMount(x, in); dir != "" {
+		c.WithVolumeMounts(corev1ac.VolumeMount().WithName(volumeProviders).WithMountPath(dir))
+	}
+	if o := x.overrides; o != nil {
+		c.WithArgs(o.Args...)
+		for _, m := range o.VolumeMounts {
+			c.WithVolumeMounts(components.Convert[corev1ac.VolumeMountApplyConfiguration](m))
+		}
+	}
+	if x.workers != nil && (x.overrides == nil || len(x.overrides.Command) == 0) {
+		// The app factory reads the run config's path from this variable
+		// (Launch.App.ConfigEnv): the file the operator mounts.
+		c.WithEnv(corev1ac.EnvVar().WithName(in.line().Facts().Launch.App.ConfigEnv).WithValue(ConfigPath))
+	}
 	for _, e := range runconfig.ServerEnv() {
 		// The root filesystem is read-only: the server's home is under /tmp,
 		// what it keeps outside the run config on the state volume.
@@ -329,10 +364,7 @@ func container(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, in Inpu
 	for _, e := range w.Env {
 		c.WithEnv(components.Convert[corev1ac.EnvVarApplyConfiguration](e))
 	}
-	resources := DefaultResources(in.OperatorMajor)
-	if w.Resources != nil {
-		resources = *w.Resources
-	}
+	resources := Resources(w.Resources, x.workers, x.metrics, in.OperatorMajor)
 	c.WithResources(components.Convert[corev1ac.ResourceRequirementsApplyConfiguration](resources))
 	return c
 }
@@ -344,6 +376,8 @@ const (
 	volumeTLS    = "tls"
 	volumeCA     = "client-ca"
 	volumeKubeCA = "kube-ca"
+	// volumeProviders holds the external providers folder with workers.
+	volumeProviders = "providers"
 	// kubeRootCAConfigMap is the ConfigMap with the cluster CA that the
 	// API server publishes in every namespace.
 	kubeRootCAConfigMap = "kube-root-ca.crt"

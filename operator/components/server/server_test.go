@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/yaml"
 
@@ -31,7 +32,7 @@ func inputs() server.Inputs {
 }
 
 func TestDeploymentIsRestrictedAndCarriesHashes(t *testing.T) {
-	d := server.Deployment(testutil.Stack("s"), inputs())
+	d := deployment(t, testutil.Stack("s"), inputs())
 	pod := d.Spec.Template.Spec
 	if sc := pod.SecurityContext; sc == nil || !*sc.RunAsNonRoot || *sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("pod security context %+v", sc)
@@ -57,7 +58,7 @@ func TestDeploymentIsRestrictedAndCarriesHashes(t *testing.T) {
 }
 
 func TestDeploymentLeavesReplicasToTheAutoscaler(t *testing.T) {
-	d := server.Deployment(testutil.Stack("s", testutil.WithAutoscaling(1, 4, 50)), inputs())
+	d := deployment(t, testutil.Stack("s", testutil.WithAutoscaling(1, 4, 50)), inputs())
 	if d.Spec.Replicas != nil {
 		t.Errorf("replicas %d set although the HorizontalPodAutoscaler owns them", *d.Spec.Replicas)
 	}
@@ -67,7 +68,7 @@ func TestDeploymentLeavesReplicasToTheAutoscaler(t *testing.T) {
 // SelfSubjectReview with the caller's token (auth_providers.py at v0.2.23
 // and v0.3.0), so the server gets no token, only the cluster CA.
 func TestAuthNeedsNoServiceAccountToken(t *testing.T) {
-	d := server.Deployment(testutil.Stack("s", testutil.WithKubernetesAuth()), inputs())
+	d := deployment(t, testutil.Stack("s", testutil.WithKubernetesAuth()), inputs())
 	pod := d.Spec.Template.Spec
 	if *pod.AutomountServiceAccountToken {
 		t.Error("the server calls no API as itself: it must not get a ServiceAccount token")
@@ -82,7 +83,7 @@ func TestAuthNeedsNoServiceAccountToken(t *testing.T) {
 }
 
 func TestUserHomeWins(t *testing.T) {
-	d := server.Deployment(testutil.Stack("s", testutil.WithEnv("HOME", "/data")), inputs())
+	d := deployment(t, testutil.Stack("s", testutil.WithEnv("HOME", "/data")), inputs())
 	n := 0
 	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
 		if *e.Name == "HOME" {
@@ -104,7 +105,7 @@ func TestDefaultResourcesPerMajor(t *testing.T) {
 	for major, want := range map[string]string{"1": "requests cpu=250m memory=512Mi limits memory=", "2": "requests cpu=500m memory=1Gi limits memory=2Gi"} {
 		in := inputs()
 		in.OperatorMajor = major
-		r := server.Deployment(testutil.Stack("s"), in).Spec.Template.Spec.Containers[0].Resources
+		r := deployment(t, testutil.Stack("s"), in).Spec.Template.Spec.Containers[0].Resources
 		got := "requests cpu=" + quantity(r.Requests, corev1.ResourceCPU) + " memory=" + quantity(r.Requests, corev1.ResourceMemory) +
 			" limits memory=" + quantity(r.Limits, corev1.ResourceMemory)
 		if got != want {
@@ -114,7 +115,7 @@ func TestDefaultResourcesPerMajor(t *testing.T) {
 	user := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}
 	in := inputs()
 	in.OperatorMajor = "2"
-	r := server.Deployment(testutil.Stack("s", testutil.WithResources(user)), in).Spec.Template.Spec.Containers[0].Resources
+	r := deployment(t, testutil.Stack("s", testutil.WithResources(user)), in).Spec.Template.Spec.Containers[0].Resources
 	if quantity(r.Requests, corev1.ResourceCPU) != "4" || r.Limits != nil {
 		t.Errorf("the user's resources %v were not used as they are: %+v", user, r)
 	}
@@ -157,7 +158,7 @@ func TestProbesPerLine(t *testing.T) {
 			t.Run(tc.name+"/"+string(line), func(t *testing.T) {
 				in := inputs()
 				in.Config.Line = line
-				c := server.Deployment(testutil.Stack("s", tc.opts...), in).Spec.Template.Spec.Containers[0]
+				c := deployment(t, testutil.Stack("s", tc.opts...), in).Spec.Template.Spec.Containers[0]
 				for _, p := range []*corev1ac.ProbeApplyConfiguration{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
 					got := "tcp"
 					if p.HTTPGet != nil {
@@ -213,7 +214,7 @@ func TestEveryWrittenPathIsOnAWritableVolume(t *testing.T) {
 				}
 				in := inputs()
 				in.Config = res
-				c := server.Deployment(&stack, in).Spec.Template.Spec.Containers[0]
+				c := deployment(t, &stack, in).Spec.Template.Spec.Containers[0]
 				if !*c.SecurityContext.ReadOnlyRootFilesystem {
 					t.Fatal("the root filesystem must stay read-only")
 				}
@@ -265,7 +266,7 @@ func TestStateVolume(t *testing.T) {
 	if !server.StateRetained(stack) {
 		t.Error("retainOnDelete defaults to true")
 	}
-	d := server.Deployment(stack, inputs())
+	d := deployment(t, stack, inputs())
 	if *d.Spec.Strategy.Type != "Recreate" {
 		t.Errorf("strategy %s, want Recreate", *d.Spec.Strategy.Type)
 	}
@@ -276,7 +277,7 @@ func TestStateVolume(t *testing.T) {
 	if !found {
 		t.Error("the state claim is not a volume of the pod")
 	}
-	if d := server.Deployment(plain, inputs()); d.Spec.Strategy != nil {
+	if d := deployment(t, plain, inputs()); d.Spec.Strategy != nil {
 		t.Error("without a state volume the default rolling update applies")
 	}
 	// The volume's group, so the server's user can write to it: with a
@@ -295,7 +296,7 @@ func TestStateVolume(t *testing.T) {
 		{"no state volume", plain, in, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := server.Deployment(tc.stack, tc.in).Spec.Template.Spec.SecurityContext.FSGroup
+			got := deployment(t, tc.stack, tc.in).Spec.Template.Spec.SecurityContext.FSGroup
 			if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
 				t.Errorf("fsGroup %v, want %v", ptrString(got), ptrString(tc.want))
 			}
@@ -340,4 +341,14 @@ func TestURLAndServiceType(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deployment builds the server Deployment, failing the test on an error.
+func deployment(t *testing.T, stack *v1alpha1.InferenceStack, in server.Inputs) *appsv1ac.DeploymentApplyConfiguration {
+	t.Helper()
+	d, err := server.Deployment(stack, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

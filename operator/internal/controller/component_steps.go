@@ -35,7 +35,11 @@ func serverStep(ctx context.Context, s *state, out rendered, fsGroup *int64) err
 		return err
 	}
 	in := server.Inputs{Image: out.Image, Config: out.Config, ConfigMapName: out.ConfigMapName, ReferencesHash: out.ReferencesHash, OperatorMajor: major, FSGroup: fsGroup}
-	dep, _, err := apply.Apply(ctx, s.Applier, apply.Deployment, server.Deployment(stack, in))
+	desired, err := server.Deployment(stack, in)
+	if err != nil {
+		return err
+	}
+	dep, _, err := apply.Apply(ctx, s.Applier, apply.Deployment, desired)
 	if err != nil {
 		return err
 	}

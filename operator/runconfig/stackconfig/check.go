@@ -40,6 +40,11 @@ type Result struct {
 	// Models are the models the server registers at start (expanded;
 	// those whose provider is off left out).
 	Models []ModelInput
+	// ExternalProvidersDir is external_providers_dir, expanded ("" when
+	// unset; relative to the working directory when relative). `llama
+	// stack run` creates it; the server started otherwise refuses to start
+	// when it is set and missing (Facts rule external_providers_dir.exists).
+	ExternalProvidersDir string
 }
 
 // Options tune Check.
@@ -97,6 +102,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 		res.Providers, res.Server, res.Enabled = enabled(c.Providers), c.Server, enabledList(c.Providers)
 		res.Stores = serverStores(line.Facts(), c.storeAt, deref(c.ImageName), env, home)
 		res.Models = registered(c.Models)
+		res.ExternalProvidersDir = deref(c.ExternalProvidersDir)
 	case Line03:
 		var c V03
 		if err := strictJSON(expanded, &c); err != nil {
@@ -106,6 +112,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 		checkStart(&p, w, line, c.start(), env, home)
 		res.Providers, res.Server, res.Enabled = enabled(c.Providers), c.Server, enabledList(c.Providers)
 		res.Stores = serverStores(line.Facts(), c.storeAt, deref(c.ImageName), env, home)
+		res.ExternalProvidersDir = deref(c.ExternalProvidersDir)
 		if c.RegisteredResources != nil {
 			res.Models = registered(c.RegisteredResources.Models)
 		}

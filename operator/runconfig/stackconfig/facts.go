@@ -42,6 +42,8 @@ type Facts struct {
 	// ServerAPI is what the operator reads of a running server (health,
 	// version, providers) and how the server answers it.
 	ServerAPI ServerAPIFacts `json:"server_api"`
+	// Launch is how the server starts (launch.go).
+	Launch Launch `json:"launch"`
 }
 
 // ServerStoreFact says where the server keeps one of its own stores.
@@ -136,6 +138,9 @@ var factsOf = sync.OnceValue(func() map[Line]*Facts {
 
 // Facts returns the facts of a line.
 func (l Line) Facts() *Facts { return factsOf()[l] }
+
+// Rule returns upstream's rule of that id (Facts.Rules).
+func (f *Facts) Rule(id string) (Rule, bool) { return f.rule(id) }
 
 // rule returns upstream's message of a rule; a rule the facts lack is a
 // programming error caught by the tests.

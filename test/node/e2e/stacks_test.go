@@ -71,7 +71,8 @@ func (s standIns) pin(in *release.Input) {
 
 // pushStandIns builds the stand-ins and pushes them: the Llama Stack one
 // once per line (LLAMA_STACK_STANDIN_VERSION in its image's environment)
-// at /usr/local/bin/llama, where the operator's `llama stack run` finds it;
+// at /usr/local/bin/llama, where the operator's `llama stack run` finds it,
+// and /usr/local/bin/uvicorn (its command with workload.workers);
 // the PostgreSQL one as the image's entrypoint, also called pg_isready (the
 // cache's probes).
 func pushStandIns(t *testing.T, lines []string) standIns {
@@ -83,7 +84,7 @@ func pushStandIns(t *testing.T, lines []string) standIns {
 	for _, v := range slices.Compact(slices.Sorted(slices.Values(lines))) {
 		ref := llamaStandIn + ":" + v
 		pushed, err := node.PushBinary(ctx, llama, image.BinaryOptions{Path: "/usr/local/bin/llama",
-			Env: []string{"LLAMA_STACK_STANDIN_VERSION=" + v}}, ref)
+			Aliases: []string{"/usr/local/bin/uvicorn"}, Env: []string{"LLAMA_STACK_STANDIN_VERSION=" + v}}, ref)
 		require.NoError(t, err)
 		out.llama[v], out.digests[ref] = pushed, digestOf(pushed)
 	}

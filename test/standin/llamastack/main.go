@@ -3,15 +3,21 @@
 // pulled. It is not Llama Stack: it enforces the start-up contract of the
 // pinned line as upstream's source defines it, and nothing more.
 //
-// Run as `llama stack run <config>` (the operator's command), with the line
-// in LLAMA_STACK_STANDIN_VERSION (set in the stand-in image), it:
+// Run as `llama stack run <config> [options]` (the operator's command) or,
+// called as uvicorn, `uvicorn llama_stack.core.server.server:create_app
+// --factory [options]` with the config's path in LLAMA_STACK_CONFIG (the
+// operator's command with workload.workers), and no other way
+// (stackconfig.Line.ParseCommand: the forms of the line's facts), with the
+// line in LLAMA_STACK_STANDIN_VERSION (set in the stand-in image), it:
 //   - loads the config with the conformance model of that line
 //     (operator/runconfig/stackconfig) and exits 1 on any error, an unset
 //     ${env.NAME} without a default included (upstream's EnvVarError);
 //   - creates every folder the config makes the server write to, the
 //     external providers folder included (os.makedirs in `llama stack run`
 //     at v0.2.23 and v0.3.0, "None" in the working directory when unset),
-//     and exits 1 when one is not writable;
+//     and exits 1 when one is not writable; run as uvicorn, which creates
+//     no external providers folder, it exits 1 when a set one is missing
+//     (upstream's FileNotFoundError in core/distribution.py);
 //   - opens the server's own stores where the config, or upstream's
 //     defaults, place them (stackconfig.Result.Stores: the registry, the
 //     prompts store, 0.3's conversations store): a SQLite store is kept
@@ -24,16 +30,25 @@
 //     /v1/conversations/{id}, each reading and writing those stores; and
 //     GET /standin/v1/stores (the stand-in's own, not upstream's): where
 //     each store is kept and how many entries it read back at start;
+//   - listens on the command's port (llama stack run:
+//     --port, else $LLAMA_STACK_PORT, else 8321; server.port of the config
+//     is not read, as upstream's run.py never reaches it), on server.host
+//     or every address (llama stack run) or the --host address (uvicorn's
+//     default 127.0.0.1): HTTPS with the TLS files (tls_certfile/
+//     tls_keyfile of the config, or --ssl-certfile/--ssl-keyfile),
+//     requiring a client certificate signed by tls_cafile (or
+//     --ssl-ca-certs with --ssl-cert-reqs 2) when set;
+//   - one process stands for uvicorn's --workers; GET /standin/v1/process
+//     (the stand-in's own) tells the form, workers, port and hosts it was
+//     started with, and GET /standin/v1/file?path=P answers the content of
+//     file P as the server reads it (for tests of mounted volumes);
 //   - serves GET /v1/health, /v1/version and /v1/providers where the
 //     line's facts place them (stackconfig.Line.Endpoint, derived from
 //     upstream's @webmethod routes), with upstream's response shapes: the
 //     providers are the config's enabled ones, each reporting upstream's
 //     "Not Implemented" health unless a test set another with the
 //     stand-in's own PUT /standin/v1/health/{provider_id};
-//   - serves on server.port (default 8321) on every address: HTTPS with
-//     tls_certfile/tls_keyfile, requiring a client certificate signed by
-//     tls_cafile when set (uvicorn ssl_cert_reqs=CERT_REQUIRED); with
-//     server.auth, a bearer token is demanded where the line's facts say
+//   - with server.auth, a bearer token is demanded where the line's facts say
 //     the auth middleware does (every path on 0.2; on 0.3 all but
 //     /v1/health and /v1/version). With the kubernetes provider the token
 //     is checked as upstream does it, by a SelfSubjectReview sent with it
@@ -48,9 +63,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -59,7 +76,8 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	// Called as llama or as uvicorn (the image holds both names).
+	if err := run(append([]string{filepath.Base(os.Args[0])}, os.Args[1:]...)); err != nil {
 		fmt.Fprintln(os.Stderr, "llama (stand-in):", err)
 		os.Exit(1)
 	}
@@ -76,6 +94,7 @@ func run(args []string) error {
 // server is a stand-in that passed its start-up checks.
 type server struct {
 	line    stackconfig.Line
+	cmd     stackconfig.Command
 	config  stackconfig.ServerConfig
 	res     stackconfig.Result
 	state   *state
@@ -91,15 +110,16 @@ type server struct {
 // start does what the real server does before it serves: check the config,
 // make the folders it writes to, open its stores (reading back what they
 // hold) and register the config's models.
-func start(args []string) (*server, error) {
-	if len(args) != 3 || args[0] != "stack" || args[1] != "run" {
-		return nil, fmt.Errorf("usage: llama stack run <config>, got %q", args)
-	}
+func start(argv []string) (*server, error) {
 	line, err := stackconfig.LineOf(os.Getenv("LLAMA_STACK_STANDIN_VERSION"))
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(args[2])
+	cmd, err := line.ParseCommand(argv, env)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(cmd.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -109,9 +129,16 @@ func start(args []string) (*server, error) {
 	}
 	res, err := stackconfig.Check(line, data, stackconfig.Options{Env: env, Home: home})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", args[2], err)
+		return nil, fmt.Errorf("%s: %w", cmd.Config, err)
 	}
 	for _, dir := range res.WritableDirs {
+		if cmd.Uvicorn && dir == res.ExternalProvidersDir {
+			// Only `llama stack run` creates it; the app factory needs it.
+			if _, err := os.Stat(dir); err != nil {
+				r, _ := line.Facts().Rule("external_providers_dir.exists")
+				return nil, fmt.Errorf("%s: %s (%s)", r.Message, dir, r.Source)
+			}
+		}
 		if err := writable(dir); err != nil {
 			return nil, err
 		}
@@ -126,9 +153,19 @@ func start(args []string) (*server, error) {
 			return nil, fmt.Errorf("registering model %s: %w", *m.ModelID, err)
 		}
 	}
-	s := &server{line: line, res: res, state: st, health: map[string]stackconfig.HealthResponse{}}
+	s := &server{line: line, cmd: cmd, res: res, state: st, health: map[string]stackconfig.HealthResponse{}}
 	if res.Server != nil {
 		s.config = *res.Server
+	}
+	if cmd.Uvicorn {
+		// uvicorn takes the listen address and TLS from its options only.
+		s.config.TLSCertFile, s.config.TLSKeyFile, s.config.TLSCAFile = nil, nil, nil
+		if cmd.CertFile != "" {
+			s.config.TLSCertFile, s.config.TLSKeyFile = &cmd.CertFile, &cmd.KeyFile
+			if cmd.CAFile != "" && cmd.CertReqs == stackconfig.UvicornCertRequired {
+				s.config.TLSCAFile = &cmd.CAFile
+			}
+		}
 	}
 	if s.config.Auth != nil && os.Getenv("LLAMA_STACK_STANDIN_CHECK_TOKENS") == "1" {
 		if s.reviews, err = newTokenReviewer(s.config.Auth.ProviderConfig); err != nil {
@@ -221,6 +258,21 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("GET /standin/v1/stores", func(w http.ResponseWriter, _ *http.Request) {
 		reply(w, s.state.status(), nil)
 	})
+	mux.HandleFunc("GET /standin/v1/process", func(w http.ResponseWriter, _ *http.Request) {
+		form := "llama stack run"
+		if s.cmd.Uvicorn {
+			form = "uvicorn"
+		}
+		reply(w, map[string]any{"form": form, "workers": s.cmd.Workers, "port": s.cmd.Port, "hosts": s.cmd.Hosts, "config": s.cmd.Config}, nil)
+	})
+	mux.HandleFunc("GET /standin/v1/file", func(w http.ResponseWriter, r *http.Request) {
+		data, err := os.ReadFile(r.URL.Query().Get("path"))
+		if err != nil {
+			http.Error(w, fmt.Sprintf(`{"detail":%q}`, err.Error()), http.StatusNotFound)
+			return
+		}
+		_, _ = w.Write(data)
+	})
 	open := map[string]bool{}
 	for _, e := range s.line.Facts().ServerAPI.Endpoints {
 		if !e.RequiresAuthentication {
@@ -284,18 +336,21 @@ func reply(w http.ResponseWriter, v any, err error) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// serve listens on server.port (default 8321), with TLS when the config
+// serve listens on the command's port and address, with TLS when the config (or uvicorn's options)
 // names a certificate, and a client CA when it names one.
 func (s *server) serve() error {
-	port := int64(8321)
-	if s.config.Port != nil {
-		port = *s.config.Port
+	port := s.cmd.Port
+	host := "" // llama stack run's default: "::" and "0.0.0.0"
+	if s.cmd.Hosts != nil {
+		host = s.cmd.Hosts[0]
+	} else if s.config.Host != nil {
+		host = *s.config.Host
 	}
-	server := &http.Server{Addr: fmt.Sprintf(":%d", port), Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	server := &http.Server{Addr: net.JoinHostPort(host, strconv.FormatInt(port, 10)), Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	for _, st := range s.state.status() {
 		fmt.Printf("llama (stand-in %s): %s store %s %s, %d entries read back\n", s.line, st.Store, st.Type, st.Path, st.LoadedAtStart)
 	}
-	fmt.Printf("llama (stand-in %s): config valid, serving on :%d\n", s.line, port)
+	fmt.Printf("llama (stand-in %s): config valid, serving on %s with %d worker(s)\n", s.line, server.Addr, s.cmd.Workers)
 	if s.config.TLSCertFile == nil {
 		return server.ListenAndServe()
 	}

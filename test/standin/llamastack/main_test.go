@@ -90,7 +90,7 @@ func TestStartContract(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("LLAMA_STACK_STANDIN_VERSION", tc.version)
-			require.ErrorContains(t, run([]string{"stack", "run", config(t, tc.body)}), tc.want)
+			require.ErrorContains(t, run([]string{"llama", "stack", "run", config(t, tc.body)}), tc.want)
 		})
 	}
 	for _, tc := range []struct {
@@ -104,7 +104,7 @@ func TestStartContract(t *testing.T) {
 			if tc.version == "0.2.23" {
 				body = fmt.Sprintf(v02, dir, port, kubeAuth)
 			}
-			go func() { _ = run([]string{"stack", "run", config(t, body)}) }()
+			go func() { _ = run([]string{"llama", "stack", "run", config(t, body), "--port", fmt.Sprint(port)}) }()
 			var resp *http.Response
 			require.Eventually(t, func() bool {
 				var err error
@@ -174,7 +174,7 @@ func TestStateReadBack(t *testing.T) {
 			t.Setenv("STATE_DIR", dir)
 			t.Setenv("LLAMA_STACK_CONFIG_DIR", filepath.Join(dir, ".llama"))
 			cfg := config(t, stateConfigs[version])
-			first, err := start([]string{"stack", "run", cfg})
+			first, err := start([]string{"llama", "stack", "run", cfg})
 			require.NoError(t, err)
 			var m model
 			require.Equal(t, http.StatusOK, call(t, first.handler, "POST", "/v1/models", `{"model_id":"added","provider_id":"ollama"}`, &m))
@@ -198,7 +198,7 @@ func TestStateReadBack(t *testing.T) {
 				require.FileExists(t, filepath.Join(dir, f))
 			}
 
-			again, err := start([]string{"stack", "run", cfg})
+			again, err := start([]string{"llama", "stack", "run", cfg})
 			require.NoError(t, err)
 			var models struct{ Data []model }
 			require.Equal(t, http.StatusOK, call(t, again.handler, "GET", "/v1/models", "", &models))
@@ -234,13 +234,13 @@ func TestStoreNotWritable(t *testing.T) {
 	blocked := filepath.Join(dir, "blocked")
 	require.NoError(t, os.WriteFile(blocked, nil, 0o600))
 	t.Setenv("LLAMA_STACK_CONFIG_DIR", blocked) // a file: nothing can be made under it
-	_, err := start([]string{"stack", "run", config(t, stateConfigs["0.2.23"])})
+	_, err := start([]string{"llama", "stack", "run", config(t, stateConfigs["0.2.23"])})
 	require.ErrorContains(t, err, blocked+"/distributions/state")
 
 	// The folder exists but the store file cannot be replaced: a folder is there.
 	t.Setenv("LLAMA_STACK_CONFIG_DIR", filepath.Join(dir, ".llama"))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "registry.db"), 0o755))
-	_, err = start([]string{"stack", "run", config(t, stateConfigs["0.2.23"])})
+	_, err = start([]string{"llama", "stack", "run", config(t, stateConfigs["0.2.23"])})
 	require.ErrorContains(t, err, "the registry store")
 }
 
@@ -294,4 +294,46 @@ func TestServerAPI(t *testing.T) {
 			require.Equal(t, stackconfig.HealthResponse{Status: "Error", Message: "down"}, list.Data[0].Health)
 		})
 	}
+}
+
+// TestUvicornForm: called as uvicorn with upstream's app factory, the
+// stand-in reads the config from LLAMA_STACK_CONFIG, listens where the
+// options say and tells its form and workers; the forms the image would
+// not run are refused.
+func TestUvicornForm(t *testing.T) {
+	t.Setenv("LLAMA_STACK_STANDIN_VERSION", "0.3.0")
+	dir := t.TempDir()
+	cfg := config(t, fmt.Sprintf(v03, dir, 8321, ""))
+	app := "llama_stack.core.server.server:create_app"
+	require.ErrorContains(t, run([]string{"uvicorn", app, "--factory"}), "needs LLAMA_STACK_CONFIG")
+	t.Setenv("LLAMA_STACK_CONFIG", cfg)
+	require.ErrorContains(t, run([]string{"uvicorn", app, "--workers", "2"}), "pass --factory")
+	require.ErrorContains(t, run([]string{"llama", "stack", "run", cfg, "--workers", "2"}), "has no option --workers")
+	require.ErrorContains(t, run([]string{"python", "-m", "llama_stack.core.server.server", cfg}), "the server image runs")
+
+	// Only `llama stack run` creates external_providers_dir.
+	require.ErrorContains(t, run([]string{"uvicorn", app, "--factory"}), "External providers directory not found: "+dir+"/providers.d")
+	require.NoError(t, os.Mkdir(dir+"/providers.d", 0o755))
+
+	port := freePort(t)
+	go func() {
+		err := run([]string{"uvicorn", app, "--factory", "--host", "127.0.0.1", "--port", fmt.Sprint(port), "--workers", "3", "--lifespan", "on"})
+		t.Log(err)
+	}()
+	var resp *http.Response
+	require.Eventually(t, func() bool {
+		var err error
+		resp, err = http.Get(fmt.Sprintf("http://127.0.0.1:%d/standin/v1/process", port))
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond)
+	defer resp.Body.Close()
+	var got struct {
+		Form    string `json:"form"`
+		Workers int    `json:"workers"`
+		Config  string `json:"config"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&got))
+	require.Equal(t, "uvicorn", got.Form)
+	require.Equal(t, 3, got.Workers)
+	require.Equal(t, cfg, got.Config)
 }

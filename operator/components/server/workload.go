@@ -1,0 +1,209 @@
+package server
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
+)
+
+// extras are the server's settings only v1alpha2 has, and the autoscaling
+// metrics its requests must serve.
+type extras struct {
+	workers   *int32
+	overrides *v1alpha2.PodOverrides
+	metrics   []v1alpha2.ResourceMetric
+}
+
+// extrasOf reads workload.workers and workload.podOverrides through
+// V1alpha2 and checks them (CheckOverrides).
+func extrasOf(stack *v1alpha1.InferenceStack) (extras, error) {
+	hub, err := stack.V1alpha2()
+	if err != nil {
+		return extras{}, err
+	}
+	metrics, err := stack.AutoscalingMetrics()
+	if err != nil {
+		return extras{}, err
+	}
+	x := extras{metrics: metrics}
+	if w := hub.Spec.Workload; w != nil {
+		x.workers, x.overrides = w.Workers, w.PodOverrides
+	}
+	if err := CheckOverrides(x.workers, x.overrides); err != nil {
+		return extras{}, fmt.Errorf("InferenceStack %s/%s: %w", stack.Namespace, stack.Name, err)
+	}
+	return x, nil
+}
+
+// operatorVolumes are the volumes the operator makes; a user volume cannot
+// take their names, and a user mount may name the first three (always
+// there).
+var operatorVolumes = []string{volumeConfig, volumeData, volumeTmp, volumeTLS, volumeCA, volumeKubeCA, volumeProviders}
+
+// operatorDirs are the folders the operator mounts: a user mount may not
+// be at or under them. HomeDir may hold user mounts below it.
+var operatorDirs = []string{"/etc/llama-stack", runconfig.DataDir}
+
+// CheckOverrides applies the v1alpha2 CRD's rules on workload.workers and
+// workload.podOverrides (the CEL rules of v1alpha2.WorkloadSpec and
+// v1alpha2.PodOverrides), for objects that reach the operator without them:
+// v1alpha1 objects carrying them in v1alpha2.SpecAnnotation.
+func CheckOverrides(workers *int32, o *v1alpha2.PodOverrides) error {
+	const at = "workload.podOverrides"
+	if workers != nil && (*workers < 1 || *workers > 64) {
+		return fmt.Errorf("workload.workers is %d: set 1 to 64 uvicorn worker processes", *workers)
+	}
+	if o == nil {
+		return nil
+	}
+	if workers != nil && len(o.Command) > 0 {
+		return fmt.Errorf("workload.workers runs the server with the operator's uvicorn command: it cannot be combined with %s.command (use %s.args to add uvicorn options)", at, at)
+	}
+	if o.TerminationGracePeriodSeconds != nil && (*o.TerminationGracePeriodSeconds < 0 || *o.TerminationGracePeriodSeconds > 3600) {
+		return fmt.Errorf("%s.terminationGracePeriodSeconds is %d: set 0 to 3600", at, *o.TerminationGracePeriodSeconds)
+	}
+	names := map[string]bool{}
+	for i, v := range o.Volumes {
+		switch {
+		case slices.Contains(operatorVolumes, v.Name):
+			return fmt.Errorf("%s.volumes[%d]: the name %s is the operator's volume: choose another name", at, i, v.Name)
+		case names[v.Name]:
+			return fmt.Errorf("%s.volumes[%d]: a second volume named %s", at, i, v.Name)
+		case !restrictedVolume(v.VolumeSource):
+			return fmt.Errorf("%s.volumes[%d] (%s): the server pod runs under the restricted pod security standard, which admits only configMap, secret, emptyDir, persistentVolumeClaim, projected, downwardAPI, csi and ephemeral volumes (hostPath and the other types are refused)", at, i, v.Name)
+		}
+		names[v.Name] = true
+	}
+	paths := map[string]bool{}
+	for i, m := range o.VolumeMounts {
+		p := m.MountPath
+		switch {
+		case !slices.Contains(operatorVolumes[:3], m.Name) && !names[m.Name]:
+			return fmt.Errorf("%s.volumeMounts[%d] names volume %q, which is not in %s.volumes (nor the operator's run-config, data or tmp)", at, i, m.Name, at)
+		case !cleanAbsolute(p):
+			return fmt.Errorf("%s.volumeMounts[%d]: mountPath %q must be an absolute, clean path (no //, . or .. parts, no trailing /)", at, i, p)
+		case p == runconfig.HomeDir || slices.ContainsFunc(operatorDirs, func(d string) bool { return p == d || strings.HasPrefix(p, d+"/") }):
+			return fmt.Errorf("%s.volumeMounts[%d]: %s is the operator's: /etc/llama-stack (run config, TLS), %s (the server's state) and %s ($HOME) stay the operator's: mount elsewhere", at, i, p, runconfig.DataDir, runconfig.HomeDir)
+		case paths[p]:
+			return fmt.Errorf("%s.volumeMounts[%d]: a second mount at %s", at, i, p)
+		}
+		paths[p] = true
+	}
+	return nil
+}
+
+// restrictedVolume reports whether the restricted pod security standard
+// admits a volume's type.
+func restrictedVolume(v corev1.VolumeSource) bool {
+	return v.ConfigMap != nil || v.Secret != nil || v.EmptyDir != nil || v.PersistentVolumeClaim != nil ||
+		v.Projected != nil || v.DownwardAPI != nil || v.CSI != nil || v.Ephemeral != nil
+}
+
+func cleanAbsolute(p string) bool {
+	if p == "/" {
+		return true
+	}
+	return strings.HasPrefix(p, "/") && !strings.HasSuffix(p, "/") && !strings.Contains(p, "//") &&
+		!strings.Contains(p, "/./") && !strings.Contains(p, "/../") && !strings.HasSuffix(p, "/.") && !strings.HasSuffix(p, "/..")
+}
+
+// command is the server container's command: podOverrides.command; with
+// workers, the uvicorn command line that repeats what `llama stack run`
+// passes uvicorn from the run config (stackconfig.Line.UvicornArgs), on
+// the port the container declares; else `llama stack run <config>`.
+func command(x extras, in Inputs) []string {
+	if o := x.overrides; o != nil && len(o.Command) > 0 {
+		return o.Command
+	}
+	if x.workers != nil {
+		return in.line().UvicornArgs(in.Config.Server, int64(runconfig.ServerPort), int(*x.workers))
+	}
+	return []string{"llama", "stack", "run", ConfigPath}
+}
+
+// providersMount is where, with workers, an empty volume makes the
+// config's external_providers_dir exist ("" when none is needed): `llama
+// stack run` creates that folder before serving, the app factory uvicorn
+// runs does not, and refuses to start when it is set and missing
+// (stackconfig rule external_providers_dir.exists). Only a folder on the
+// operator's writable volumes (the state volume, $HOME) is made: nothing
+// but `llama stack run` puts one there, where one elsewhere is the image's.
+func providersMount(x extras, in Inputs) string {
+	dir := in.Config.ExternalProvidersDir
+	if x.workers == nil || dir == "" || (x.overrides != nil && len(x.overrides.Command) > 0) {
+		return ""
+	}
+	if !path.IsAbs(dir) {
+		dir = path.Join(runconfig.WorkDir, dir)
+	}
+	dir = path.Clean(dir)
+	for _, d := range []string{runconfig.DataDir, runconfig.HomeDir} {
+		if strings.HasPrefix(dir, d+"/") {
+			return dir
+		}
+	}
+	return ""
+}
+
+// Resources are the server container's resources.
+//
+// Without workers: workload.resources, or DefaultResources.
+//
+// With workers N, each worker is a whole server process (uvicorn forks N
+// processes that each build the stack), so the defaults are sized per
+// worker: a CPU request of N (one core per worker, as the upstream operator
+// requests), and N times the default memory request and limit of one
+// process. The user's workload.resources win; a request they leave out is
+// filled in the same way.
+//
+// An autoscaler on a resource computes utilization against the request: a
+// resource an autoscaling metric names gets its default request (sized
+// for the workers) when workload.resources sets neither a request nor a
+// limit for it (Kubernetes defaults a missing request to the limit).
+func Resources(user *corev1.ResourceRequirements, workers *int32, metrics []v1alpha2.ResourceMetric, operatorMajor string) corev1.ResourceRequirements {
+	def := DefaultResources(operatorMajor)
+	if workers != nil {
+		n := int64(*workers)
+		def.Requests[corev1.ResourceCPU] = *resource.NewQuantity(n, resource.DecimalSI)
+		def.Requests[corev1.ResourceMemory] = times(def.Requests[corev1.ResourceMemory], n)
+		if m, ok := def.Limits[corev1.ResourceMemory]; ok {
+			def.Limits[corev1.ResourceMemory] = times(m, n)
+		}
+	}
+	if user == nil {
+		return def
+	}
+	out := *user.DeepCopy()
+	var need []corev1.ResourceName
+	if workers != nil {
+		need = append(need, corev1.ResourceCPU, corev1.ResourceMemory)
+	}
+	for _, m := range metrics {
+		need = append(need, corev1.ResourceName(m.Resource))
+	}
+	for _, r := range need {
+		if q, ok := out.Requests[r]; ok && !q.IsZero() {
+			continue
+		}
+		if _, ok := out.Limits[r]; ok {
+			continue // Kubernetes sets the request to the limit
+		}
+		if out.Requests == nil {
+			out.Requests = corev1.ResourceList{}
+		}
+		out.Requests[r] = def.Requests[r]
+	}
+	return out
+}
+
+func times(q resource.Quantity, n int64) resource.Quantity {
+	return *resource.NewQuantity(q.Value()*n, q.Format)
+}
