@@ -107,7 +107,7 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 		t.Cleanup(func() { _ = stop() })
 		return stop
 	}
-	stop := start(6 * time.Second)
+	stop := start(12 * time.Second)
 
 	var made v1alpha2.InferenceStack
 	require.NoError(t, yaml.UnmarshalStrict([]byte(`{metadata: {namespace: conv, name: through-v2}, spec: {distribution: {name: starter},
@@ -199,7 +199,7 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 	require.Equal(t, []v1alpha2.ResourceMetric{{Resource: "memory", AverageUtilization: 60}, {Resource: "cpu", AverageUtilization: 90}}, edited.Spec.Scaling.Autoscaling.Metrics)
 	made.Spec = edited.Spec
 
-	// The certificate renews (after 4 of its 6 seconds): the Secret gets a
+	// The certificate renews (after 8 of its 12 seconds): the Secret gets a
 	// new one, the CRD trusts the new CA and the old one, conversions go on.
 	secret, err := core.CoreV1().Secrets("conv").Get(ctx, "inferencestack-conversion-tls", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -274,7 +274,7 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 	require.Len(t, list.Items, 2)
 
 	// Back, with the same certificate (from the Secret).
-	start(6 * time.Second)
+	start(12 * time.Second)
 	eventually(t, "conversions after the restart", func() error {
 		return c.Get(ctx, client.ObjectKeyFromObject(&made), &v)
 	})

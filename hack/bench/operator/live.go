@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -58,7 +59,7 @@ func startStandin(dir, version string) (string, func(), error) {
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, standinConfig, state, ports[0]), 0o600); err != nil {
 		return "", nil, err
 	}
-	cmd := exec.Command(bin, "stack", "run", cfg)
+	cmd := exec.Command(bin, "stack", "run", cfg, "--port", strconv.Itoa(ports[0]))
 	cmd.Env = append(os.Environ(), "LLAMA_STACK_STANDIN_VERSION="+version, "HOME="+state)
 	p, err := testenv.StartProcess(cmd, filepath.Join(dir, "standin.log"))
 	if err != nil {

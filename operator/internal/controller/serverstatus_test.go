@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -119,7 +120,9 @@ func startLiveServer(t *testing.T, version string, cert, client testenv.ServingC
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(standin(t), "stack", "run", filepath.Join(dir, "run.yaml"))
+	// The port comes from --port, as upstream's `llama stack run` takes it
+	// (the config's server.port never reaches uvicorn).
+	cmd := exec.Command(standin(t), "stack", "run", filepath.Join(dir, "run.yaml"), "--port", strconv.Itoa(ports[0]))
 	cmd.Env = append(os.Environ(), "LLAMA_STACK_STANDIN_VERSION="+version, "HOME="+dir,
 		"LLAMA_STACK_CONFIG_DIR="+filepath.Join(dir, ".llama"), "LLAMA_STACK_STANDIN_CHECK_TOKENS=1")
 	proc, err := testenv.StartProcess(cmd, filepath.Join(dir, "llama.log"))

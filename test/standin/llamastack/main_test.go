@@ -257,7 +257,7 @@ func TestServerAPI(t *testing.T) {
 			t.Setenv("STATE_DIR", dir)
 			t.Setenv("LLAMA_STACK_CONFIG_DIR", filepath.Join(dir, ".llama"))
 			body := stateConfigs[version] + "server:\n" + kubeAuth + "\n"
-			s, err := start([]string{"stack", "run", config(t, body)})
+			s, err := start([]string{"llama", "stack", "run", config(t, body)})
 			require.NoError(t, err)
 			code := func(method, path, token, body string) int {
 				rec := httptest.NewRecorder()
