@@ -198,6 +198,10 @@ func stateVolume(stack *v1alpha1.InferenceStack) *v1alpha1.StateVolumeSpec {
 	return nil
 }
 
+// HasStateVolume reports whether the stack asks for a state volume
+// (workload.stateVolume).
+func HasStateVolume(stack *v1alpha1.InferenceStack) bool { return stateVolume(stack) != nil }
+
 // StateRetained reports whether the state volume outlives the stack
 // (workload.stateVolume.retainOnDelete, default true).
 func StateRetained(stack *v1alpha1.InferenceStack) bool {

@@ -128,6 +128,75 @@ func TestCreationWritesEachObjectOnce(t *testing.T) {
 	}
 }
 
+// TestLabelledStackCreationIsAtTheFloor: a stack created with its major's
+// label and nothing owner references cannot remove (no cache, no state
+// volume, no referenced user object: the starter sample) takes one write
+// per object and one status write, no patch of its metadata (no finalizer)
+// and no Event; deleted, its objects go with it (the garbage collector) and
+// the operator forgets it. One that references a user Secret gets the
+// finalizer, in the one patch of its metadata.
+func TestLabelledStackCreationIsAtTheFloor(t *testing.T) {
+	op := startOperator(t, onlyMajor(t, "1"))
+	ns := namespace(t)
+	starter := starterSample(t, ns)
+	starter.Labels = map[string]string{v1alpha1.LabelOperatorMajor: "1"}
+	create(t, starter)
+	converged(t, ns, starter.Name)
+	op.reconcileAll(t, ns, []string{starter.Name}, "after-creation")
+
+	var writes []string
+	for _, w := range op.writes.Writes() {
+		if strings.HasSuffix(w, " "+ns+"/"+starter.Name) || strings.Contains(w, " "+ns+"/"+starter.Name+"-") {
+			writes = append(writes, w)
+		}
+	}
+	// Its ConfigMap, ServiceAccount, Deployment, Service and NetworkPolicy,
+	// and the status.
+	if len(writes) != 6 || slices.ContainsFunc(writes, func(w string) bool { return strings.HasPrefix(w, "patch ") && strings.HasSuffix(w, " "+ns+"/"+starter.Name) }) {
+		t.Errorf("the labelled starter sample took %d writes, want 6 and none of its metadata:\n%s", len(writes), strings.Join(writes, "\n"))
+	}
+	stack := &v1alpha1.InferenceStack{}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(starter), stack); err != nil {
+		t.Fatal(err)
+	}
+	if len(stack.Finalizers) != 0 {
+		t.Errorf("the starter sample has finalizers %v, want none", stack.Finalizers)
+	}
+	if n := eventsOf(t, ns, starter.Name); n != 0 {
+		t.Errorf("the starter sample has %d events, want none", n)
+	}
+	if op.reconciler.RunConfigsMade(stack.UID) != 1 {
+		t.Fatalf("the operator made %d run configs for the stack, want 1", op.reconciler.RunConfigsMade(stack.UID))
+	}
+	if err := env.Client.Delete(context.Background(), stack); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, func() error {
+		if n := op.reconciler.RunConfigsMade(stack.UID); n != 0 {
+			return fmt.Errorf("the operator still remembers %d run configs of the deleted stack", n)
+		}
+		return nil
+	})
+	eventually(t, timeout, func() error {
+		dep := &appsv1.Deployment{}
+		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: starter.Name}, dep)
+		if apierrors.IsNotFound(err) || (err == nil && !dep.DeletionTimestamp.IsZero()) {
+			return nil
+		}
+		return fmt.Errorf("the deleted stack's Deployment is still there (err %v)", err)
+	})
+
+	withSecret := testutil.Stack("with-secret", testutil.WithNamespace(ns),
+		testutil.WithProviders("inference", testutil.Provider("openai", testutil.WithAPIKey("openai-key", "key"))))
+	withSecret.Labels = map[string]string{v1alpha1.LabelOperatorMajor: "1"}
+	create(t, secret(ns, "openai-key", map[string]string{"key": "sk-1"}))
+	create(t, withSecret)
+	got := converged(t, ns, "with-secret")
+	if !slices.Contains(got.Finalizers, controller.Finalizer) {
+		t.Errorf("a stack that references a user Secret has finalizers %v, want %s", got.Finalizers, controller.Finalizer)
+	}
+}
+
 // eventsOf counts the events.k8s.io Events about stack name.
 func eventsOf(t *testing.T, ns, name string) int {
 	t.Helper()

@@ -185,7 +185,7 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if !stack.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, original, stack)
 	}
-	if controllerutil.AddFinalizer(stack, Finalizer) {
+	if needsFinalizer(stack) && controllerutil.AddFinalizer(stack, Finalizer) {
 		if err := r.Client.Patch(ctx, stack, client.MergeFrom(original)); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding finalizer %s: %w", Finalizer, err)
 		}
@@ -269,6 +269,19 @@ func (r *InferenceStackReconciler) event(stack *v1alpha1.InferenceStack, kind, e
 	r.Recorder.Eventf(stack, nil, eventType, reason, action, "%s", note)
 }
 
+// needsFinalizer reports whether deleting stack leaves something behind
+// that owner references cannot remove, so its deletion must wait for the
+// operator: the cache's volume claim and password Secret and the server's
+// state volume claim (kept or deleted as retainOnDelete says, never owned),
+// and the watched label on the user Secrets and ConfigMaps it references.
+// A stack with none of these (the starter sample) gets no finalizer, and
+// its creation no write of its metadata; the garbage collector removes its
+// objects. Once added, the finalizer stays until deletion: a cache or a
+// reference dropped from the spec leaves what it made.
+func needsFinalizer(stack *v1alpha1.InferenceStack) bool {
+	return cachecomp.Enabled(stack) || server.HasStateVolume(stack) || len(config.References(stack.Spec)) > 0
+}
+
 // waitingOutsideTheCache are the reasons of conditions that wait for a user
 // object that does not exist, or is not labelled, so no event of the cache
 // tells when it changes.
@@ -303,13 +316,7 @@ func (r *InferenceStackReconciler) finalize(ctx context.Context, original, stack
 	if err := r.Client.Patch(ctx, stack, client.MergeFrom(patchBase)); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	r.configs.forget(stack.UID)
-	for _, kind := range []string{"phase", "providers"} {
-		r.lastEvents.Delete(lastEvent{stack.UID, kind})
-	}
-	if r.Prober != nil {
-		r.Prober.Forget(client.ObjectKeyFromObject(stack))
-	}
+	r.forget(stack)
 	return ctrl.Result{}, nil
 }
 
@@ -486,7 +493,19 @@ func (r *InferenceStackReconciler) notOwnWrites() predicate.Predicate {
 func (r *InferenceStackReconciler) observed() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool { r.observe(e.ObjectNew); return true },
-		DeleteFunc: func(e event.DeleteEvent) bool { r.observe(e.Object); return true },
+		DeleteFunc: func(e event.DeleteEvent) bool { r.observe(e.Object); r.forget(e.Object); return true },
+	}
+}
+
+// forget drops what the reconciler remembers of a stack that is gone: a
+// stack without the finalizer is never seen deleting by a reconcile.
+func (r *InferenceStackReconciler) forget(obj client.Object) {
+	r.configs.forget(obj.GetUID())
+	for _, kind := range []string{"phase", "providers"} {
+		r.lastEvents.Delete(lastEvent{obj.GetUID(), kind})
+	}
+	if r.Prober != nil {
+		r.Prober.Forget(client.ObjectKeyFromObject(obj))
 	}
 }
 

@@ -129,11 +129,15 @@ func TestInstalledOperatorReconcilesWithBundleRBAC(t *testing.T) {
 	require.GreaterOrEqual(t, idx, 0, "Deployment %s/%s has no container %s", dep.Namespace, dep.Name, server.ContainerName)
 	require.Equal(t, image, containers[idx].Image, "the server's image is not the one the installed pin names")
 
-	// Deleting the stack goes through the operator's finalizer, with the
-	// same permissions.
+	// The starter sample holds nothing owner references cannot remove (no
+	// cache, no state volume, no user Secret): the operator gave it no
+	// finalizer, so creating it cost no write of its metadata, and its
+	// deletion is the garbage collector's alone. (Stacks with a finalizer
+	// are deleted by the operator running with the bundle's permissions in
+	// test/node/e2e.)
 	start = time.Now()
-	require.Contains(t, stack.GetFinalizers(), stackFinalizer)
-	require.NoError(t, cluster.Delete(ctx, deleteTimeout, stack), "the operator did not remove the stack's finalizer %s", stackFinalizer)
+	require.NotContains(t, stack.GetFinalizers(), stackFinalizer)
+	require.NoError(t, cluster.Delete(ctx, deleteTimeout, stack), "the stack was not deleted")
 	op.requireNoRefusals(t)
 	t.Logf("InferenceStack %s/%s deleted in %s", stack.GetNamespace(), stack.GetName(), time.Since(start).Round(100*time.Millisecond))
 }
