@@ -152,7 +152,9 @@ func TestLabelledStackCreationIsAtTheFloor(t *testing.T) {
 	}
 	// Its ConfigMap, ServiceAccount, Deployment, Service and NetworkPolicy,
 	// and the status.
-	if len(writes) != 6 || slices.ContainsFunc(writes, func(w string) bool { return strings.HasPrefix(w, "patch ") && strings.HasSuffix(w, " "+ns+"/"+starter.Name) }) {
+	if len(writes) != 6 || slices.ContainsFunc(writes, func(w string) bool {
+		return strings.HasPrefix(w, "patch ") && strings.HasSuffix(w, " "+ns+"/"+starter.Name)
+	}) {
 		t.Errorf("the labelled starter sample took %d writes, want 6 and none of its metadata:\n%s", len(writes), strings.Join(writes, "\n"))
 	}
 	stack := &v1alpha1.InferenceStack{}
