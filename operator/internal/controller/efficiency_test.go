@@ -185,7 +185,7 @@ func TestLabelledStackCreationIsAtTheFloor(t *testing.T) {
 		if apierrors.IsNotFound(err) || (err == nil && !dep.DeletionTimestamp.IsZero()) {
 			return nil
 		}
-		return fmt.Errorf("the deleted stack's Deployment is still there (err %v)", err)
+		return fmt.Errorf("the deleted stack's Deployment is still there (err %w)", err)
 	})
 
 	withSecret := testutil.Stack("with-secret", testutil.WithNamespace(ns),
