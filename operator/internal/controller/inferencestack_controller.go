@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -163,9 +162,8 @@ func concurrency(n int) int {
 func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
 	original := &v1alpha1.InferenceStack{}
 	if err := r.Client.Get(ctx, req.NamespacedName, original); err != nil {
-		if apierrors.IsNotFound(err) && r.Prober != nil {
-			r.Prober.Forget(req.NamespacedName)
-		}
+		// A stack gone from the cache was forgotten on its delete event
+		// (forget).
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if r.applier.Behind(original) {
