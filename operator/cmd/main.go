@@ -117,11 +117,11 @@ func main() {
 	fs.StringVar(&o.apiVersion, "api-version", v1alpha1.GroupVersion.Version,
 		"The InferenceStack API version this operator reads and writes ("+strings.Join(wire.Versions, ", ")+"; the release input's api.reads, docs/api-versions.md).")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 0,
-		"How many InferenceStacks are reconciled (and claimed) at once; 0: 4 per CPU the operator may use (GOMAXPROCS).")
+		"How many InferenceStacks are reconciled at once; 0: 4 per CPU the operator may use (GOMAXPROCS).")
 	fs.StringVar(&o.stackSelector, "stack-selector", "",
 		"Label selector narrowing the InferenceStacks this operator reconciles, within those labelled "+v1alpha1.LabelOperatorMajor+"=<its major>.")
 	fs.BoolVar(&o.takeUnlabeled, "take-unlabeled-stacks", true,
-		"Label InferenceStacks without "+v1alpha1.LabelOperatorMajor+" with this operator's major, so it reconciles them; "+
+		"Reconcile the InferenceStacks without "+v1alpha1.LabelOperatorMajor+" too (within --stack-selector), without labelling them; "+
 			"exactly one of the majors running side by side takes them (each release sets it in its bundle).")
 	fs.DurationVar(&o.serverStatus.interval, "server-status-interval", serverstatus.DefaultInterval,
 		"How often the operator reads each Available server's version and providers (status.server, condition ProvidersHealthy); "+
@@ -230,8 +230,8 @@ func run(ctx context.Context, o options) error {
 	return mgr.Start(ctx)
 }
 
-// setupControllers adds the reconciler (and the claimer of unlabelled
-// stacks) to the manager.
+// setupControllers adds the reconciler (of this major's stacks, and of the
+// unlabelled ones when this major takes them) to the manager.
 func setupControllers(ctx context.Context, mgr manager.Manager, o options, p pin.Pin, major string, extra labels.Selector, cacheUser *int64, gv schema.GroupVersion) error {
 	recorder := mgr.GetEventRecorder("inferencestack-operator-v" + major)
 	r := &controller.InferenceStackReconciler{
@@ -256,16 +256,10 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o options, p pin
 			r.Prober.Resolve = func(string) string { return a }
 		}
 	}
-	if err := r.SetupWithManager(ctx, mgr); err != nil {
-		return err
-	}
 	if o.takeUnlabeled {
-		claimer := &controller.Claimer{Client: mgr.GetClient(), Major: major, Extra: extra, Concurrency: o.concurrency, APIVersion: gv}
-		if err := claimer.SetupWithManager(mgr); err != nil {
-			return err
-		}
+		r.TakeUnlabeled = controller.Unlabeled(extra)
 	}
-	return nil
+	return r.SetupWithManager(ctx, mgr)
 }
 
 // defaults fills in what differs per major, so that two majors run side by

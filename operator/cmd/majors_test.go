@@ -2,8 +2,8 @@ package main_test
 
 // The operator binary of two majors at once on one real control plane: each
 // reconciles only the InferenceStacks labelled with its major (its cache holds
-// no other), the one that takes unlabelled stacks claims them, and relabelling
-// a stack hands it over in place. Each binary runs as a ServiceAccount of its
+// no other), the one that takes unlabelled stacks reconciles them too,
+// without labelling them, and relabelling a stack hands it over in place. Each binary runs as a ServiceAccount of its
 // own, bound to the operator's generated ClusterRole (role.yaml), and the API
 // server's audit log says who wrote what.
 
@@ -109,10 +109,14 @@ func TestTwoMajorsSideBySide(t *testing.T) {
 	for _, s := range []*v1alpha1.InferenceStack{unlabelled, one, two, moving} {
 		waitDeploying(t, s)
 	}
-	// The 1.x operator claimed the unlabelled stack; 2.0.0 does not take them.
+	// The 1.x operator took the unlabelled stack, without labelling it (its
+	// status names the release); 2.0.0 does not take them.
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(unlabelled), unlabelled))
-	if got := unlabelled.Labels[v1alpha1.LabelOperatorMajor]; got != "1" {
-		t.Fatalf("unlabelled stack has %s=%q, want 1 (claimed by the operator that takes unlabelled stacks)", v1alpha1.LabelOperatorMajor, got)
+	if got, ok := unlabelled.Labels[v1alpha1.LabelOperatorMajor]; ok {
+		t.Errorf("unlabelled stack was labelled %s=%q", v1alpha1.LabelOperatorMajor, got)
+	}
+	if rd := unlabelled.Status.ResolvedDistribution; rd == nil || rd.OperatorVersion != "1.1.0" {
+		t.Errorf("unlabelled stack: status.resolvedDistribution %+v, want operatorVersion 1.1.0 (the release that takes unlabelled stacks)", rd)
 	}
 	// Each major's defaults show which one built each Deployment.
 	for s, want := range map[*v1alpha1.InferenceStack]string{unlabelled: "250m", one: "250m", two: "500m", moving: "250m"} {
@@ -143,8 +147,8 @@ func TestTwoMajorsSideBySide(t *testing.T) {
 		waitDeploying(t, s)
 	}
 	writes := auditWrites(t, 0)
-	for s, claimed := range map[*v1alpha1.InferenceStack]bool{unlabelled: true, one: false, two: false, moving: false} {
-		if diff := cmp.Diff(creationWrites(s, claimed), writes[s.Namespace]); diff != "" {
+	for _, s := range []*v1alpha1.InferenceStack{unlabelled, one, two, moving} {
+		if diff := cmp.Diff(creationWrites(s), writes[s.Namespace]); diff != "" {
 			t.Errorf("stack %s: the writes of its creation and of a spec change that changes no object (-want +got):\n%s", s.Namespace, diff)
 		}
 	}
@@ -155,14 +159,9 @@ func TestTwoMajorsSideBySide(t *testing.T) {
 		if _, set := os.LookupEnv("GOGC"); !set && !slices.Contains(strings.Split(text, "\n"), "go_gc_gogc_percent 50") {
 			t.Errorf("operator at %s does not run with GOGC 50", op.MetricsAddr)
 		}
-		for _, c := range []string{"inferencestack", "inferencestack-claim"} {
-			line := fmt.Sprintf("controller_runtime_max_concurrent_reconciles{controller=%q} %d", c, want)
-			if c == "inferencestack-claim" && op == v2 {
-				line = "" // 2.0.0 takes no unlabelled stacks: no claimer runs.
-			}
-			if line != "" && !slices.Contains(strings.Split(text, "\n"), line) {
-				t.Errorf("operator at %s does not serve %q", op.MetricsAddr, line)
-			}
+		line := fmt.Sprintf("controller_runtime_max_concurrent_reconciles{controller=%q} %d", "inferencestack", want)
+		if !slices.Contains(strings.Split(text, "\n"), line) {
+			t.Errorf("operator at %s does not serve %q", op.MetricsAddr, line)
 		}
 	}
 
@@ -210,12 +209,12 @@ func withCache(s *v1alpha1.InferenceStack) { s.Spec.Cache = &v1alpha1.CacheSpec{
 // auditWrites counts them), for stack s from its creation until it has
 // reconciled one change of its spec that changes no object: each object
 // once (server-side applies, and a create of the cache's password Secret),
-// the stack's metadata once when it was claimed (the claim label and the
-// finalizer) or needs the finalizer (its cache), and its status twice (at
-// creation and for the change); no Event: for the unlabelled stack its 5
-// objects, the claim and the status, as TestCreationWritesEachObjectOnce
-// counts them in process, plus the change's status write.
-func creationWrites(s *v1alpha1.InferenceStack, claimed bool) map[string]int {
+// the stack's metadata once when it needs the finalizer (its cache), and
+// its status twice (at creation and for the change); no label, no Event:
+// for the unlabelled stack its 5 objects and the status, as
+// TestCreationWritesEachObjectOnce counts them in process, plus the
+// change's status write.
+func creationWrites(s *v1alpha1.InferenceStack) map[string]int {
 	w := map[string]int{
 		"patch configmaps " + config.ConfigMapName(s.Name):      1,
 		"patch serviceaccounts " + server.ServiceAccountName(s): 1,
@@ -224,13 +223,10 @@ func creationWrites(s *v1alpha1.InferenceStack, claimed bool) map[string]int {
 		"patch networkpolicies " + network.ServerPolicyName(s):  1,
 		"patch inferencestacks/status " + s.Name:                2,
 	}
-	if claimed || cache.Enabled(s) {
-		// The claim's label and the finalizer, or the finalizer alone: a
-		// stack created with its label and nothing to clean up that owner
+	if cache.Enabled(s) {
+		// The finalizer: a stack with nothing to clean up that owner
 		// references cannot has no patch of its metadata.
 		w["patch inferencestacks "+s.Name] = 1
-	}
-	if cache.Enabled(s) {
 		w["create secrets "+cache.SecretName(s)] = 1
 		w["patch persistentvolumeclaims "+cache.PVCName(s)] = 1
 		w["patch deployments "+cache.Name(s)] = 1

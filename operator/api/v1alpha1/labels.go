@@ -4,7 +4,8 @@ package v1alpha1
 // operator, when several run side by side: the operator of major N reconciles
 // exactly the stacks labelled "N", and its cache holds no other. The one major
 // that takes unlabelled stacks (its --take-unlabeled-stacks flag, set per
-// release) labels each new unlabelled stack with its own major. Changing the
-// label hands a stack over to another major, which takes its objects over in
-// place.
+// release) reconciles them too, without labelling them; their status
+// (resolvedDistribution.operatorVersion) names the release that does.
+// Setting or changing the label hands a stack over to another major, which
+// takes its objects over in place.
 const LabelOperatorMajor = "inferencestack.io/operator-major"

@@ -21,6 +21,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
@@ -48,14 +49,14 @@ func starterSample(t *testing.T, ns string) *v1alpha1.InferenceStack {
 	return s
 }
 
-// TestCreationWritesEachObjectOnce: unlabelled stacks claimed by the
+// TestCreationWritesEachObjectOnce: unlabelled stacks taken by the
 // operator's major, the starter sample and one of each feature mix, get one
-// patch of their metadata (the claim label and the finalizer together), one
-// write of each object, one status write and no event: 7 writes for the
-// starter sample. The user objects they share are labelled once, and each
-// stack is reconciled once.
+// write of each object, one status write, no label, no event, and one patch
+// of their metadata only where they need the finalizer: 6 writes for the
+// starter sample, its floor. The user objects they share are labelled once,
+// and each stack is reconciled once.
 func TestCreationWritesEachObjectOnce(t *testing.T) {
-	op := startOperator(t, onlyMajor(t, "1"), withClaimer("1"))
+	op := startOperator(t, onlyMajor(t, "1"), takingUnlabeled(nil))
 	ns := namespace(t)
 	override, err := runconfig.Base(stackconfig.Line02, string(v1alpha1.DistributionStarter)) // testPin pins 0.2.23
 	if err != nil {
@@ -105,8 +106,20 @@ func TestCreationWritesEachObjectOnce(t *testing.T) {
 				metadata++
 			}
 		}
-		if metadata != 1 || status != 1 {
-			t.Errorf("stack %s: %d patches of its metadata and %d of its status, want 1 and 1", name, metadata, status)
+		s, err := get(t, &v1alpha1.InferenceStack{}, ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := s.Labels[v1alpha1.LabelOperatorMajor]; ok {
+			t.Errorf("stack %s was labelled %s=%q: a stack the major takes unlabelled stays so", name, v1alpha1.LabelOperatorMajor, v)
+		}
+		wantMetadata := 0
+		if controllerutil.ContainsFinalizer(s, controller.Finalizer) {
+			wantMetadata = 1
+		}
+		if metadata != wantMetadata || status != 1 {
+			t.Errorf("stack %s (finalizers %v): %d patches of its metadata and %d of its status, want %d and 1",
+				name, s.Finalizers, metadata, status, wantMetadata)
 		}
 		eventually(t, timeout, func() error {
 			if n := eventsOf(t, ns, name); n != 0 {
@@ -122,9 +135,9 @@ func TestCreationWritesEachObjectOnce(t *testing.T) {
 		}
 	}
 	// Its ConfigMap, ServiceAccount, Deployment, Service and NetworkPolicy,
-	// the claim and the status.
-	if len(ofStarter) != 7 {
-		t.Errorf("the starter sample took %d writes, want 7:\n%s", len(ofStarter), strings.Join(ofStarter, "\n"))
+	// and the status.
+	if len(ofStarter) != 6 {
+		t.Errorf("the starter sample took %d writes, want 6:\n%s", len(ofStarter), strings.Join(ofStarter, "\n"))
 	}
 }
 

@@ -16,8 +16,10 @@ import (
 	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -101,7 +103,17 @@ type InferenceStackReconciler struct {
 	// the API server serves OpenShift Routes while a stack asks for one and
 	// it does not; 0 means DefaultRouteCheckInterval.
 	RouteCheckInterval time.Duration
+	// TakeUnlabeled, when set, selects InferenceStacks without the
+	// v1alpha1.LabelOperatorMajor label (Unlabeled) that this operator
+	// reconciles too, from a cache of their own, without labelling them:
+	// the operator of the one major whose release takes unlabelled stacks
+	// sets it. Its status (resolvedDistribution.operatorVersion) records
+	// that this major took a stack; one another major took is labelled for
+	// that major (leave).
+	TakeUnlabeled labels.Selector
 
+	// major is the major of Pin's operator version (with TakeUnlabeled).
+	major string
 	// applier applies the stacks' objects; SetupWithManager makes it.
 	applier *apply.Applier
 	// watching shares the reads and label patches of user objects between
@@ -179,6 +191,9 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		read := original
 		defer func() { r.reconciled(read, err) }()
 	}
+	if major, ok := r.takenByAnother(original); ok {
+		return ctrl.Result{}, r.leave(ctx, original, major)
+	}
 	stack := original.DeepCopy()
 	if !stack.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, original, stack)
@@ -196,7 +211,18 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	stepErr := r.runSteps(ctx, s)
 	r.setStatus(ctx, s, stepErr)
 	if !equality.Semantic.DeepEqual(original.Status, stack.Status) {
-		if err := r.Client.Status().Patch(ctx, stack, client.MergeFrom(original)); err != nil {
+		patch := client.MergeFrom(original)
+		if r.TakeUnlabeled != nil && !labelled(original) && reconciledBy(original) != r.major {
+			// This status takes an unlabelled stack for this major (it
+			// names this major's release): if another major that takes
+			// unlabelled stacks took it meanwhile, its write wins and the
+			// next reconcile leaves the stack to it.
+			patch = client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})
+		}
+		if err := r.Client.Status().Patch(ctx, stack, patch); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{RequeueAfter: time.Second}, nil
+			}
 			return ctrl.Result{}, errors.Join(stepErr, fmt.Errorf("writing status: %w", err))
 		}
 		r.applier.Wrote(stack)
@@ -378,27 +404,40 @@ func (r *InferenceStackReconciler) finalizerTimeout() time.Duration {
 
 // SetupWithManager registers the controller, its index and its watches.
 func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	err := mgr.GetFieldIndexer().IndexField(ctx, wire.Object(r.APIVersion), referencesIndex, func(obj client.Object) []string {
-		internal, err := wire.Internal(obj)
-		if err != nil {
-			return nil // a stack that does not convert is refused by the reconcile
-		}
-		var keys []string
-		for _, ref := range config.References(internal.(*v1alpha1.InferenceStack).Spec) {
-			keys = append(keys, config.IndexKey(ref.Kind, ref.Name))
-		}
-		return keys
-	})
+	err := mgr.GetFieldIndexer().IndexField(ctx, wire.Object(r.APIVersion), referencesIndex, indexReferences)
 	if err != nil {
 		return fmt.Errorf("indexing InferenceStacks by reference: %w", err)
+	}
+	var unlabeled cache.Cache
+	if r.TakeUnlabeled != nil {
+		if r.major, err = r.Pin.Major(); err != nil {
+			return err
+		}
+		// Whole stacks, in the version the operator reads, like the
+		// manager's cache holds its labelled ones (CacheOptions).
+		unlabeled, err = cache.New(mgr.GetConfig(), cache.Options{
+			HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+			DefaultLabelSelector: r.TakeUnlabeled, DefaultTransform: cache.TransformStripManagedFields(),
+		})
+		if err != nil {
+			return fmt.Errorf("creating the cache of unlabelled InferenceStacks: %w", err)
+		}
+		if err := unlabeled.IndexField(ctx, wire.Object(r.APIVersion), referencesIndex, indexReferences); err != nil {
+			return fmt.Errorf("indexing unlabelled InferenceStacks by reference: %w", err)
+		}
+		if err := mgr.Add(unlabeled); err != nil {
+			return err
+		}
+		r.Client = withUnlabeled(r.Client, wire.Reader(unlabeled, r.APIVersion))
 	}
 	r.applier = &apply.Applier{Client: r.Client, Reader: r.APIReader}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("inferencestack").
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency(r.Concurrency)}).
-		For(wire.Object(r.APIVersion), builder.WithPredicates(r.observed(), predicate.Or(
-			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
-			predicate.AnnotationChangedPredicate{}, deletionPredicate())))
+		For(wire.Object(r.APIVersion), builder.WithPredicates(r.stackPredicates()...))
+	if unlabeled != nil {
+		b = b.WatchesRawSource(source.Kind(unlabeled, wire.Object(r.APIVersion), &handler.EnqueueRequestForObject{}, r.stackPredicates()...))
+	}
 	for _, obj := range append(ownedTypes(), &corev1.Secret{}, &corev1.ConfigMap{}) {
 		b = b.Watches(obj, r.objectHandler(), builder.WithPredicates(r.notOwnWrites()))
 	}
@@ -451,10 +490,31 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	return nil
 }
 
+// indexReferences is the referencesIndex of a stack: the user objects it
+// references.
+func indexReferences(obj client.Object) []string {
+	internal, err := wire.Internal(obj)
+	if err != nil {
+		return nil // a stack that does not convert is refused by the reconcile
+	}
+	var keys []string
+	for _, ref := range config.References(internal.(*v1alpha1.InferenceStack).Spec) {
+		keys = append(keys, config.IndexKey(ref.Kind, ref.Name))
+	}
+	return keys
+}
+
+// stackPredicates pass the events of a stack that need a reconcile.
+func (r *InferenceStackReconciler) stackPredicates() []predicate.Predicate {
+	return []predicate.Predicate{r.observed(), predicate.Or(
+		predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
+		predicate.AnnotationChangedPredicate{}, deletionPredicate())}
+}
+
 // deletionPredicate passes the updates of a stack that the generation does
 // not count and that need a reconcile: it was marked deleted, or lost the
-// finalizer while alive. (The finalizer's addition, by the Claimer or by
-// Reconcile, needs none.)
+// finalizer while alive. (The finalizer's addition, by Reconcile, needs
+// none.)
 func deletionPredicate() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return !e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp()) ||

@@ -4,20 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/blang/semver/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 )
@@ -39,9 +31,11 @@ func StackSelector(major string, extra labels.Selector) (labels.Selector, error)
 	return sel, nil
 }
 
-// unlabeled selects the InferenceStacks no major has been assigned, narrowed
-// by extra (nil: no narrowing).
-func unlabeled(extra labels.Selector) labels.Selector {
+// Unlabeled selects the InferenceStacks no major has been assigned by label,
+// narrowed by extra (nil: no narrowing): those the operator of the major
+// whose release takes unlabelled stacks reconciles besides its own
+// (InferenceStackReconciler.TakeUnlabeled).
+func Unlabeled(extra labels.Selector) labels.Selector {
 	req, _ := labels.NewRequirement(v1alpha1.LabelOperatorMajor, selection.DoesNotExist, nil)
 	sel := labels.NewSelector().Add(*req)
 	if extra != nil {
@@ -51,96 +45,107 @@ func unlabeled(extra labels.Selector) labels.Selector {
 	return sel
 }
 
-// Claimer gives unlabelled InferenceStacks to one major: it labels each with
-// v1alpha1.LabelOperatorMajor=Major, after which that major's cache sees it,
-// and adds the Finalizer in the same patch, so the stack's first reconcile
-// finds its metadata complete and writes none. It records no Event: the
-// label is the record. Run it in exactly one major
-// (the one whose release takes unlabelled stacks); if two did, the
-// optimistic lock of the patch still lets only the first one claim a stack.
-// It holds only the metadata of unlabelled stacks, in a cache of its own.
-type Claimer struct {
-	// Client writes the label.
-	Client client.Client
-	// Major is the operator's major version.
-	Major string
-	// Extra narrows the stacks it claims, like StackSelector's (nil: all).
-	Extra labels.Selector
-	// Concurrency is how many stacks are claimed at once; 0 means
-	// DefaultConcurrency.
-	Concurrency int
-	// APIVersion is the InferenceStack version the operator reads (zero:
-	// v1alpha1).
-	APIVersion schema.GroupVersion
-
-	cache cache.Cache
+// labelled reports whether stack is assigned a major by label.
+func labelled(stack *v1alpha1.InferenceStack) bool {
+	_, ok := stack.Labels[v1alpha1.LabelOperatorMajor]
+	return ok
 }
 
-// SetupWithManager starts the Claimer's cache and controller with the manager
-// (on the elected leader only, like the InferenceStack controller).
-func (c *Claimer) SetupWithManager(mgr ctrl.Manager) error {
-	var err error
-	c.cache, err = cache.New(mgr.GetConfig(), cache.Options{
-		Scheme:               mgr.GetScheme(),
-		Mapper:               mgr.GetRESTMapper(),
-		DefaultLabelSelector: unlabeled(c.Extra),
-		DefaultTransform:     cache.TransformStripManagedFields(),
-	})
-	if err != nil {
-		return fmt.Errorf("creating the cache of unlabelled InferenceStacks: %w", err)
+// reconciledBy is the major of the operator release that last wrote the
+// status of stack (status.resolvedDistribution.operatorVersion), "" when
+// none did or it names no semantic version. For an unlabelled stack this is
+// the record of which major took it: writing it costs no write of its own,
+// it comes with the stack's first status.
+func reconciledBy(stack *v1alpha1.InferenceStack) string {
+	rd := stack.Status.ResolvedDistribution
+	if rd == nil {
+		return ""
 	}
-	if err := mgr.Add(c.cache); err != nil {
+	v, err := semver.ParseTolerant(rd.OperatorVersion)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprint(v.Major)
+}
+
+// takenByAnother reports whether stack is unlabelled and was taken by
+// another major than this operator's: its status names that major's
+// release. Two majors take unlabelled stacks at once only for a while (one
+// was upgraded to a release that takes them before the other to one that
+// does not, or the other way round for the one that keeps the stacks it
+// reconciled); the stacks one already reconciles stay with it.
+func (r *InferenceStackReconciler) takenByAnother(stack *v1alpha1.InferenceStack) (string, bool) {
+	if r.TakeUnlabeled == nil || labelled(stack) {
+		return "", false
+	}
+	by := reconciledBy(stack)
+	return by, by != "" && by != r.major
+}
+
+// leave hands stack, unlabelled but reconciled by major, to that major for
+// good: it labels it so (with the optimistic lock, so a label set
+// meanwhile, by the user or by that major, wins), which moves it from this
+// operator's cache of unlabelled stacks to that major's cache. A stack being
+// deleted is left as it is: its major finalizes it.
+func (r *InferenceStackReconciler) leave(ctx context.Context, stack *v1alpha1.InferenceStack, major string) error {
+	if !stack.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	labelledFor := stack.DeepCopy()
+	labelledFor.Labels = make(map[string]string, len(stack.Labels)+1)
+	for k, v := range stack.Labels {
+		labelledFor.Labels[k] = v
+	}
+	labelledFor.Labels[v1alpha1.LabelOperatorMajor] = major
+	patch := client.MergeFromWithOptions(stack, client.MergeFromWithOptimisticLock{})
+	if err := r.Client.Patch(ctx, labelledFor, patch); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			// Changed or deleted meanwhile: the cache's event of that
+			// change brings it back if it is still unlabelled.
+			return nil
+		}
+		return fmt.Errorf("labelling InferenceStack %s/%s with %s=%s, the major that reconciles it: %w",
+			stack.Namespace, stack.Name, v1alpha1.LabelOperatorMajor, major, err)
+	}
+	r.applier.Wrote(labelledFor)
+	log.FromContext(ctx).Info("unlabelled, but reconciled by another major (status.resolvedDistribution.operatorVersion), which both take unlabelled stacks: labelled for that major; set the label to move it",
+		"label", v1alpha1.LabelOperatorMajor, "major", major, "thisMajor", r.major)
+	return nil
+}
+
+// withUnlabeled is c reading InferenceStacks (v1alpha1, as the reconciler
+// does) from unlabeled too: Get from unlabeled what c does not hold, List
+// from both. The two caches hold disjoint stacks (one selects a value of
+// the major label, the other its absence).
+func withUnlabeled(c client.Client, unlabeled client.Reader) client.Client {
+	return &unionClient{Client: c, unlabeled: unlabeled}
+}
+
+type unionClient struct {
+	client.Client
+	unlabeled client.Reader
+}
+
+func (c *unionClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := c.Client.Get(ctx, key, obj, opts...)
+	if _, ok := obj.(*v1alpha1.InferenceStack); ok && apierrors.IsNotFound(err) {
+		return c.unlabeled.Get(ctx, key, obj, opts...)
+	}
+	return err
+}
+
+func (c *unionClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.Client.List(ctx, list, opts...); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("inferencestack-claim").
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency(c.Concurrency)}).
-		WatchesRawSource(source.Kind(c.cache, c.stackMetadata(),
-			&handler.TypedEnqueueRequestForObject[*metav1.PartialObjectMetadata]{})).
-		Complete(c)
-}
-
-func (c *Claimer) stackMetadata() *metav1.PartialObjectMetadata {
-	gv := c.APIVersion
-	if gv.Empty() {
-		gv = v1alpha1.GroupVersion
+	stacks, ok := list.(*v1alpha1.InferenceStackList)
+	if !ok {
+		return nil
 	}
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(gv.WithKind("InferenceStack"))
-	return m
-}
-
-// Reconcile labels one unlabelled InferenceStack with the Claimer's major and
-// adds the Finalizer, in one patch.
-func (c *Claimer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	stack := c.stackMetadata()
-	if err := c.cache.Get(ctx, req.NamespacedName, stack); err != nil {
-		// Gone, or labelled since (so no longer in this cache).
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+	more := &v1alpha1.InferenceStackList{}
+	if err := c.unlabeled.List(ctx, more, opts...); err != nil {
+		return err
 	}
-	if _, ok := stack.Labels[v1alpha1.LabelOperatorMajor]; ok || !stack.DeletionTimestamp.IsZero() {
-		return reconcile.Result{}, nil
-	}
-	patch := client.MergeFromWithOptions(stack.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	if stack.Labels == nil {
-		stack.Labels = map[string]string{}
-	}
-	stack.Labels[v1alpha1.LabelOperatorMajor] = c.Major
-	controllerutil.AddFinalizer(stack, Finalizer)
-	if err := c.Client.Patch(ctx, stack, patch); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			// Changed (perhaps labelled by someone else) or deleted meanwhile:
-			// the cache's event of that change brings it back, if it is still
-			// unlabelled.
-			return reconcile.Result{}, nil
-		}
-		return reconcile.Result{}, fmt.Errorf("labelling InferenceStack %s with %s=%s and adding finalizer %s: %w",
-			req, v1alpha1.LabelOperatorMajor, c.Major, Finalizer, err)
-	}
-	// The label says it on the stack; an Event would be one more write for
-	// every new stack (creation keeps to one write per object and one of
-	// the status, besides this patch).
-	log.FromContext(ctx).Info("unlabelled, so taken by this operator's major, which takes unlabelled stacks; set the label to another major to hand it over",
-		"label", v1alpha1.LabelOperatorMajor, "major", c.Major)
-	return reconcile.Result{}, nil
+	stacks.Items = append(stacks.Items, more.Items...)
+	return nil
 }

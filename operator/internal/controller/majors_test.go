@@ -3,52 +3,22 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
-	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/components"
-	"github.com/inferencestack/inferencestack/operator/internal/controller"
+	"github.com/inferencestack/inferencestack/operator/components/server"
+	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/test/testutil"
 )
-
-// startClaimer runs a Claimer of major (narrowed by extra) in a manager of
-// its own until the test ends.
-func startClaimer(t *testing.T, major string, extra labels.Selector) {
-	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             crconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &controller.Claimer{Client: mgr.GetClient(), Major: major, Extra: extra}
-	if err := c.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-}
 
 // labelHistory records, per stack of namespace ns, every value its
 // LabelOperatorMajor took, from a watch of the API server.
@@ -92,101 +62,107 @@ func (h *labelHistory) of(name string) []string {
 	return append([]string(nil), h.values[name]...)
 }
 
-// TestClaimersRaceForUnlabelledStacks: even when two majors both take
-// unlabelled stacks (a misconfiguration), each stack is claimed once: the
-// label is set once and never overwritten by the other major.
-func TestClaimersRaceForUnlabelledStacks(t *testing.T) {
+// TestTwoTakersLeaveEachStackToOne: while two majors both take unlabelled
+// stacks (one upgraded to a release that takes them before the other to
+// one that does not), each unlabelled stack ends up with exactly one of
+// them: the one whose status write took it (the status names its release),
+// the other labels it for that one. A stack one major reconciled before the
+// other started stays with it, its objects untouched.
+func TestTwoTakersLeaveEachStackToOne(t *testing.T) {
 	ns := namespace(t)
 	history := watchLabels(t, ns)
-	// Both claimers select every unlabelled stack; a stack labelled only-N
-	// is one only claimer N selects: its sentinel.
-	only := func(major string) labels.Selector {
-		other := map[string]string{"1": "2", "2": "1"}[major]
-		sel, err := labels.Parse("!only-" + other)
+	// Major 2's pin deploys another image (a name no registry serves: the
+	// envtest runs no pods), so the Deployment tells whose objects are in
+	// force.
+	two := pin.Pin{OperatorVersion: "2.0.0", LlamaStackVersion: testPin.LlamaStackVersion, Operands: maps.Clone(testPin.Operands)}
+	two.Operands["starter"] = "registry.invalid/major-two/distribution-starter:0.2.23"
+	pins := map[string]pin.Pin{"1": testPin, "2": two}
+	image := func(s *v1alpha1.InferenceStack) string {
+		t.Helper()
+		dep, err := get(t, &appsv1.Deployment{}, s.Namespace, server.Name(s))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return sel
+		return dep.Spec.Template.Spec.Containers[0].Image
 	}
-	startClaimer(t, "1", only("1"))
-	startClaimer(t, "2", only("2"))
-	const n = 30
+
+	// Major 1 works on one stack at a time, major 2 on several: each wins
+	// some of the stacks created at once.
+	startOperator(t, onlyMajor(t, "1"), takingUnlabeled(nil), withConcurrency(1))
+	create(t, testutil.Stack("old", testutil.WithNamespace(ns)))
+	old := converged(t, ns, "old")
+	oldDep, err := get(t, &appsv1.Deployment{}, ns, server.Name(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	startOperator(t, withPin(two), onlyMajor(t, "2"), takingUnlabeled(nil))
+	const n = 10
+	names := []string{"old"}
 	for i := range n {
-		create(t, testutil.Stack(fmt.Sprintf("s%02d", i), testutil.WithNamespace(ns)))
+		names = append(names, fmt.Sprintf("s%02d", i))
+		create(t, testutil.Stack(names[i+1], testutil.WithNamespace(ns)))
 	}
-	claimed := func(name string) {
-		t.Helper()
-		eventually(t, 30*time.Second, func() error {
-			if vs := history.of(name); len(vs) < 2 {
-				return fmt.Errorf("stack %s not claimed yet: label history %q", name, vs)
+	won := map[string]int{}
+	for _, name := range names {
+		var s *v1alpha1.InferenceStack
+		eventually(t, timeout, func() error {
+			s = converged(t, ns, name)
+			major, by := s.Labels[v1alpha1.LabelOperatorMajor], s.Status.ResolvedDistribution
+			switch {
+			case major == "":
+				return fmt.Errorf("stack %s is not labelled yet", name)
+			case by == nil || by.OperatorVersion != pins[major].OperatorVersion:
+				return fmt.Errorf("stack %s labelled %s has the status of %+v", name, major, by)
+			case image(s) != pins[major].Operands["starter"]:
+				return fmt.Errorf("stack %s labelled %s runs %s", name, major, image(s))
 			}
 			return nil
 		})
-	}
-	for i := range n {
-		claimed(fmt.Sprintf("s%02d", i))
-	}
-	// A second claim would come from the claimer that lost the race, when it
-	// gets to the stack. Each claimer works through its events one at a time,
-	// in order, and learnt of every claim above before of its sentinel,
-	// created now: once it has claimed its sentinel, it has handled them all.
-	// (A claim refused by the optimistic lock is retried later, but only
-	// while the stack is unlabelled in its cache, which it no longer is.)
-	for _, major := range []string{"1", "2"} {
-		s := testutil.Stack("sentinel-"+major, testutil.WithNamespace(ns))
-		s.Labels = map[string]string{"only-" + major: "true"}
-		create(t, s)
-	}
-	for _, major := range []string{"1", "2"} {
-		claimed("sentinel-" + major)
-		if vs := history.of("sentinel-" + major); vs[1] != major {
-			t.Fatalf("sentinel-%s was claimed by major %s, which does not select it", major, vs[1])
-		}
-	}
-	won := map[string]int{}
-	for i := range n {
-		name := fmt.Sprintf("s%02d", i)
-		vs := history.of(name)
-		if len(vs) != 2 || vs[0] != "" {
+		if vs := history.of(name); len(vs) != 2 || vs[0] != "" {
 			t.Errorf("stack %s: label %s took the values %q, want unset then one major", name, v1alpha1.LabelOperatorMajor, vs)
-			continue
 		}
-		won[vs[1]]++
+		won[s.Labels[v1alpha1.LabelOperatorMajor]]++
 	}
-	t.Logf("stacks claimed per major: %v", won)
+	t.Logf("stacks per major: %v", won)
+	if got := history.of("old"); got[len(got)-1] != "1" {
+		t.Errorf("stack old, reconciled by major 1 before major 2 started, was labelled %q", got[len(got)-1])
+	}
+	dep, err := get(t, &appsv1.Deployment{}, ns, server.Name(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dep.Generation != oldDep.Generation {
+		t.Errorf("stack old's Deployment changed (generation %d, was %d) when major 2 started", dep.Generation, oldDep.Generation)
+	}
 }
 
-// TestClaimerKeepsToItsSelector: a Claimer narrowed by a selector (the
-// operator's --stack-selector) claims only the unlabelled stacks it selects.
-func TestClaimerKeepsToItsSelector(t *testing.T) {
+// TestTakerKeepsToItsSelector: an operator narrowed by a selector (its
+// --stack-selector) takes only the unlabelled stacks it selects.
+func TestTakerKeepsToItsSelector(t *testing.T) {
 	ns := namespace(t)
 	extra, err := labels.Parse("team=a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	startClaimer(t, "3", extra)
+	op := startOperator(t, onlyMajor(t, "1"), takingUnlabeled(extra))
 	a := testutil.Stack("a", testutil.WithNamespace(ns))
 	a.Labels = map[string]string{"team": "a"}
 	b := testutil.Stack("b", testutil.WithNamespace(ns))
 	b.Labels = map[string]string{"team": "b"}
 	create(t, b)
 	create(t, a)
-	eventually(t, 30*time.Second, func() error {
-		got, err := get(t, &v1alpha1.InferenceStack{}, ns, "a")
-		if err != nil {
-			return err
-		}
-		if v := got.Labels[v1alpha1.LabelOperatorMajor]; v != "3" {
-			return fmt.Errorf("stack a has %s=%q, want 3", v1alpha1.LabelOperatorMajor, v)
-		}
-		return nil
-	})
-	got, err := get(t, &v1alpha1.InferenceStack{}, ns, "b")
+	got := converged(t, ns, "a")
+	if v, ok := got.Labels[v1alpha1.LabelOperatorMajor]; ok {
+		t.Errorf("stack a was labelled %s=%q", v1alpha1.LabelOperatorMajor, v)
+	}
+	// b, created first, would have been reconciled first.
+	got, err = get(t, &v1alpha1.InferenceStack{}, ns, "b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := got.Labels[v1alpha1.LabelOperatorMajor]; ok {
-		t.Errorf("stack b (team=b) was claimed (%s=%q) by a claimer of team=a", v1alpha1.LabelOperatorMajor, v)
+	if got.Status.Phase != "" || op.reconciles.Finished(client.ObjectKeyFromObject(got)) != 0 {
+		t.Errorf("stack b (team=b) was reconciled by an operator of team=a: status %+v", got.Status)
 	}
 }
 

@@ -89,9 +89,8 @@ type operatorOption func(*operatorSetup)
 type operatorSetup struct {
 	// stacks selects the InferenceStacks in the cache; nil: all.
 	stacks labels.Selector
-	// claimer, when set, is the major of a Claimer that runs beside the
-	// controller, its writes counted with the controller's.
-	claimer string
+	// takeUnlabeled is the reconciler's TakeUnlabeled.
+	takeUnlabeled labels.Selector
 	// concurrency is the reconciler's Concurrency.
 	concurrency int
 	// routeCheckInterval is the reconciler's RouteCheckInterval.
@@ -124,9 +123,10 @@ func withProber(p *serverstatus.Prober) operatorOption {
 	return func(o *operatorSetup) { o.prober = p }
 }
 
-// withClaimer runs a Claimer of major beside the controller.
-func withClaimer(major string) operatorOption {
-	return func(o *operatorSetup) { o.claimer = major }
+// takingUnlabeled has the operator reconcile the unlabelled stacks that
+// extra selects (nil: all) too, as the major that takes them does.
+func takingUnlabeled(extra labels.Selector) operatorOption {
+	return func(o *operatorSetup) { o.takeUnlabeled = controller.Unlabeled(extra) }
 }
 
 // withConcurrency sets how many stacks are reconciled at once.
@@ -174,6 +174,7 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 		FinalizerTimeout:   10 * time.Second,
 		Concurrency:        setup.concurrency,
 		RouteCheckInterval: setup.routeCheckInterval,
+		TakeUnlabeled:      setup.takeUnlabeled,
 	}
 	if setup.pin != nil {
 		r.Pin = *setup.pin
@@ -188,13 +189,6 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		cancel()
 		t.Fatal(err)
-	}
-	if setup.claimer != "" {
-		c := &controller.Claimer{Client: counted, Major: setup.claimer}
-		if err := c.SetupWithManager(mgr); err != nil {
-			cancel()
-			t.Fatal(err)
-		}
 	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

@@ -74,17 +74,18 @@ func Key(obj client.Object) client.Object {
 	return out
 }
 
-// Client is c, with InferenceStacks read and written in gv.
+// Client is c, with InferenceStacks read and written in gv (v1alpha1 for
+// the zero gv).
 func Client(c client.Client, gv schema.GroupVersion) client.Client {
-	if gv == v1alpha1.GroupVersion {
+	if gv != v1alpha2.GroupVersion {
 		return c
 	}
 	return &wireClient{Client: c}
 }
 
-// Reader is r, with InferenceStacks read in gv.
+// Reader is r, with InferenceStacks read in gv (v1alpha1 for the zero gv).
 func Reader(r client.Reader, gv schema.GroupVersion) client.Reader {
-	if gv == v1alpha1.GroupVersion {
+	if gv != v1alpha2.GroupVersion {
 		return r
 	}
 	return wireReader{r}

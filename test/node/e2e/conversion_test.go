@@ -6,11 +6,13 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/blang/semver/v4"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -224,9 +226,10 @@ func upgradeCRDs(t *testing.T, crds *unstructured.Unstructured, version string) 
 	}
 }
 
-// reconciledBy waits until the stack (read through v1alpha1) carries the
-// operator major's label and a status of its current generation that is not
-// Degraded, with its server Deployment made and owned by it, and returns
+// reconciledBy waits until the stack (read through v1alpha1) is the
+// operator major's (labelled so, or unlabelled with a status that names a
+// release of the major, which takes unlabelled stacks) and has a status of
+// its current generation that is not Degraded, with its server Deployment made and owned by it, and returns
 // the generation. (Right after the CRD package's upgrade, the API server's
 // owner-reference admission may not map the stack's version for a while,
 // its discovery not yet refreshed: the operator's writes fail, it says so
@@ -238,7 +241,7 @@ func reconciledBy(t *testing.T, c client.Client, ns, name, major string) int64 {
 	var dep appsv1.Deployment
 	deadline := time.Now().Add(installTimeout)
 	for {
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s); err == nil && s.Labels[v1alpha1.LabelOperatorMajor] == major &&
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s); err == nil && majorOf(&s) == major &&
 			s.Status.Phase != "" && s.Status.ObservedGeneration == s.Generation &&
 			!meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.TypeDegraded) &&
 			c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &dep) == nil {
@@ -250,6 +253,20 @@ func reconciledBy(t *testing.T, c client.Client, ns, name, major string) int64 {
 	require.Equal(t, s.UID, metav1.GetControllerOf(&dep).UID, "the server Deployment is the stack's")
 	t.Logf("stack %s/%s (generation %d) reconciled by major %s: phase %s", ns, name, s.Generation, major, s.Status.Phase)
 	return s.Generation
+}
+
+// majorOf is the major that reconciles s: its label's, or for an
+// unlabelled stack the major of the release its status names.
+func majorOf(s *v1alpha1.InferenceStack) string {
+	if major, ok := s.Labels[v1alpha1.LabelOperatorMajor]; ok {
+		return major
+	}
+	if rd := s.Status.ResolvedDistribution; rd != nil {
+		if v, err := semver.ParseTolerant(rd.OperatorVersion); err == nil {
+			return strconv.FormatUint(v.Major, 10)
+		}
+	}
+	return ""
 }
 
 // webhookPod waits until the conversion webhook's Deployment rolled out
