@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -31,13 +33,45 @@ func StartProcess(cmd *exec.Cmd, logFile string) (*Process, error) {
 	}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if err := startOnLastingThread(cmd); err != nil {
 		_ = log.Close()
 		return nil, fmt.Errorf("starting %s: %w", filepath.Base(cmd.Path), err)
 	}
 	p := &Process{Cmd: cmd, LogFile: logFile, done: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); _ = log.Close(); close(p.done) }()
 	return p, nil
+}
+
+// starts are the commands startOnLastingThread's thread starts.
+var (
+	starts     = make(chan startRequest)
+	startsOnce sync.Once
+)
+
+type startRequest struct {
+	cmd  *exec.Cmd
+	done chan<- error
+}
+
+// startOnLastingThread starts cmd from one OS thread that lives as long as
+// the test binary. Linux sends a child its Pdeathsig when the thread that
+// forked it ends, not the process (golang/go#27505), and Go ends a thread
+// whose goroutine exits locked to it: test/node's dialer does so on
+// purpose, to drop a thread left in the node's network namespace. A child
+// forked from such a thread was killed with it ("signal: killed": catalogd
+// in the middle of the node tests).
+func startOnLastingThread(cmd *exec.Cmd) error {
+	startsOnce.Do(func() {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lasts
+			for req := range starts {
+				req.done <- req.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	starts <- startRequest{cmd: cmd, done: done}
+	return <-done
 }
 
 // Exited reports whether the process has ended.
