@@ -33,7 +33,7 @@ func StartProcess(cmd *exec.Cmd, logFile string) (*Process, error) {
 	}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := startOnLastingThread(cmd); err != nil {
+	if err := onLastingThread(cmd.Start); err != nil {
 		_ = log.Close()
 		return nil, fmt.Errorf("starting %s: %w", filepath.Base(cmd.Path), err)
 	}
@@ -42,35 +42,31 @@ func StartProcess(cmd *exec.Cmd, logFile string) (*Process, error) {
 	return p, nil
 }
 
-// starts are the commands startOnLastingThread's thread starts.
+// lastingThread runs the functions given to onLastingThread.
 var (
-	starts     = make(chan startRequest)
-	startsOnce sync.Once
+	lastingThread     = make(chan func())
+	lastingThreadOnce sync.Once
 )
 
-type startRequest struct {
-	cmd  *exec.Cmd
-	done chan<- error
-}
-
-// startOnLastingThread starts cmd from one OS thread that lives as long as
-// the test binary. Linux sends a child its Pdeathsig when the thread that
-// forked it ends, not the process (golang/go#27505), and Go ends a thread
-// whose goroutine exits locked to it: test/node's dialer does so on
-// purpose, to drop a thread left in the node's network namespace. A child
-// forked from such a thread was killed with it ("signal: killed": catalogd
-// in the middle of the node tests).
-func startOnLastingThread(cmd *exec.Cmd) error {
-	startsOnce.Do(func() {
+// onLastingThread runs fn on one OS thread that lives as long as the test
+// binary, and returns its error: there the test's child processes are
+// forked (cmd.Start, the control plane's start). Linux sends a child its
+// Pdeathsig when the thread that forked it ends, not the process
+// (golang/go#27505), and Go ends a thread whose goroutine exits locked to
+// it: test/node's dialer does so on purpose, to drop a thread left in the
+// node's network namespace. A child forked from such a thread was killed
+// with it ("signal: killed": catalogd in the middle of the node tests).
+func onLastingThread(fn func() error) error {
+	lastingThreadOnce.Do(func() {
 		go func() {
 			runtime.LockOSThread() // never unlocked: the thread lasts
-			for req := range starts {
-				req.done <- req.cmd.Start()
+			for f := range lastingThread {
+				f()
 			}
 		}()
 	})
 	done := make(chan error, 1)
-	starts <- startRequest{cmd: cmd, done: done}
+	lastingThread <- func() { done <- fn() }
 	return <-done
 }
 

@@ -182,7 +182,13 @@ func Start(opts Options) (_ *Env, err error) {
 		ControlPlaneStartTimeout: 90 * time.Second,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
-	if e.Config, err = e.env.Start(); err != nil {
+	// Forked on the lasting thread, like every child of the tests
+	// (onLastingThread): the wrappers' Pdeathsig is the forking thread's.
+	err = onLastingThread(func() (err error) {
+		e.Config, err = e.env.Start()
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("testenv: starting etcd and kube-apiserver from %s: %w", assets, err)
 	}
 	e.kubeconfig = filepath.Join(dir, "kubeconfig")
