@@ -4,6 +4,7 @@ package testutil
 
 import (
 	"encoding/json"
+	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -309,4 +310,16 @@ func v1alpha2Workload(s *v1alpha1.InferenceStack, key string, value any) {
 		s.Annotations = map[string]string{}
 	}
 	s.Annotations[v1alpha2.SpecAnnotation] = string(data)
+}
+
+// V1alpha2 is s as v1alpha2 sees it (v1alpha1.InferenceStack.V1alpha2), as
+// the builders read the fields only v1alpha2 has; it fails the test when s
+// does not convert.
+func V1alpha2(t testing.TB, s *v1alpha1.InferenceStack) *v1alpha2.InferenceStack {
+	t.Helper()
+	hub, err := s.V1alpha2()
+	if err != nil {
+		t.Fatalf("InferenceStack %s/%s does not convert to v1alpha2: %v", s.Namespace, s.Name, err)
+	}
+	return hub
 }

@@ -58,14 +58,11 @@ type Exposure struct {
 	allowedFrom *v1alpha2.AllowedFromSpec
 }
 
-// ExposureOf reads the Ingress and Route the stack asks for, and checks
+// ExposureOf reads the Ingress and Route the stack asks for from hub, the
+// stack as v1alpha2 sees it (v1alpha1.InferenceStack.V1alpha2), and checks
 // what the v1alpha2 CEL rules check (a v1alpha1 stack carries these fields
 // in an annotation, which no CEL rule reads).
-func ExposureOf(stack *v1alpha1.InferenceStack) (Exposure, error) {
-	hub, err := stack.V1alpha2()
-	if err != nil {
-		return Exposure{}, err
-	}
+func ExposureOf(hub *v1alpha2.InferenceStack) (Exposure, error) {
 	n := hub.Spec.Networking
 	if n == nil {
 		return Exposure{}, nil
@@ -73,11 +70,11 @@ func ExposureOf(stack *v1alpha1.InferenceStack) (Exposure, error) {
 	e := Exposure{Ingress: n.Ingress, Route: n.Route, allowedFrom: n.AllowedFrom}
 	if a := n.AllowedFrom; e.Ingress != nil && a != nil && len(a.Namespaces) == 0 && len(a.Labels) == 0 {
 		return e, fmt.Errorf("InferenceStack %s/%s: networking.ingress with networking.allowedFrom: the Ingress controller's pods run in their own namespace (e.g. ingress-nginx), which allowedFrom must admit: name it in allowedFrom.namespaces or allowedFrom.labels",
-			stack.Namespace, stack.Name)
+			hub.Namespace, hub.Name)
 	}
 	if e.Ingress != nil && e.Route != nil && e.Route.Host == e.Ingress.Host {
 		return e, fmt.Errorf("InferenceStack %s/%s: networking.ingress.host and networking.route.host are both %s: on OpenShift the Ingress becomes a Route of that host too, and the two would claim it; use one of them, or two hosts",
-			stack.Namespace, stack.Name, e.Ingress.Host)
+			hub.Namespace, hub.Name, e.Ingress.Host)
 	}
 	return e, nil
 }

@@ -29,7 +29,7 @@ func withV2Networking(t *testing.T, networking string) testutil.Option {
 
 func exposure(t *testing.T, stack *v1alpha1.InferenceStack) network.Exposure {
 	t.Helper()
-	e, err := network.ExposureOf(stack)
+	e, err := exposureOf(t, stack)
 	require.NoError(t, err)
 	return e
 }
@@ -135,13 +135,13 @@ func TestRouteURL(t *testing.T) {
 // builders: an Ingress whose controller allowedFrom would not admit, and
 // one host for the Ingress and the Route.
 func TestExposureChecks(t *testing.T) {
-	_, err := network.ExposureOf(testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "allowedFrom": {}}`)))
+	_, err := exposureOf(t, testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "allowedFrom": {}}`)))
 	require.ErrorContains(t, err, "name it in allowedFrom.namespaces or allowedFrom.labels")
-	_, err = network.ExposureOf(testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "allowedFrom": {"namespaces": ["ingress-nginx"]}}`)))
+	_, err = exposureOf(t, testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "allowedFrom": {"namespaces": ["ingress-nginx"]}}`)))
 	require.NoError(t, err)
-	_, err = network.ExposureOf(testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "route": {"host": "a.example.com"}}`)))
+	_, err = exposureOf(t, testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "route": {"host": "a.example.com"}}`)))
 	require.ErrorContains(t, err, "the two would claim it")
-	_, err = network.ExposureOf(testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "route": {}}`)))
+	_, err = exposureOf(t, testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "route": {}}`)))
 	require.NoError(t, err)
 }
 
@@ -151,17 +151,17 @@ func TestExposureChecks(t *testing.T) {
 // is no router peer.
 func TestServerPolicyAdmitsRouters(t *testing.T) {
 	routerPeer := map[string]string{network.RouterNamespaceLabel: network.RouterNamespaceValue}
-	narrowed, err := network.ServerPolicy(testutil.Stack("s", withV2Networking(t, `{"route": {}, "allowedFrom": {"namespaces": ["clients"]}}`)))
+	narrowed, err := serverPolicy(t, testutil.Stack("s", withV2Networking(t, `{"route": {}, "allowedFrom": {"namespaces": ["clients"]}}`)))
 	require.NoError(t, err)
 	from := narrowed.Spec.Ingress[0].From
 	require.Len(t, from, 3)
 	require.Equal(t, routerPeer, from[2].NamespaceSelector.MatchLabels)
 
-	open, err := network.ServerPolicy(testutil.Stack("s", withV2Networking(t, `{"route": {}}`)))
+	open, err := serverPolicy(t, testutil.Stack("s", withV2Networking(t, `{"route": {}}`)))
 	require.NoError(t, err)
 	require.Empty(t, open.Spec.Ingress[0].From, "no allowedFrom: every namespace")
 
-	noRoute, err := network.ServerPolicy(testutil.Stack("s", withV2Networking(t, `{"allowedFrom": {"namespaces": ["clients"]}}`)))
+	noRoute, err := serverPolicy(t, testutil.Stack("s", withV2Networking(t, `{"allowedFrom": {"namespaces": ["clients"]}}`)))
 	require.NoError(t, err)
 	require.Len(t, noRoute.Spec.Ingress[0].From, 2)
 }

@@ -27,16 +27,12 @@ func CachePolicyName(stack *v1alpha1.InferenceStack) string { return stack.Name 
 
 // ServerPolicy admits traffic to the server pods on the server's port only:
 // from anywhere (clients reach it through its Service), or, when the stack
-// sets v1alpha2's networking.allowedFrom (read through
-// v1alpha1.InferenceStack.V1alpha2),
+// sets v1alpha2's networking.allowedFrom (read from hub, the stack as
+// v1alpha2 sees it: v1alpha1.InferenceStack.V1alpha2),
 // only from pods of the stack's namespace, of the namespaces it names and of
 // the namespaces carrying one of its label keys (and, with
 // networking.route, of OpenShift's router namespaces).
-func ServerPolicy(stack *v1alpha1.InferenceStack) (*networkingv1ac.NetworkPolicyApplyConfiguration, error) {
-	hub, err := stack.V1alpha2()
-	if err != nil {
-		return nil, err
-	}
+func ServerPolicy(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack) (*networkingv1ac.NetworkPolicyApplyConfiguration, error) {
 	var allowed *v1alpha2.AllowedFromSpec
 	if n := hub.Spec.Networking; n != nil {
 		allowed = n.AllowedFrom

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
@@ -20,7 +21,7 @@ import (
 // namespaces and the namespaces carrying a listed label key. A LoadBalancer
 // beside it, or an annotation that is not allowedFrom's JSON, is an error.
 func TestServerPolicyAllowedFrom(t *testing.T) {
-	open, err := network.ServerPolicy(testutil.Stack("s"))
+	open, err := serverPolicy(t, testutil.Stack("s"))
 	require.NoError(t, err)
 	require.Len(t, open.Spec.Ingress, 1)
 	require.Empty(t, open.Spec.Ingress[0].From, "no allowedFrom: every namespace")
@@ -33,7 +34,7 @@ func TestServerPolicyAllowedFrom(t *testing.T) {
 		require.NoError(t, v1.ConvertFrom(v2))
 		return &v1
 	}
-	narrowed, err := network.ServerPolicy(through(&v1alpha2.NetworkingSpec{AllowedFrom: &v1alpha2.AllowedFromSpec{
+	narrowed, err := serverPolicy(t, through(&v1alpha2.NetworkingSpec{AllowedFrom: &v1alpha2.AllowedFromSpec{
 		Namespaces: []string{"clients", "batch"}, Labels: []string{"team.example.com/llm"}}}))
 	require.NoError(t, err)
 	from := narrowed.Spec.Ingress[0].From
@@ -46,25 +47,41 @@ func TestServerPolicyAllowedFrom(t *testing.T) {
 	require.Equal(t, metav1.LabelSelectorOpExists, *from[3].NamespaceSelector.MatchExpressions[0].Operator)
 	require.Equal(t, int32(8321), narrowed.Spec.Ingress[0].Ports[0].Port.IntVal)
 
-	every, err := network.ServerPolicy(through(&v1alpha2.NetworkingSpec{AllowedFrom: &v1alpha2.AllowedFromSpec{Namespaces: []string{"*"}}}))
+	every, err := serverPolicy(t, through(&v1alpha2.NetworkingSpec{AllowedFrom: &v1alpha2.AllowedFromSpec{Namespaces: []string{"*"}}}))
 	require.NoError(t, err)
 	require.Len(t, every.Spec.Ingress[0].From, 2)
 	require.NotNil(t, every.Spec.Ingress[0].From[1].NamespaceSelector, `"*": every namespace`)
 	require.Empty(t, every.Spec.Ingress[0].From[1].NamespaceSelector.MatchLabels)
 	require.Empty(t, every.Spec.Ingress[0].From[1].NamespaceSelector.MatchExpressions)
 
-	only, err := network.ServerPolicy(through(&v1alpha2.NetworkingSpec{AllowedFrom: &v1alpha2.AllowedFromSpec{}}))
+	only, err := serverPolicy(t, through(&v1alpha2.NetworkingSpec{AllowedFrom: &v1alpha2.AllowedFromSpec{}}))
 	require.NoError(t, err)
 	require.Len(t, only.Spec.Ingress[0].From, 1, "allowedFrom: {} admits the stack's namespace alone")
 
 	exposed := through(&v1alpha2.NetworkingSpec{AllowedFrom: &v1alpha2.AllowedFromSpec{Namespaces: []string{"clients"}}})
 	exposed.Spec.Networking.Expose = ptr.To(true) // through v1alpha1, which has no rule about the annotation
-	_, err = network.ServerPolicy(exposed)
+	_, err = serverPolicy(t, exposed)
 	require.ErrorContains(t, err, "set one or the other")
 
 	bad := testutil.Stack("s", func(s *v1alpha1.InferenceStack) {
 		s.Annotations = map[string]string{v1alpha2.SpecAnnotation: `{"networking": {"allowedFrom": {"namespaces": "clients"}}}`}
 	})
-	_, err = network.ServerPolicy(bad)
+	// The builders read the annotation through the conversion, which refuses
+	// a value of the wrong type.
+	_, err = bad.V1alpha2()
 	require.ErrorContains(t, err, "annotation "+v1alpha2.SpecAnnotation)
+}
+
+// serverPolicy is the server's NetworkPolicy of stack, read as the
+// reconciler does: through the stack's v1alpha2 conversion.
+func serverPolicy(t *testing.T, stack *v1alpha1.InferenceStack) (*networkingv1ac.NetworkPolicyApplyConfiguration, error) {
+	t.Helper()
+	return network.ServerPolicy(stack, testutil.V1alpha2(t, stack))
+}
+
+// exposureOf is the exposure stack asks for, read through its v1alpha2
+// conversion.
+func exposureOf(t *testing.T, stack *v1alpha1.InferenceStack) (network.Exposure, error) {
+	t.Helper()
+	return network.ExposureOf(testutil.V1alpha2(t, stack))
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
@@ -232,16 +233,17 @@ func StatePVC(stack *v1alpha1.InferenceStack) *corev1ac.PersistentVolumeClaimApp
 		WithSpec(spec)
 }
 
-// Deployment runs the server. It fails on v1alpha2's workload.workers and
-// workload.podOverrides (read through v1alpha1.InferenceStack.V1alpha2)
-// when they break a rule the v1alpha2 CRD enforces (CheckOverrides): a
-// v1alpha1 object carries them in an annotation no CEL rule reads.
-func Deployment(stack *v1alpha1.InferenceStack, in Inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
+// Deployment runs the server; hub is the stack as v1alpha2 sees it
+// (v1alpha1.InferenceStack.V1alpha2). It fails on v1alpha2's
+// workload.workers and workload.podOverrides when they break a rule the
+// v1alpha2 CRD enforces (CheckOverrides): a v1alpha1 object carries them in
+// an annotation no CEL rule reads.
+func Deployment(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack, in Inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	w := stack.Spec.Workload
 	if w == nil {
 		w = &v1alpha1.WorkloadSpec{}
 	}
-	x, err := extrasOf(stack)
+	x, err := extrasOf(stack, hub)
 	if err != nil {
 		return nil, err
 	}

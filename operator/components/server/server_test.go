@@ -346,7 +346,7 @@ func TestURLAndServiceType(t *testing.T) {
 // deployment builds the server Deployment, failing the test on an error.
 func deployment(t *testing.T, stack *v1alpha1.InferenceStack, in server.Inputs) *appsv1ac.DeploymentApplyConfiguration {
 	t.Helper()
-	d, err := server.Deployment(stack, in)
+	d, err := server.Deployment(stack, testutil.V1alpha2(t, stack), in)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,13 +22,9 @@ type extras struct {
 	metrics   []v1alpha2.ResourceMetric
 }
 
-// extrasOf reads workload.workers and workload.podOverrides through
-// V1alpha2 and checks them (CheckOverrides).
-func extrasOf(stack *v1alpha1.InferenceStack) (extras, error) {
-	hub, err := stack.V1alpha2()
-	if err != nil {
-		return extras{}, err
-	}
+// extrasOf reads workload.workers and workload.podOverrides from hub, the
+// stack as v1alpha2 sees it, and checks them (CheckOverrides).
+func extrasOf(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack) (extras, error) {
 	metrics, err := stack.AutoscalingMetrics()
 	if err != nil {
 		return extras{}, err

@@ -266,7 +266,8 @@ func TestCheckOverrides(t *testing.T) {
 			if tc.workers != nil {
 				opts = append(opts, testutil.WithWorkers(*tc.workers))
 			}
-			_, err = server.Deployment(testutil.Stack("s", opts...), inputs())
+			refused := testutil.Stack("s", opts...)
+			_, err = server.Deployment(refused, testutil.V1alpha2(t, refused), inputs())
 			require.ErrorContains(t, err, "InferenceStack default/s: ")
 			require.True(t, strings.Contains(err.Error(), tc.want), err.Error())
 		})

@@ -35,7 +35,11 @@ func serverStep(ctx context.Context, s *state, out rendered, fsGroup *int64) err
 		return err
 	}
 	in := server.Inputs{Image: out.Image, Config: out.Config, ConfigMapName: out.ConfigMapName, ReferencesHash: out.ReferencesHash, OperatorMajor: major, FSGroup: fsGroup}
-	desired, err := server.Deployment(stack, in)
+	hub, err := s.v1alpha2()
+	if err != nil {
+		return err
+	}
+	desired, err := server.Deployment(stack, hub, in)
 	if err != nil {
 		return err
 	}
@@ -55,7 +59,11 @@ func serverStep(ctx context.Context, s *state, out rendered, fsGroup *int64) err
 // networkStep applies the NetworkPolicies.
 func networkStep(ctx context.Context, s *state) error {
 	stack := s.Stack
-	policy, err := network.ServerPolicy(stack)
+	hub, err := s.v1alpha2()
+	if err != nil {
+		return err
+	}
+	policy, err := network.ServerPolicy(stack, hub)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,11 @@ const routeSyncTimeout = 30 * time.Second
 // that the reconcile looks at again after the route check interval.
 func (r *InferenceStackReconciler) exposeStep(ctx context.Context, s *state) error {
 	stack := s.Stack
-	e, err := network.ExposureOf(stack)
+	hub, err := s.v1alpha2()
+	if err != nil {
+		return err
+	}
+	e, err := network.ExposureOf(hub)
 	if err != nil {
 		return errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonInvalidConfig, "%v", err)
 	}
@@ -90,7 +94,11 @@ func (r *InferenceStackReconciler) exposureURLs(ctx context.Context, s *state) {
 	stack := s.Stack
 	st := &stack.Status
 	st.IngressURL, st.RouteURL = "", ""
-	e, err := network.ExposureOf(stack)
+	hub, err := s.v1alpha2()
+	if err != nil {
+		return
+	}
+	e, err := network.ExposureOf(hub)
 	if err != nil {
 		return
 	}

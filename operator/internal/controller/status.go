@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/components/server"
 	"github.com/inferencestack/inferencestack/operator/internal/serverstatus"
@@ -102,7 +103,11 @@ func (r *InferenceStackReconciler) setServer(s *state, set func(string, metav1.C
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.TypeProvidersHealthy)
 		return
 	}
-	res, ok := r.Prober.Watch(serverTarget(stack, line))
+	hub, err := s.v1alpha2()
+	if err != nil {
+		return // the steps failed on it, and said so
+	}
+	res, ok := r.Prober.Watch(serverTarget(stack, hub, line))
 	switch {
 	case !ok:
 	case res.Err != "":
@@ -122,8 +127,8 @@ func (r *InferenceStackReconciler) setServer(s *state, set func(string, metav1.C
 
 // serverTarget is how the prober reaches the stack's server: its Service,
 // its TLS Secret, and, with auth, the token of the ServiceAccount the
-// server runs as.
-func serverTarget(stack *v1alpha1.InferenceStack, line stackconfig.Line) serverstatus.Target {
+// server runs as; hub is the stack as v1alpha2 sees it.
+func serverTarget(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack, line stackconfig.Line) serverstatus.Target {
 	t := serverstatus.Target{
 		Stack: client.ObjectKeyFromObject(stack), UID: stack.UID, Line: line,
 		Host: server.Name(stack) + "." + stack.Namespace + ".svc", Port: server.Port(stack),
@@ -132,10 +137,8 @@ func serverTarget(stack *v1alpha1.InferenceStack, line stackconfig.Line) servers
 		t.TLS = &serverstatus.TLS{SecretName: n.TLS.SecretName}
 		// With mutual TLS, the client certificate the user gave the
 		// operator (a v1alpha2 field, in the spec annotation of v1alpha1).
-		if n.TLS.CABundle != nil {
-			if hub, err := stack.V1alpha2(); err == nil && hub.Spec.Networking.TLS != nil {
-				t.TLS.ClientSecretName = hub.Spec.Networking.TLS.OperatorClientSecretName
-			}
+		if hn := hub.Spec.Networking; n.TLS.CABundle != nil && hn != nil && hn.TLS != nil {
+			t.TLS.ClientSecretName = hn.TLS.OperatorClientSecretName
 		}
 	}
 	if server.AuthEnabled(stack) {

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/apply"
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/pin"
@@ -48,6 +49,22 @@ type state struct {
 	// (read, or as the API server answered their write), so the status
 	// written after a step wrote them need not wait for the cache.
 	live live
+	// hub and hubErr are Stack as v1alpha2 sees it, once converted
+	// (v1alpha2).
+	hub    *v1alpha2.InferenceStack
+	hubErr error
+}
+
+// v1alpha2 is the stack as v1alpha2 sees it, through which the builders
+// read the spec fields only v1alpha2 has (v1alpha1 carries them in an
+// annotation): converted once per reconcile. The steps change the working
+// copy's status and metadata only, never its spec, so the conversion stays
+// true for the whole reconcile.
+func (s *state) v1alpha2() (*v1alpha2.InferenceStack, error) {
+	if s.hub == nil && s.hubErr == nil {
+		s.hub, s.hubErr = s.Stack.V1alpha2()
+	}
+	return s.hub, s.hubErr
 }
 
 // live are the objects the status describes; nil: not applied by this
