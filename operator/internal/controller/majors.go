@@ -92,9 +92,8 @@ func (r *InferenceStackReconciler) leave(ctx context.Context, stack *v1alpha1.In
 		return nil
 	}
 	labelledFor := stack.DeepCopy()
-	labelledFor.Labels = make(map[string]string, len(stack.Labels)+1)
-	for k, v := range stack.Labels {
-		labelledFor.Labels[k] = v
+	if labelledFor.Labels == nil {
+		labelledFor.Labels = map[string]string{}
 	}
 	labelledFor.Labels[v1alpha1.LabelOperatorMajor] = major
 	patch := client.MergeFromWithOptions(stack, client.MergeFromWithOptimisticLock{})
