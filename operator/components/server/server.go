@@ -352,7 +352,7 @@ func container(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, x extra
 			c.WithVolumeMounts(components.Convert[corev1ac.VolumeMountApplyConfiguration](m))
 		}
 	}
-	if x.workers != nil && (x.overrides == nil || len(x.overrides.Command) == 0) {
+	if x.workers != nil { // with the operator's uvicorn command (CheckOverrides)
 		// The app factory reads the run config's path from this variable
 		// (Launch.App.ConfigEnv): the file the operator mounts.
 		c.WithEnv(corev1ac.EnvVar().WithName(in.line().Facts().Launch.App.ConfigEnv).WithValue(ConfigPath))

@@ -103,13 +103,9 @@ func restrictedVolume(v corev1.VolumeSource) bool {
 		v.Projected != nil || v.DownwardAPI != nil || v.CSI != nil || v.Ephemeral != nil
 }
 
-func cleanAbsolute(p string) bool {
-	if p == "/" {
-		return true
-	}
-	return strings.HasPrefix(p, "/") && !strings.HasSuffix(p, "/") && !strings.Contains(p, "//") &&
-		!strings.Contains(p, "/./") && !strings.Contains(p, "/../") && !strings.HasSuffix(p, "/.") && !strings.HasSuffix(p, "/..")
-}
+// cleanAbsolute reports whether p is an absolute path that path.Clean
+// leaves as it is (no //, . or .. parts, no trailing /).
+func cleanAbsolute(p string) bool { return path.IsAbs(p) && path.Clean(p) == p }
 
 // command is the server container's command: podOverrides.command; with
 // workers, the uvicorn command line that repeats what `llama stack run`
@@ -134,7 +130,7 @@ func command(x extras, in Inputs) []string {
 // but `llama stack run` puts one there, where one elsewhere is the image's.
 func providersMount(x extras, in Inputs) string {
 	dir := in.Config.ExternalProvidersDir
-	if x.workers == nil || dir == "" || (x.overrides != nil && len(x.overrides.Command) > 0) {
+	if x.workers == nil || dir == "" { // workers run the operator's command (CheckOverrides)
 		return ""
 	}
 	if !path.IsAbs(dir) {

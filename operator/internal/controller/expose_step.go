@@ -10,7 +10,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
@@ -74,8 +73,7 @@ func (r *InferenceStackReconciler) exposeStep(ctx context.Context, s *state) err
 	case !served:
 		return nil // no Route can exist
 	}
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(network.RouteGVK)
+	live := routeObject()
 	err = r.routes.Cache().Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: network.RouteName(stack)}, live)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -113,8 +111,7 @@ func (r *InferenceStackReconciler) exposureURLs(ctx context.Context, s *state) {
 	}
 	route := s.live.route
 	if route == nil {
-		route = &unstructured.Unstructured{}
-		route.SetGroupVersionKind(network.RouteGVK)
+		route = routeObject()
 		if err := routes.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: network.RouteName(stack)}, route); err != nil {
 			return
 		}

@@ -263,22 +263,28 @@ func (r *InferenceStackReconciler) statusEvents(before, after *v1alpha1.Inferenc
 	is := meta.FindStatusCondition(after.Status.Conditions, v1alpha1.TypeDegraded)
 	switch {
 	case is != nil && is.Status == metav1.ConditionTrue && (was == nil || was.Status != metav1.ConditionTrue || was.Reason != is.Reason):
-		r.event(after, "phase", corev1.EventTypeWarning, is.Reason, "Reconcile", fmt.Sprintf("phase %s: %s", to, is.Message))
+		r.event(after, eventPhase, corev1.EventTypeWarning, is.Reason, "Reconcile", fmt.Sprintf("phase %s: %s", to, is.Message))
 	case from != "" && from != to:
-		r.event(after, "phase", corev1.EventTypeNormal, "Phase"+string(to), "Reconcile", fmt.Sprintf("phase %s (was %s)", to, from))
+		r.event(after, eventPhase, corev1.EventTypeNormal, "Phase"+string(to), "Reconcile", fmt.Sprintf("phase %s (was %s)", to, from))
 	}
 	was = meta.FindStatusCondition(before.Status.Conditions, v1alpha1.TypeProvidersHealthy)
 	is = meta.FindStatusCondition(after.Status.Conditions, v1alpha1.TypeProvidersHealthy)
 	switch {
 	case is != nil && is.Status == metav1.ConditionFalse && (was == nil || was.Status != metav1.ConditionFalse || was.Message != is.Message):
-		r.event(after, "providers", corev1.EventTypeWarning, is.Reason, "ReadServerStatus", is.Message)
+		r.event(after, eventProviders, corev1.EventTypeWarning, is.Reason, "ReadServerStatus", is.Message)
 	case is != nil && is.Status == metav1.ConditionTrue && was != nil && was.Status == metav1.ConditionFalse:
-		r.event(after, "providers", corev1.EventTypeNormal, is.Reason, "ReadServerStatus", is.Message)
+		r.event(after, eventProviders, corev1.EventTypeNormal, is.Reason, "ReadServerStatus", is.Message)
 	}
 }
 
-// lastEvent keys the last status Event of one kind (phase, providers) of
-// one stack.
+// The kinds of status Events, each deduplicated on its own (event).
+const (
+	eventPhase     = "phase"
+	eventProviders = "providers"
+)
+
+// lastEvent keys the last status Event of one kind (eventPhase,
+// eventProviders) of one stack.
 type lastEvent struct {
 	uid  types.UID
 	kind string
@@ -408,6 +414,8 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	if err != nil {
 		return fmt.Errorf("indexing InferenceStacks by reference: %w", err)
 	}
+	// The base of the caches of their own: unlabelled stacks, Routes.
+	cacheBase := cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()}
 	var unlabeled cache.Cache
 	if r.TakeUnlabeled != nil {
 		if r.major, err = r.Pin.Major(); err != nil {
@@ -415,10 +423,9 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 		}
 		// Whole stacks, in the version the operator reads, like the
 		// manager's cache holds its labelled ones (CacheOptions).
-		unlabeled, err = cache.New(mgr.GetConfig(), cache.Options{
-			HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-			DefaultLabelSelector: r.TakeUnlabeled, DefaultTransform: cache.TransformStripManagedFields(),
-		})
+		opts := cacheBase
+		opts.DefaultLabelSelector, opts.DefaultTransform = r.TakeUnlabeled, cache.TransformStripManagedFields()
+		unlabeled, err = cache.New(mgr.GetConfig(), opts)
 		if err != nil {
 			return fmt.Errorf("creating the cache of unlabelled InferenceStacks: %w", err)
 		}
@@ -465,8 +472,7 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	r.routes = &routeAPI{lookup: dc.ServerResourcesForGroupVersion, interval: r.routeCheckInterval(),
 		start: func(ctx context.Context) (client.Reader, error) {
 			if routes == nil {
-				c, err := cache.New(mgr.GetConfig(), routeCacheOptions(cache.Options{
-					HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()}))
+				c, err := cache.New(mgr.GetConfig(), routeCacheOptions(cacheBase))
 				if err != nil {
 					return nil, err
 				}
@@ -559,7 +565,7 @@ func (r *InferenceStackReconciler) observed() predicate.Predicate {
 // stack without the finalizer is never seen deleting by a reconcile.
 func (r *InferenceStackReconciler) forget(obj client.Object) {
 	r.configs.forget(obj.GetUID())
-	for _, kind := range []string{"phase", "providers"} {
+	for _, kind := range []string{eventPhase, eventProviders} {
 		r.lastEvents.Delete(lastEvent{obj.GetUID(), kind})
 	}
 	if r.Prober != nil {

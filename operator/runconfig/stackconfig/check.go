@@ -99,7 +99,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 		}
 		c.check(&p, w)
 		checkStart(&p, w, line, c.start(), env, home)
-		res.Providers, res.Server, res.Enabled = enabled(c.Providers), c.Server, enabledList(c.Providers)
+		res.Enabled, res.Server = enabledList(c.Providers), c.Server
 		res.Stores = serverStores(line.Facts(), c.storeAt, deref(c.ImageName), env, home)
 		res.Models = registered(c.Models)
 		res.ExternalProvidersDir = deref(c.ExternalProvidersDir)
@@ -110,7 +110,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 		}
 		c.check(&p, w)
 		checkStart(&p, w, line, c.start(), env, home)
-		res.Providers, res.Server, res.Enabled = enabled(c.Providers), c.Server, enabledList(c.Providers)
+		res.Enabled, res.Server = enabledList(c.Providers), c.Server
 		res.Stores = serverStores(line.Facts(), c.storeAt, deref(c.ImageName), env, home)
 		res.ExternalProvidersDir = deref(c.ExternalProvidersDir)
 		if c.RegisteredResources != nil {
@@ -122,7 +122,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 	if err := p.err(); err != nil {
 		return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
 	}
-	res.WritableDirs = w.sorted()
+	res.Providers, res.WritableDirs = enabled(res.Enabled), w.sorted()
 	return res, nil
 }
 
@@ -175,14 +175,11 @@ func deref(s *string) string {
 	return *s
 }
 
-func enabled(providers map[string][]Provider) map[string][]string {
+// enabled is the enabled providers' ids per API, in the config's order.
+func enabled(list []EnabledProvider) map[string][]string {
 	out := map[string][]string{}
-	for api, list := range providers {
-		for _, pr := range list {
-			if id := pr.ID(); id != "" && id != disabledID {
-				out[api] = append(out[api], id)
-			}
-		}
+	for _, p := range list {
+		out[p.API] = append(out[p.API], p.ID)
 	}
 	return out
 }
