@@ -119,9 +119,7 @@ func TestHPAScalesTheServerOnCPUAndMemory(t *testing.T) {
 		{"memory", corev1.ResourceMemory, 87}, // 450Mi / 512Mi, rounded down
 		{"cpu", corev1.ResourceCPU, 75},
 	} {
-		scaledTo2(t, ns, tc.stack)
-		hpa := &autoscalingv2.HorizontalPodAutoscaler{}
-		require(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: tc.stack}, hpa))
+		hpa := scaledTo2(t, ns, tc.stack)
 		got, ok := currentUtilization(hpa, tc.resource)
 		if !ok || got != tc.percent {
 			t.Errorf("stack %s: the HPA computed %s utilization %d (found %v), want %d%% from the requests the operator sized; status %+v",
@@ -132,23 +130,28 @@ func TestHPAScalesTheServerOnCPUAndMemory(t *testing.T) {
 
 // scaledTo2 waits until the HPA controller has scaled the stack's server
 // Deployment to 2 replicas or more (with the same use per pod it goes on to
-// its maximum of 3), marking its pods Running and Ready meanwhile.
-func scaledTo2(t *testing.T, ns, name string) {
+// its maximum of 3) and has recorded that scale in the HPA's status, marking
+// the pods Running and Ready meanwhile. It returns the HPA as recorded. The
+// controller writes the Deployment's scale before the HPA's status, so the
+// Deployment alone does not say the status holds the figures it scaled on.
+func scaledTo2(t *testing.T, ns, name string) *autoscalingv2.HorizontalPodAutoscaler {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(timeout)
 	for {
 		markPodsReady(t, ns)
 		dep := &appsv1.Deployment{}
+		hpa := &autoscalingv2.HorizontalPodAutoscaler{}
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: server.Name(&v1alpha1.InferenceStack{ObjectMeta: metav1.ObjectMeta{Name: name}})}, dep)
-		if err == nil && dep.Spec.Replicas != nil && *dep.Spec.Replicas >= 2 {
-			return
+		if err == nil {
+			err = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, hpa)
+		}
+		if err == nil && ptr.Deref(dep.Spec.Replicas, 0) >= 2 && hpa.Status.DesiredReplicas >= 2 {
+			return hpa
 		}
 		if time.Now().After(deadline) {
-			hpa := &autoscalingv2.HorizontalPodAutoscaler{}
-			_ = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, hpa)
-			t.Fatalf("stack %s: the server Deployment was not scaled to 2 replicas in %s (read: %v, spec.replicas %v); HPA metrics %+v, conditions %+v",
-				name, timeout, err, ptr.Deref(dep.Spec.Replicas, 0), hpa.Status.CurrentMetrics, hpa.Status.Conditions)
+			t.Fatalf("stack %s: the server Deployment was not scaled to 2 replicas, or the HPA did not record it, in %s (read: %v, spec.replicas %v, HPA desiredReplicas %d); HPA metrics %+v, conditions %+v",
+				name, timeout, err, ptr.Deref(dep.Spec.Replicas, 0), hpa.Status.DesiredReplicas, hpa.Status.CurrentMetrics, hpa.Status.Conditions)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
