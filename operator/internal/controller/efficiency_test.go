@@ -210,6 +210,17 @@ func TestLabelledStackCreationIsAtTheFloor(t *testing.T) {
 	if !slices.Contains(got.Finalizers, controller.Finalizer) {
 		t.Errorf("a stack that references a user Secret has finalizers %v, want %s", got.Finalizers, controller.Finalizer)
 	}
+	// Deleted, it is finalized, and its delete event makes the operator
+	// forget it, as for the stack without the finalizer.
+	if err := env.Client.Delete(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, func() error {
+		if n := op.reconciler.RunConfigsMade(got.UID); n != 0 {
+			return fmt.Errorf("the operator still remembers %d run configs of the deleted stack with the finalizer", n)
+		}
+		return nil
+	})
 }
 
 // eventsOf counts the events.k8s.io Events about stack name.

@@ -346,7 +346,7 @@ func (r *InferenceStackReconciler) finalize(ctx context.Context, original, stack
 	if err := r.Client.Patch(ctx, stack, client.MergeFrom(patchBase)); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	r.forget(stack)
+	// The stack's delete event, which follows, forgets it (forget).
 	return ctrl.Result{}, nil
 }
 
@@ -561,8 +561,10 @@ func (r *InferenceStackReconciler) observed() predicate.Predicate {
 	}
 }
 
-// forget drops what the reconciler remembers of a stack that is gone: a
-// stack without the finalizer is never seen deleting by a reconcile.
+// forget drops what the reconciler remembers of a stack that is gone. Its
+// delete event is the one place that calls it: a stack without the
+// finalizer is never seen deleting by a reconcile, and one with it is gone
+// once finalize removes the finalizer.
 func (r *InferenceStackReconciler) forget(obj client.Object) {
 	r.configs.forget(obj.GetUID())
 	for _, kind := range []string{eventPhase, eventProviders} {

@@ -90,7 +90,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 	}
 	var p problems
 	w := &writes{}
-	res := Result{Line: line, Providers: map[string][]string{}}
+	res := Result{Line: line}
 	switch line {
 	case Line02:
 		var c V02
