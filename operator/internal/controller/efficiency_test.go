@@ -183,15 +183,7 @@ func TestLabelledStackCreationIsAtTheFloor(t *testing.T) {
 	if op.reconciler.RunConfigsMade(stack.UID) != 1 {
 		t.Fatalf("the operator made %d run configs for the stack, want 1", op.reconciler.RunConfigsMade(stack.UID))
 	}
-	if err := env.Client.Delete(context.Background(), stack); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, timeout, func() error {
-		if n := op.reconciler.RunConfigsMade(stack.UID); n != 0 {
-			return fmt.Errorf("the operator still remembers %d run configs of the deleted stack", n)
-		}
-		return nil
-	})
+	deletedAndForgotten(t, op, stack)
 	eventually(t, timeout, func() error {
 		dep := &appsv1.Deployment{}
 		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: starter.Name}, dep)
@@ -212,12 +204,19 @@ func TestLabelledStackCreationIsAtTheFloor(t *testing.T) {
 	}
 	// Deleted, it is finalized, and its delete event makes the operator
 	// forget it, as for the stack without the finalizer.
-	if err := env.Client.Delete(context.Background(), got); err != nil {
+	deletedAndForgotten(t, op, got)
+}
+
+// deletedAndForgotten deletes stack and waits until the operator no longer
+// remembers its run configs.
+func deletedAndForgotten(t *testing.T, op *operator, stack *v1alpha1.InferenceStack) {
+	t.Helper()
+	if err := env.Client.Delete(context.Background(), stack); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, timeout, func() error {
-		if n := op.reconciler.RunConfigsMade(got.UID); n != 0 {
-			return fmt.Errorf("the operator still remembers %d run configs of the deleted stack with the finalizer", n)
+		if n := op.reconciler.RunConfigsMade(stack.UID); n != 0 {
+			return fmt.Errorf("the operator still remembers %d run configs of the deleted stack %s (finalizers %v)", n, stack.Name, stack.Finalizers)
 		}
 		return nil
 	})
