@@ -28,6 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferencestack/inferencestack/operator/components"
 )
 
 // FieldOwner is the server-side apply field manager of every object the
@@ -227,6 +229,15 @@ func ApplyDigest[O client.Object, C Config](ctx context.Context, a *Applier, kin
 	if err != nil || holds {
 		return live, false, err
 	}
+	if live.GetResourceVersion() == "" {
+		var meta metav1.PartialObjectMetadata
+		if err := convert(desired, &meta); err != nil {
+			return live, false, err
+		}
+		if err := a.unclaimed(ctx, kind.New(), key, &meta); err != nil {
+			return live, false, err
+		}
+	}
 	if err := a.Client.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return live, false, fmt.Errorf("applying %T %s: %w", live, key, err)
 	}
@@ -237,6 +248,53 @@ func ApplyDigest[O client.Object, C Config](ctx context.Context, a *Applier, kin
 	}
 	a.Wrote(applied)
 	return applied, true, nil
+}
+
+// ForeignError is the error of an Apply that would take over an object of
+// the same name that the operator did not make (a user's, or another
+// stack's): server-side apply with forced ownership would change it, and
+// the operator would then treat it as its own (a ServiceAccount it mints
+// tokens for, a Secret it rewrites or deletes). Apply refuses instead.
+type ForeignError struct {
+	// Kind and Key name the object.
+	Kind string
+	Key  types.NamespacedName
+	// Why says what tells it apart.
+	Why string
+}
+
+func (e *ForeignError) Error() string {
+	return fmt.Sprintf("%s %s exists and %s: the operator does not take over an object it did not make; rename the InferenceStack, or remove or rename that %s",
+		e.Kind, e.Key, e.Why, e.Kind)
+}
+
+// unclaimed checks, before the operator's first write of an object that
+// its cache does not hold (the cache holds only the operator's objects),
+// that no object of the name exists on the API server that is not the
+// operator's for the same owner: one without the managed-by label desired
+// carries, or controlled by another owner. live is an empty object of the
+// kind to read into.
+func (a *Applier) unclaimed(ctx context.Context, live client.Object, key types.NamespacedName, desired metav1.Object) error {
+	if a.Reader == nil {
+		return nil
+	}
+	if err := a.Reader.Get(ctx, key, live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("reading %T %s: %w", live, key, err)
+	}
+	kind := live.GetObjectKind().GroupVersionKind().Kind
+	if kind == "" {
+		kind = reflect.TypeOf(live).Elem().Name()
+	}
+	if v, ok := desired.GetLabels()[components.LabelManagedBy]; ok && live.GetLabels()[components.LabelManagedBy] != v {
+		return &ForeignError{Kind: kind, Key: key, Why: fmt.Sprintf("does not carry the label %s=%s", components.LabelManagedBy, v)}
+	}
+	if ref, have := metav1.GetControllerOfNoCopy(desired), metav1.GetControllerOfNoCopy(live); ref != nil && have != nil && have.UID != ref.UID {
+		return &ForeignError{Kind: kind, Key: key, Why: fmt.Sprintf("belongs to %s %s", have.Kind, have.Name)}
+	}
+	return nil
 }
 
 // Holds reports whether the object named key exists and the fields the

@@ -54,6 +54,13 @@ func ApplyUnstructured(ctx context.Context, a *Applier, cache client.Reader, des
 	if found && live.GetAnnotations()[AppliedDigestAnnotation] == want && holds(live.Object, desired.Object) {
 		return live, false, nil
 	}
+	if !found {
+		fresh := &unstructured.Unstructured{}
+		fresh.SetGroupVersionKind(desired.GroupVersionKind())
+		if err := a.unclaimed(ctx, fresh, key, desired); err != nil {
+			return live, false, err
+		}
+	}
 	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return live, false, fmt.Errorf("applying %s %s: %w", desired.GetKind(), key, err)
 	}

@@ -53,6 +53,9 @@ const (
 const (
 	ComponentServer = "server"
 	ComponentCache  = "cache"
+	// ComponentProber is the identity the operator reads a server's
+	// status as (server.ProberServiceAccount).
+	ComponentProber = "prober"
 )
 
 // Labels are the labels of an object of the stack's component.

@@ -84,6 +84,10 @@ const (
 	ReasonCrashLooping = "CrashLooping"
 	// ReasonApplyFailed: writing an owned object to the API server failed.
 	ReasonApplyFailed = "ApplyFailed"
+	// ReasonNameTaken: an object the operator would make for the stack
+	// exists already and is not the operator's for this stack (a user's, or
+	// another stack's); the operator does not take it over.
+	ReasonNameTaken = "NameTaken"
 	// ReasonDeleting: the InferenceStack is being deleted.
 	ReasonDeleting = "Deleting"
 	// ReasonRouteNotServed: the stack asks for an OpenShift Route
@@ -108,5 +112,5 @@ var Reasons = []string{
 	ReasonMinimumReplicasAvailable, ReasonMinimumReplicasUnavailable, ReasonScaledToZero,
 	ReasonCacheNotReady, ReasonImagePullFailed, ReasonCrashLooping, ReasonApplyFailed, ReasonDeleting,
 	ReasonProvidersHealthy, ReasonProviderUnhealthy, ReasonServerUnreachable,
-	ReasonRouteNotServed,
+	ReasonRouteNotServed, ReasonNameTaken,
 }

@@ -117,6 +117,42 @@ func ServiceAccount(stack *v1alpha1.InferenceStack) *corev1ac.ServiceAccountAppl
 		WithAutomountServiceAccountToken(false)
 }
 
+// ProberName names the ServiceAccount the operator's prober authenticates
+// as to a server with kubernetes auth, and the Secret its tokens are bound
+// to: one identity per stack, made by the operator for the purpose alone.
+func ProberName(stack *v1alpha1.InferenceStack) string { return stack.Name + "-prober" }
+
+// ProberServiceAccount is the prober's identity for a stack with kubernetes
+// auth, nil without. It holds no RBAC at all: the server's auth only asks
+// the API server who the token's holder is (a SelfSubjectReview, open to
+// any authenticated principal), so a server that keeps the token learns an
+// identity that can do nothing but that.
+func ProberServiceAccount(stack *v1alpha1.InferenceStack) *corev1ac.ServiceAccountApplyConfiguration {
+	if !AuthEnabled(stack) {
+		return nil
+	}
+	return corev1ac.ServiceAccount(ProberName(stack), stack.Namespace).
+		WithLabels(components.Labels(stack, components.ComponentProber)).
+		WithOwnerReferences(components.OwnerReference(stack)).
+		WithAutomountServiceAccountToken(false)
+}
+
+// ProberSecret is the object the prober's tokens are bound to (a
+// TokenRequest's boundObjectRef), nil without kubernetes auth: it holds no
+// data, and its deletion (with the stack) revokes every token bound to it.
+func ProberSecret(stack *v1alpha1.InferenceStack) *corev1ac.SecretApplyConfiguration {
+	if !AuthEnabled(stack) {
+		return nil
+	}
+	labels := components.Labels(stack, components.ComponentProber)
+	// The manager's cache holds only Secrets with the watched label.
+	labels[components.LabelWatched] = "true"
+	return corev1ac.Secret(ProberName(stack), stack.Namespace).
+		WithLabels(labels).
+		WithOwnerReferences(components.OwnerReference(stack)).
+		WithType(corev1.SecretTypeOpaque)
+}
+
 // Service exposes the server: ClusterIP, or LoadBalancer with
 // networking.expose.
 func Service(stack *v1alpha1.InferenceStack) *corev1ac.ServiceApplyConfiguration {

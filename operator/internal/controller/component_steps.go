@@ -4,6 +4,7 @@ import (
 	"context"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,9 @@ func serverStep(ctx context.Context, s *state, out rendered, fsGroup *int64) err
 		if _, _, err := apply.Apply(ctx, s.Applier, apply.ServiceAccount, sa); err != nil {
 			return err
 		}
+	}
+	if err := proberIdentity(ctx, s); err != nil {
+		return err
 	}
 	if pvc := server.StatePVC(stack); pvc != nil {
 		if _, _, err := apply.Apply(ctx, s.Applier, apply.PersistentVolumeClaim, pvc); err != nil {
@@ -54,6 +58,27 @@ func serverStep(ctx context.Context, s *state, out rendered, fsGroup *int64) err
 	}
 	s.live.serverService = svc
 	return nil
+}
+
+// proberIdentity applies the ServiceAccount the prober reads a server with
+// kubernetes auth as, and the Secret its tokens are bound to; without auth
+// it deletes them (revoking every token bound to the Secret).
+func proberIdentity(ctx context.Context, s *state) error {
+	stack := s.Stack
+	sa, secret := server.ProberServiceAccount(stack), server.ProberSecret(stack)
+	if sa == nil {
+		meta := metav1.ObjectMeta{Name: server.ProberName(stack), Namespace: stack.Namespace}
+		if _, err := apply.Delete(ctx, s.Client, &corev1.Secret{ObjectMeta: meta}, components.Owned(stack)); err != nil {
+			return err
+		}
+		_, err := apply.Delete(ctx, s.Client, &corev1.ServiceAccount{ObjectMeta: meta}, components.Owned(stack))
+		return err
+	}
+	if _, _, err := apply.Apply(ctx, s.Applier, apply.ServiceAccount, sa); err != nil {
+		return err
+	}
+	_, _, err := apply.Apply(ctx, s.Applier, apply.Secret, secret)
+	return err
 }
 
 // networkStep applies the NetworkPolicies.

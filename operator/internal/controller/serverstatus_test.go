@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -142,6 +144,46 @@ func startLiveServer(t *testing.T, version string, cert, client testenv.ServingC
 		return s.setHealth("vllm", "Not Implemented", "Provider does not implement health check")
 	})
 	return s
+}
+
+// proberHoldsNothing: the only identity that called the server is the
+// prober's ServiceAccount the operator made for the stack (never the one
+// the server runs as), and the API server grants it nothing: no verb on any
+// resource of the namespace or the cluster.
+func proberHoldsNothing(t *testing.T, srv *liveServer, ns, stack string) {
+	t.Helper()
+	resp, err := srv.httpClient(true).Get("https://" + srv.addr + "/standin/v1/principals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var who []string
+	if err := json.NewDecoder(resp.Body).Decode(&who); err != nil {
+		t.Fatal(err)
+	}
+	user := "system:serviceaccount:" + ns + ":" + stack + "-prober"
+	if !slices.Equal(who, []string{user}) {
+		t.Errorf("the server was called as %q, want only the prober's own identity %s", who, user)
+	}
+	for _, attr := range []authorizationv1.ResourceAttributes{
+		{Namespace: ns, Verb: "get", Resource: "secrets"},
+		{Namespace: ns, Verb: "list", Resource: "secrets"},
+		{Namespace: ns, Verb: "create", Resource: "pods"},
+		{Namespace: ns, Verb: "create", Resource: "serviceaccounts", Subresource: "token"},
+		{Namespace: ns, Verb: "get", Group: "inferencestack.io", Resource: "inferencestacks"},
+		{Verb: "list", Resource: "namespaces"},
+		{Verb: "*", Group: "*", Resource: "*"},
+	} {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+			ResourceAttributes: &attr}}
+		if err := env.Client.Create(context.Background(), sar); err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed {
+			t.Errorf("the prober's identity %s may %s %s/%s in %q: it must hold no rights", user, attr.Verb, attr.Resource, attr.Subresource, attr.Namespace)
+		}
+	}
 }
 
 // setHealth sets what the stand-in says of a provider's health.
@@ -329,6 +371,7 @@ func liveServerStatus(t *testing.T, operand pin.Pin) {
 		t.Errorf("the prober did not dial the Service %s:8321", host)
 	}
 	quiet(t, op, p, ns, "live", 6, "healthy")
+	proberHoldsNothing(t, srv, ns, "live")
 
 	// The stand-in checks tokens as upstream does: none, or one the API
 	// server does not know, is refused; the server's own ServiceAccount's

@@ -126,8 +126,9 @@ func (r *InferenceStackReconciler) setServer(s *state, set func(string, metav1.C
 }
 
 // serverTarget is how the prober reaches the stack's server: its Service,
-// its TLS Secret, and, with auth, the token of the ServiceAccount the
-// server runs as; hub is the stack as v1alpha2 sees it.
+// its TLS Secret, and, with auth, the identity the operator made for the
+// prober (never the ServiceAccount the server runs as, which the stack's
+// author may choose); hub is the stack as v1alpha2 sees it.
 func serverTarget(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack, line stackconfig.Line) serverstatus.Target {
 	t := serverstatus.Target{
 		Stack: client.ObjectKeyFromObject(stack), UID: stack.UID, Line: line,
@@ -142,7 +143,7 @@ func serverTarget(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack, 
 		}
 	}
 	if server.AuthEnabled(stack) {
-		t.ServiceAccount = server.ServiceAccountName(stack)
+		t.Identity = server.ProberName(stack)
 	}
 	return t
 }

@@ -152,5 +152,8 @@ func stepError(name string, err error) error {
 	if errors.As(err, &ce) {
 		return err
 	}
+	if fe := (*apply.ForeignError)(nil); errors.As(err, &fe) {
+		return errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonNameTaken, "%s", fe.Error())
+	}
 	return fmt.Errorf("step %s: %w", name, err)
 }

@@ -74,10 +74,11 @@ type Target struct {
 	// TLS, when set, is the server's TLS: HTTPS, the server's certificate
 	// verified against the stack's TLS Secret.
 	TLS *TLS
-	// ServiceAccount, when set (the stack's server.auth), is the
-	// ServiceAccount of the stack's namespace whose token the operator
-	// sends: the one the server runs as.
-	ServiceAccount string
+	// Identity, when set (the stack's kubernetes auth), names the
+	// ServiceAccount the operator made for the stack for this alone, whose
+	// token the prober sends, and the Secret the token is bound to
+	// (server.ProberServiceAccount, server.ProberSecret).
+	Identity string
 }
 
 // TLS is what verifies the server and, with mutual TLS, what the operator
@@ -118,10 +119,10 @@ func (r Result) Unhealthy(line stackconfig.Line) []string {
 // Runnable (Start), and its Source brings a stack to the reconciler when
 // its result changes.
 type Prober struct {
-	// Client requests ServiceAccount tokens (TokenRequest).
+	// Client requests tokens of the prober's ServiceAccounts (TokenRequest).
 	Client client.Client
 	// Reader reads the TLS Secrets (the manager's cache holds them without
-	// data).
+	// data) and the prober's identities from the API server.
 	Reader client.Reader
 	// Interval between two polls of a server (DefaultInterval when 0).
 	Interval time.Duration
@@ -135,6 +136,8 @@ type Prober struct {
 	// processes, with no cluster network); TLS still verifies the
 	// Service's name.
 	Resolve func(hostport string) string
+	// Clock, when set, replaces time.Now for the tokens' lifetimes (tests).
+	Clock func() time.Time
 
 	mu      sync.Mutex
 	entries map[types.NamespacedName]*entry
@@ -203,7 +206,12 @@ func (p *Prober) Forget(stack types.NamespacedName) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.entries, stack)
+	p.tokens.drop(stack)
 }
+
+// Tokens is how many tokens the prober holds (one per stack with
+// kubernetes auth that it polls).
+func (p *Prober) Tokens() int { return p.tokens.len() }
 
 // Requests is how many HTTP requests the prober has sent to servers.
 func (p *Prober) Requests() int64 {
@@ -214,7 +222,7 @@ func (p *Prober) Requests() int64 {
 
 func equalTargets(a, b Target) bool {
 	return a.Stack == b.Stack && a.UID == b.UID && a.Line == b.Line && a.Host == b.Host && a.Port == b.Port &&
-		a.ServiceAccount == b.ServiceAccount && (a.TLS == nil) == (b.TLS == nil) && (a.TLS == nil || *a.TLS == *b.TLS)
+		a.Identity == b.Identity && (a.TLS == nil) == (b.TLS == nil) && (a.TLS == nil || *a.TLS == *b.TLS)
 }
 
 func (p *Prober) poke() {
@@ -388,10 +396,10 @@ func (p *Prober) read(ctx context.Context, t Target, material *tlsMaterial) (res
 		return dialer.DialContext(ctx, network, addr)
 	}
 	var token string
-	if t.ServiceAccount != "" {
+	if t.Identity != "" {
 		var err error
-		if token, err = p.token(ctx, t.Stack.Namespace, t.ServiceAccount); err != nil {
-			return fail("requesting a token of ServiceAccount %s/%s for the server's auth: %v", t.Stack.Namespace, t.ServiceAccount, err), material, false
+		if token, err = p.token(ctx, t); err != nil {
+			return fail("a token for the server's auth: %v", err), material, false
 		}
 	}
 	c := &serverClient{http: &http.Client{Transport: transport}, base: fmt.Sprintf("%s://%s", scheme, net.JoinHostPort(t.Host, fmt.Sprint(t.Port))),

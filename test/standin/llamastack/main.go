@@ -54,7 +54,9 @@
 //     is checked as upstream does it, by a SelfSubjectReview sent with it
 //     to api_server_url (verified with tls_cafile), when
 //     LLAMA_STACK_STANDIN_CHECK_TOKENS=1 (a test that runs the stand-in
-//     beside its API server); otherwise only its presence is.
+//     beside its API server); otherwise only its presence is. GET
+//     /standin/v1/principals (the stand-in's own) lists the usernames
+//     admitted so far.
 package main
 
 import (
@@ -257,6 +259,13 @@ func (s *server) routes() http.Handler {
 	// back at start, for tests.
 	mux.HandleFunc("GET /standin/v1/stores", func(w http.ResponseWriter, _ *http.Request) {
 		reply(w, s.state.status(), nil)
+	})
+	mux.HandleFunc("GET /standin/v1/principals", func(w http.ResponseWriter, _ *http.Request) {
+		who := []string{}
+		if s.reviews != nil {
+			who = s.reviews.principals()
+		}
+		reply(w, who, nil)
 	})
 	mux.HandleFunc("GET /standin/v1/process", func(w http.ResponseWriter, _ *http.Request) {
 		form := "llama stack run"

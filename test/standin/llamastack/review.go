@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,6 +23,17 @@ import (
 type tokenReviewer struct {
 	url    string
 	client *http.Client
+	// admitted lists the usernames it admitted, in order, once each (the
+	// stand-in's GET /standin/v1/principals: who called the server).
+	mu       sync.Mutex
+	admitted []string
+}
+
+// principals is the usernames admitted so far.
+func (r *tokenReviewer) principals() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.admitted)
 }
 
 func newTokenReviewer(cfg map[string]any) (*tokenReviewer, error) {
@@ -78,6 +91,11 @@ func (r *tokenReviewer) check(ctx context.Context, token string) error {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&review); err != nil || review.Status.UserInfo.Username == "" {
 		return errors.New("No username found in SelfSubjectReview response") //nolint:staticcheck // upstream's message
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !slices.Contains(r.admitted, review.Status.UserInfo.Username) {
+		r.admitted = append(r.admitted, review.Status.UserInfo.Username)
 	}
 	return nil
 }
