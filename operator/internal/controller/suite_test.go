@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -100,6 +102,21 @@ type operatorSetup struct {
 	prober *serverstatus.Prober
 	// pin, when set, replaces testPin.
 	pin *pin.Pin
+	// config, when set, is how the operator reaches the API server instead
+	// of as a cluster admin (env.Config).
+	config *rest.Config
+	// logs, when set, receives the operator's log lines.
+	logs io.Writer
+}
+
+// asIdentity runs the operator with cfg's identity (and its RBAC).
+func asIdentity(cfg *rest.Config) operatorOption {
+	return func(o *operatorSetup) { o.config = cfg }
+}
+
+// loggingTo sends the operator's log lines to w.
+func loggingTo(w io.Writer) operatorOption {
+	return func(o *operatorSetup) { o.logs = w }
 }
 
 // withPin runs the operator with operand pin p instead of testPin.
@@ -151,7 +168,15 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 	for _, o := range opts {
 		o(&setup)
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	cfg, logger := env.Config, ctrl.Log
+	if setup.config != nil {
+		cfg = setup.config
+	}
+	if setup.logs != nil {
+		logger = zap.New(zap.WriteTo(setup.logs))
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Logger:                 logger,
 		Scheme:                 scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
