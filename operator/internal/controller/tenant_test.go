@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -406,4 +407,85 @@ func (b *syncBuffer) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Len()
+}
+
+// TestAuthorRightsPolicy: the opt-in admission policy of docs/security.md,
+// applied as shipped (its binding narrowed to this test's namespace),
+// refuses an InferenceStack from a user who may only create
+// InferenceStacks, admits one from a user who may also create Deployments
+// and read Secrets (as the `edit` role allows), and lets the first user change what is not
+// the spec (a label).
+func TestAuthorRightsPolicy(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "policies", "inferencestack-author-rights.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(data), "\n---\n")
+	if len(docs) != 2 {
+		t.Fatalf("the policy file holds %d documents, want the policy and its binding", len(docs))
+	}
+	var policy admissionregistrationv1.ValidatingAdmissionPolicy
+	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	for i, into := range []any{&policy, &binding} {
+		if err := yaml.UnmarshalStrict([]byte(docs[i]), into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One policy per test namespace: other tests' users stay unchecked.
+	policy.Name += "-" + ns
+	binding.Name, binding.Spec.PolicyName = policy.Name, policy.Name
+	binding.Spec.MatchResources = &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+		MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}
+	create(t, &policy)
+	create(t, &binding)
+
+	grant(t, ns, "carol", rbacv1.PolicyRule{APIGroups: []string{"inferencestack.io"}, Resources: []string{"inferencestacks"},
+		Verbs: []string{"get", "create", "update", "patch"}})
+	// What the edit role grants that matters here (the test's control plane
+	// runs no ClusterRole aggregation, so edit itself is empty).
+	grant(t, ns, "dave", rbacv1.PolicyRule{APIGroups: []string{"inferencestack.io"}, Resources: []string{"inferencestacks"},
+		Verbs: []string{"get", "create"}},
+		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"create"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}})
+	as := func(user string) client.Client {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+		c, err := client.New(cfg, client.Options{Scheme: scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	carol, dave := as("carol"), as("dave")
+
+	// The API server takes up a new policy within a second or so: until
+	// then a dry run is admitted.
+	eventually(t, timeout, func() error {
+		err := carol.Create(ctx, testutil.Stack("probe", testutil.WithNamespace(ns)), client.DryRunAll)
+		if err == nil {
+			return fmt.Errorf("not refused yet")
+		}
+		if !strings.Contains(err.Error(), "carol may not create Deployments in namespace "+ns) {
+			t.Fatalf("carol's stack: %v, want the policy's refusal", err)
+		}
+		return nil
+	})
+	if err := dave.Create(ctx, testutil.Stack("edited", testutil.WithNamespace(ns))); err != nil {
+		t.Fatalf("a namespace editor's stack: %v, want it admitted", err)
+	}
+	// A change of anything but the spec and annotations is not checked.
+	var s v1alpha1.InferenceStack
+	if err := carol.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edited"}, &s); err != nil {
+		t.Fatal(err)
+	}
+	s.Labels = map[string]string{"team": "a"}
+	if err := carol.Update(ctx, &s); err != nil {
+		t.Errorf("carol labelling a stack: %v, want it admitted", err)
+	}
+	s.Spec.Workload = &v1alpha1.WorkloadSpec{ServiceAccountName: "powerful"}
+	if err := carol.Update(ctx, &s); err == nil || !strings.Contains(err.Error(), "may not create Deployments") {
+		t.Errorf("carol changing a stack's spec: %v, want the policy's refusal", err)
+	}
 }
