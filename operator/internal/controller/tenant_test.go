@@ -128,6 +128,9 @@ func TestTenantGetsNothingThroughTheOperator(t *testing.T) {
 			testutil.Provider("openai", testutil.WithAPIKey("db-admin", "key"))))},
 		{"a Secret of another namespace", stack("cross", testutil.WithProviders("inference",
 			testutil.Provider("openai", testutil.WithAPIKey("../"+b+"/other", "key"))))},
+		{"the operator's own Secret", stack("own", testutil.WithProviders("inference",
+			testutil.Provider("openai", testutil.WithAPIKey("inferencestack-conversion-tls", "tls.key"))))},
+		{"a cache, whose pod the operator runs too", stack("cached", testutil.WithCache())},
 		{"a malformed value the operator reads", stack("bad", testutil.WithSQL(v1alpha1.SQLStoreSpec{Type: v1alpha1.SQLStorePostgres,
 			ConnectionString: testutil.SecretKey("bad-conn", "url")}))},
 		{"a hostPath volume through the v1alpha2 annotation", func() *v1alpha1.InferenceStack {
@@ -156,7 +159,10 @@ func TestTenantGetsNothingThroughTheOperator(t *testing.T) {
 		"key":   v1alpha1.ReasonAsExpected,
 		"cross": v1alpha1.ReasonApplyFailed, // client-go refuses the name before any request
 		"bad":   v1alpha1.ReasonInvalidConfig,
-		"host":  v1alpha1.ReasonApplyFailed,
+		// Names are of the stack's namespace: the operator's Secrets are not.
+		"own":    v1alpha1.ReasonSecretNotFound,
+		"cached": v1alpha1.ReasonAsExpected,
+		"host":   v1alpha1.ReasonApplyFailed,
 	} {
 		settled(t, a, name)
 		got, err := get(t, &v1alpha1.InferenceStack{}, a, name)
@@ -210,8 +216,12 @@ func TestTenantGetsNothingThroughTheOperator(t *testing.T) {
 		if err := env.Client.List(ctx, &deps, client.InNamespace(a)); err != nil {
 			t.Fatal(err)
 		}
-		if len(deps.Items) == 0 {
-			t.Fatal("the operator made no Deployment")
+		var names []string
+		for _, d := range deps.Items {
+			names = append(names, d.Name)
+		}
+		if !slices.Contains(names, "tok") || !slices.Contains(names, "cached-cache") {
+			t.Fatalf("Deployments %q, want the servers' and the cache's", names)
 		}
 		for _, d := range deps.Items {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: a, Name: d.Name + "-psa"}, Spec: d.Spec.Template.Spec}
