@@ -2,11 +2,15 @@ package serverstatus
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
@@ -42,20 +46,93 @@ func (c *serverClient) get(ctx context.Context, name string, out any) error {
 	c.count()
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", ep.Method, ep.Path, unwrapURL(err))
+		return &requestError{method: ep.Method, path: ep.Path, err: err}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return fmt.Errorf("%s %s: reading the answer: %w", ep.Method, ep.Path, err)
+		return &requestError{method: ep.Method, path: ep.Path, err: fmt.Errorf("reading the answer: %w", err)}
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: HTTP %d: %.200s", ep.Method, ep.Path, resp.StatusCode, strings.TrimSpace(string(body)))
+		return &requestError{method: ep.Method, path: ep.Path, status: resp.StatusCode, message: errorMessage(body),
+			err: fmt.Errorf("HTTP %d: %.200s", resp.StatusCode, strings.TrimSpace(string(body)))}
 	}
 	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("%s %s: the answer is not a %s: %w", ep.Method, ep.Path, ep.Response, err)
+		return &requestError{method: ep.Method, path: ep.Path, err: fmt.Errorf("the answer is not a %s: %w", ep.Response, err)}
 	}
 	return nil
+}
+
+// requestError is a request to a server that failed: how, in err; for an
+// answer other than 200, its status and upstream's error message.
+type requestError struct {
+	method, path string
+	status       int
+	message      string
+	err          error
+}
+
+func (e *requestError) Error() string {
+	return fmt.Sprintf("%s %s: %v", e.method, e.path, unwrapURL(e.err))
+}
+func (e *requestError) Unwrap() error { return e.err }
+
+// errorMessage is the message of an error answer in upstream's shapes
+// ({"error": {"message": ...}}, or FastAPI's {"detail": ...}), "" for
+// another body (a proxy's page, say), cut to 200 characters.
+func errorMessage(body []byte) string {
+	var answer struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+		Detail any `json:"detail"`
+	}
+	if json.Unmarshal(body, &answer) != nil {
+		return ""
+	}
+	msg := answer.Error.Message
+	if d, ok := answer.Detail.(string); ok && msg == "" {
+		msg = d
+	}
+	if len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	return msg
+}
+
+// describe is the cause of a failed poll as the status records it:
+// classified, so that it stays the same from poll to poll while the cause
+// does (an error's text may carry an ephemeral port, a remote address or
+// the server's own words, which would make every poll a change and every
+// change a status write). The error as it came goes to the log.
+func describe(err error) string {
+	var re *requestError
+	if !errors.As(err, &re) {
+		return err.Error()
+	}
+	what := re.method + " " + re.path + ": "
+	var dns *net.DNSError
+	var cert *tls.CertificateVerificationError
+	var ne net.Error
+	switch {
+	case re.status != 0 && re.message != "":
+		return fmt.Sprintf("%sHTTP %d: %s", what, re.status, re.message)
+	case re.status != 0:
+		return fmt.Sprintf("%sHTTP %d", what, re.status)
+	case errors.As(err, &dns):
+		return fmt.Sprintf("%scannot resolve %s: %s", what, dns.Name, dns.Err)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return what + "connection refused"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return what + "no route to the server"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return what + "no answer within the timeout"
+	case errors.As(err, &cert):
+		return what + cert.Error()
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return what + "the server closed the connection before answering"
+	}
+	return re.Error()
 }
 
 // unwrapURL drops the url.Error's method and URL, which the caller names.

@@ -98,8 +98,12 @@ type Result struct {
 	// Version and Providers are what the server reported (Err == "").
 	Version   string
 	Providers []v1alpha1.ProviderStatus
-	// Err says why the server could not be read; "" when it was.
+	// Err says why the server could not be read, "" when it was: a
+	// classified cause (describe), the same from poll to poll while the
+	// cause is, whatever ephemeral detail the error carried.
 	Err string
+	// detail is the error as it came, for the log.
+	detail string
 }
 
 // Unhealthy lists the providers that report an error, as
@@ -159,6 +163,20 @@ type entry struct {
 	// until read, and again after a TLS failure (the Secret may have
 	// been rotated).
 	tls *tlsMaterial
+	// wait is how long record waited after the last poll (before jitter).
+	wait time.Duration
+	// client is the HTTP client of this target and TLS material, kept
+	// from poll to poll so its connection is reused (keep-alive); nil
+	// until the first poll, and again when either changes.
+	client *http.Client
+}
+
+// drop closes the entry's idle connections and forgets its client.
+func (e *entry) drop() {
+	if e.client != nil {
+		e.client.CloseIdleConnections()
+		e.client = nil
+	}
 }
 
 func (p *Prober) init() {
@@ -191,6 +209,7 @@ func (p *Prober) Watch(t Target) (Result, bool) {
 		p.entries[t.Stack] = e
 		p.poke()
 	case !equalTargets(e.target, t):
+		e.drop()
 		e.target, e.tls, e.fails = t, nil, 0
 		e.next = time.Now()
 		p.poke()
@@ -205,6 +224,9 @@ func (p *Prober) Watch(t Target) (Result, bool) {
 func (p *Prober) Forget(stack types.NamespacedName) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if e := p.entries[stack]; e != nil {
+		e.drop()
+	}
 	delete(p.entries, stack)
 	p.tokens.drop(stack)
 }
@@ -258,18 +280,27 @@ func (p *Prober) jittered(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (1 - jitter + 2*jitter*rand.Float64())) //nolint:gosec // spreading polls needs no secure randomness
 }
 
-// Start polls until ctx ends: each due server, at most Concurrency at once.
+// Start polls until ctx ends: each due server, at most Concurrency at once,
+// and beside them at most a quarter as many (at least one) whose last poll
+// failed: a server that does not answer holds a slot of its own lane until
+// the poll's Timeout, so servers that do not answer never delay the ones
+// that do. The loop never waits for a slot itself.
 func (p *Prober) Start(ctx context.Context) error {
 	p.mu.Lock()
 	p.init()
 	p.mu.Unlock()
-	sem := make(chan struct{}, p.concurrency())
+	answering := make(chan struct{}, p.concurrency())
+	failing := make(chan struct{}, max(1, p.concurrency()/4))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		var due []*entry
+		type poll struct {
+			e    *entry
+			lane chan struct{}
+		}
+		var due []poll
 		now := time.Now()
 		earliest := now.Add(time.Hour)
 		p.mu.Lock()
@@ -278,22 +309,27 @@ func (p *Prober) Start(ctx context.Context) error {
 			case e.running:
 			case !e.next.After(now):
 				e.running = true
-				due = append(due, e)
+				lane := answering
+				if e.fails > 0 {
+					lane = failing
+				}
+				due = append(due, poll{e, lane})
 			case e.next.Before(earliest):
 				earliest = e.next
 			}
 		}
 		p.mu.Unlock()
-		for _, e := range due {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return nil
-			}
+		for _, d := range due {
+			e, lane := d.e, d.lane
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				defer func() { <-sem }()
+				select {
+				case lane <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				defer func() { <-lane }()
 				p.poll(ctx, e)
 			}()
 		}
@@ -311,15 +347,15 @@ func (p *Prober) Start(ctx context.Context) error {
 // the stack to the reconciler.
 func (p *Prober) poll(ctx context.Context, e *entry) {
 	p.mu.Lock()
-	t, material := e.target, e.tls
+	t, material, hc := e.target, e.tls, e.client
 	p.mu.Unlock()
 	pctx, cancel := context.WithTimeout(ctx, p.timeout())
-	res, material, tlsFailed := p.read(pctx, t, material)
+	res, material, hc, tlsFailed := p.read(pctx, t, material, hc)
 	cancel()
 	if ctx.Err() != nil {
 		return
 	}
-	if p.record(ctx, e, t, res, material, tlsFailed) {
+	if p.record(ctx, e, t, res, material, hc, tlsFailed) {
 		// Sent outside the lock: the reconciler's queue may be slow to take
 		// it, and reconciles call Watch meanwhile.
 		obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: t.Stack.Namespace, Name: t.Stack.Name}}
@@ -330,9 +366,10 @@ func (p *Prober) poll(ctx context.Context, e *entry) {
 	}
 }
 
-// record keeps a poll's result and schedules the next poll; it reports
-// whether the result differs from the one before.
-func (p *Prober) record(ctx context.Context, e *entry, t Target, res Result, material *tlsMaterial, tlsFailed bool) bool {
+// record keeps a poll's result (and the client that made it, for the next
+// poll) and schedules the next poll; it reports whether the result differs
+// from the one before.
+func (p *Prober) record(ctx context.Context, e *entry, t Target, res Result, material *tlsMaterial, hc *http.Client, tlsFailed bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e.running = false
@@ -341,11 +378,19 @@ func (p *Prober) record(ctx context.Context, e *entry, t Target, res Result, mat
 	defer p.poke()
 	if p.entries[t.Stack] != e || !equalTargets(e.target, t) {
 		// Forgotten, or changed while read: the next poll says.
+		if hc != nil && hc != e.client {
+			hc.CloseIdleConnections()
+		}
 		return false
+	}
+	if e.client != hc {
+		e.drop()
+		e.client = hc
 	}
 	e.tls = material
 	if tlsFailed {
 		e.tls = nil
+		e.drop()
 	}
 	wait := p.interval()
 	if res.Err != "" {
@@ -357,12 +402,13 @@ func (p *Prober) record(ctx context.Context, e *entry, t Target, res Result, mat
 	} else {
 		e.fails = 0
 	}
+	e.wait = wait
 	e.next = time.Now().Add(p.jittered(wait))
 	if e.result != nil && equalResults(*e.result, res) {
 		return false
 	}
 	if res.Err != "" {
-		log.FromContext(ctx).Info("cannot read the server of a stack", "stack", t.Stack, "error", res.Err)
+		log.FromContext(ctx).Info("cannot read the server of a stack", "stack", t.Stack, "error", res.Err, "detail", res.detail)
 	}
 	e.result = &res
 	return true
@@ -372,20 +418,11 @@ func equalResults(a, b Result) bool {
 	return a.Version == b.Version && a.Err == b.Err && slices.Equal(a.Providers, b.Providers)
 }
 
-// read asks the server for its version and providers.
-func (p *Prober) read(ctx context.Context, t Target, material *tlsMaterial) (res Result, _ *tlsMaterial, tlsFailed bool) {
-	fail := func(format string, args ...any) Result { return Result{Err: fmt.Sprintf(format, args...)} }
-	scheme := "http"
-	transport := &http.Transport{MaxIdleConnsPerHost: 1, DisableCompression: true, ForceAttemptHTTP2: false}
-	defer transport.CloseIdleConnections()
-	if t.TLS != nil {
-		scheme = "https"
-		if material == nil {
-			var err error
-			if material, err = p.loadTLS(ctx, t); err != nil {
-				return fail("%v", err), nil, true
-			}
-		}
+// client is the HTTP client of a target with its TLS material: one
+// transport per stack, kept from poll to poll (read).
+func (p *Prober) client(t Target, material *tlsMaterial) *http.Client {
+	transport := &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: 2 * p.interval(), DisableCompression: true, ForceAttemptHTTP2: false}
+	if material != nil {
 		transport.TLSClientConfig = material.config(t.Host)
 	}
 	dialer := &net.Dialer{}
@@ -395,24 +432,46 @@ func (p *Prober) read(ctx context.Context, t Target, material *tlsMaterial) (res
 		}
 		return dialer.DialContext(ctx, network, addr)
 	}
+	return &http.Client{Transport: transport}
+}
+
+// read asks the server for its version and providers, with hc, the
+// target's client from the poll before (nil: made anew, as it is when the
+// TLS material is read anew).
+func (p *Prober) read(ctx context.Context, t Target, material *tlsMaterial, hc *http.Client) (res Result, _ *tlsMaterial, _ *http.Client, tlsFailed bool) {
+	fail := func(err error) Result { return Result{Err: describe(err), detail: err.Error()} }
+	scheme := "http"
+	if t.TLS != nil {
+		scheme = "https"
+		if material == nil {
+			var err error
+			if material, err = p.loadTLS(ctx, t); err != nil {
+				return fail(err), nil, nil, true
+			}
+			hc = nil
+		}
+	}
+	if hc == nil {
+		hc = p.client(t, material)
+	}
 	var token string
 	if t.Identity != "" {
 		var err error
 		if token, err = p.token(ctx, t); err != nil {
-			return fail("a token for the server's auth: %v", err), material, false
+			return fail(fmt.Errorf("a token for the server's auth: %w", err)), material, hc, false
 		}
 	}
-	c := &serverClient{http: &http.Client{Transport: transport}, base: fmt.Sprintf("%s://%s", scheme, net.JoinHostPort(t.Host, fmt.Sprint(t.Port))),
+	c := &serverClient{http: hc, base: fmt.Sprintf("%s://%s", scheme, net.JoinHostPort(t.Host, fmt.Sprint(t.Port))),
 		line: t.Line, token: token, count: func() { p.mu.Lock(); p.requests++; p.mu.Unlock(); requestsTotal.Inc() }}
 	version, err := c.version(ctx)
 	if err == nil {
 		var providers []v1alpha1.ProviderStatus
 		if providers, err = c.providers(ctx); err == nil {
-			return Result{Version: version, Providers: providers}, material, false
+			return Result{Version: version, Providers: providers}, material, hc, false
 		}
 	}
 	var verr *tls.CertificateVerificationError
-	return fail("%v", err), material, errors.As(err, &verr) || strings.Contains(err.Error(), "tls:")
+	return fail(err), material, hc, errors.As(err, &verr) || strings.Contains(err.Error(), "tls:")
 }
 
 // fingerprint is a short digest for log lines and errors.
