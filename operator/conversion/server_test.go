@@ -67,21 +67,28 @@ func servingBoth(t *testing.T, url string) *apiextensionsv1.CustomResourceDefini
 // certificate renews while conversions go on; with the server down, reads
 // of v1alpha2 fail with the API server's conversion error, nothing is lost,
 // and everything reads again once it is back.
-func TestConversionThroughTheAPIServer(t *testing.T) {
-	ctx := t.Context()
+// conversionEnv starts a control plane with the repository's CRD served in
+// both versions (servingBoth), converted by a webhook to be served at addr.
+func conversionEnv(t *testing.T) (env *testenv.Env, core *kubernetes.Clientset, ext *apiextensionsclient.Clientset, addr string) {
+	t.Helper()
 	ports, err := testenv.FreePorts(1)
 	require.NoError(t, err)
-	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	env, err := testenv.Start(testenv.Options{})
+	addr = "127.0.0.1:" + strconv.Itoa(ports[0])
+	env, err = testenv.Start(testenv.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = env.Stop() })
+	core, err = kubernetes.NewForConfig(env.Config)
+	require.NoError(t, err)
+	ext, err = apiextensionsclient.NewForConfig(env.Config)
+	require.NoError(t, err)
+	_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(t.Context(), servingBoth(t, "https://"+addr+conversion.Path), metav1.CreateOptions{})
+	require.NoError(t, err)
+	return env, core, ext, addr
+}
 
-	core, err := kubernetes.NewForConfig(env.Config)
-	require.NoError(t, err)
-	ext, err := apiextensionsclient.NewForConfig(env.Config)
-	require.NoError(t, err)
-	_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, servingBoth(t, "https://"+addr+conversion.Path), metav1.CreateOptions{})
-	require.NoError(t, err)
+func TestConversionThroughTheAPIServer(t *testing.T) {
+	ctx := t.Context()
+	env, core, ext, addr := conversionEnv(t)
 	scheme, err := conversion.Scheme()
 	require.NoError(t, err)
 	c, err := client.New(env.Config, client.Options{Scheme: scheme})

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,13 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/inferencestack/inferencestack/operator/conversion"
-	"github.com/inferencestack/inferencestack/test/testenv"
 )
 
 // TestConversionServesNothingElse: a caller of the conversion webhook
@@ -31,19 +27,8 @@ import (
 // Secret that exist in the cluster never show in any answer).
 func TestConversionServesNothingElse(t *testing.T) {
 	ctx := t.Context()
-	ports, err := testenv.FreePorts(1)
-	require.NoError(t, err)
-	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	env, err := testenv.Start(testenv.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = env.Stop() })
-	core, err := kubernetes.NewForConfig(env.Config)
-	require.NoError(t, err)
-	ext, err := apiextensionsclient.NewForConfig(env.Config)
-	require.NoError(t, err)
-	_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, servingBoth(t, "https://"+addr+conversion.Path), metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "conv"}}, metav1.CreateOptions{})
+	_, core, ext, addr := conversionEnv(t)
+	_, err := core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "conv"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	const planted = "planted-7d1e"
 	_, err = core.CoreV1().Secrets("conv").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: planted},

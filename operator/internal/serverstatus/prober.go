@@ -421,7 +421,9 @@ func equalResults(a, b Result) bool {
 // client is the HTTP client of a target with its TLS material: one
 // transport per stack, kept from poll to poll (read).
 func (p *Prober) client(t Target, material *tlsMaterial) *http.Client {
-	transport := &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: 2 * p.interval(), DisableCompression: true, ForceAttemptHTTP2: false}
+	// The connection outlives the wait between two polls (up to 20% over
+	// the interval), not the longer waits of a server that keeps failing.
+	transport := &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: 2*p.interval() + p.timeout(), DisableCompression: true, ForceAttemptHTTP2: false}
 	if material != nil {
 		transport.TLSClientConfig = material.config(t.Host)
 	}
