@@ -149,8 +149,8 @@ func (g Generate) Run(ctx context.Context) (Result, error) {
 			return Result{}, err
 		}
 	} else {
-		if err := atomicfs.CheckOutputOf("--output", g.OutputDir, !g.DefaultOutput, g.ReleasesDir, g.LockPath, g.SumPath,
-			g.CRDDir, g.RBACDir, g.SamplesDir, g.BasesDir, g.ManagerPath); err != nil {
+		if err := (atomicfs.Output{Flag: "--output", Path: g.OutputDir, Default: g.DefaultOutput, Owns: []string{"bundle"},
+			Inputs: []string{g.ReleasesDir, g.LockPath, g.SumPath, g.CRDDir, g.RBACDir, g.SamplesDir, g.BasesDir, g.ManagerPath}}).Check(); err != nil {
 			return Result{}, err
 		}
 		// A stopped run is finished or undone before anything is read.

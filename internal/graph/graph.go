@@ -71,7 +71,7 @@ func (g Graph) Run(ctx context.Context) ([]string, error) {
 		if !sameDir(out, g.CatalogDir) {
 			inputs = append(inputs, g.CatalogDir)
 		}
-		if err := atomicfs.CheckOutput("--output", out, inputs...); err != nil {
+		if err := (atomicfs.Output{Flag: "--output", Path: out, Owns: []string{"catalog"}, Inputs: inputs}).Check(); err != nil {
 			return nil, err
 		}
 	}
@@ -90,6 +90,13 @@ func (g Graph) Run(ctx context.Context) ([]string, error) {
 	for _, want := range g.Packages {
 		if !slices.ContainsFunc(pkgs, func(p olmgraph.Package) bool { return p.Name == want }) {
 			return nil, fmt.Errorf("catalog %s has no package %q", g.CatalogDir, want)
+		}
+	}
+	for _, p := range pkgs {
+		// The package names a folder: one that climbs out (`../x`) or into
+		// another is refused before any path is built from it.
+		if err := atomicfs.CheckName("package", "catalog "+g.CatalogDir+", an olm.package's name", p.Name); err != nil {
+			return nil, err
 		}
 	}
 	files := map[string]string{}

@@ -36,6 +36,9 @@ type Documents struct {
 	// builds the image, recorded in the provenance.
 	Source  Source
 	Command []string
+	// SourceOf, when set, gives Source from Input once the output is
+	// checked (it reads the git checkout).
+	SourceOf func(input string) (Source, error)
 	// Output is the folder to write SBOMFile and ProvenanceFile to: missing,
 	// empty, or holding only those files.
 	Output string
@@ -51,18 +54,25 @@ type DocumentsResult struct {
 
 // Run builds the image, makes its documents and writes them (both or neither).
 func (d Documents) Run(ctx context.Context) (DocumentsResult, error) {
+	if err := atomicfs.CheckOutput("--output", d.Output, d.Input); err != nil {
+		return DocumentsResult{}, err
+	}
+	if err := checkDocumentsDir(d.Output); err != nil {
+		return DocumentsResult{}, err
+	}
+	if d.SourceOf != nil {
+		src, err := d.SourceOf(d.Input)
+		if err != nil {
+			return DocumentsResult{}, err
+		}
+		d.Source = src
+	}
 	if err := d.Source.Check(); err != nil {
 		return DocumentsResult{}, err
 	}
 	repo, err := name.NewRepository(d.Repository)
 	if err != nil || strings.ContainsAny(d.Repository, "@") {
 		return DocumentsResult{}, fmt.Errorf("--image %q: want an image repository without tag or digest, such as quay.io/inferencestack/inferencestack-catalog", d.Repository)
-	}
-	if err := atomicfs.CheckOutput("--output", d.Output, d.Input); err != nil {
-		return DocumentsResult{}, err
-	}
-	if err := checkDocumentsDir(d.Output); err != nil {
-		return DocumentsResult{}, err
 	}
 	img, err := buildKind(d.Kind, d.Input, d.Labels)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/inferencestack/inferencestack/internal/image"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/frozen"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/gitsource"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/jsonout"
 )
@@ -69,6 +70,9 @@ func newKindCmd(kind image.Kind, use, short, example string) *cobra.Command {
 			input, ref := args[0], args[1]
 			labels, err := ParseLabels(o.labels)
 			if err != nil {
+				return err
+			}
+			if err := frozen.Check(cmd.Context(), "sign", kind, input); err != nil {
 				return err
 			}
 			src, err := o.source.Of(input)
