@@ -122,7 +122,7 @@ func (b Bundle) Run(_ context.Context) (Report, error) {
 	// folder, nothing that blocks when opened (a named pipe), and no tree a
 	// bundlegen write is changing (its journal).
 	if err := atomicfs.CheckInput(b.Dir); err != nil {
-		return r, fmt.Errorf("bundle %s cannot be read: %w", b.Dir, err)
+		return r, fmt.Errorf("%s is not a readable registry+v1 bundle directory (it must hold manifests/ and metadata/annotations.yaml, as `bundlegen bundle` writes them): %w", b.Dir, err)
 	}
 	files, err := manifestFiles(filepath.Join(b.Dir, "manifests"))
 	if err != nil {

@@ -152,3 +152,35 @@ func TestGraphRefusesAPackageNameThatIsAPath(t *testing.T) {
 	}
 	runFS(t, tests)
 }
+
+// TestNothingChangedShips: pushing or signing a release's bundle (or the
+// catalog) goes through `bundle --check`: a bundle whose CSV was edited, or
+// holding a planted ClusterRole, is refused before any registry or key is
+// used, naming the file.
+func TestNothingChangedShips(t *testing.T) {
+	editCSV := func(t *testing.T, r, _ string) {
+		p := filepath.Join(r, "bundle/inferencestack-crds/1.0.0/manifests/inferencestack-crds.clusterserviceversion.yaml")
+		require.NoError(t, os.WriteFile(p, []byte(readFile(t, p)+"# edited\n"), 0o644))
+	}
+	plant := func(t *testing.T, r, _ string) {
+		require.NoError(t, os.WriteFile(filepath.Join(r, "bundle/inferencestack-operator/1.0.0/manifests/all.clusterrole.yaml"), []byte(
+			"apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: all\nrules:\n- apiGroups: ['*']\n  resources: ['*']\n  verbs: ['*']\n"), 0o644))
+	}
+	runFS(t, []fsCase{
+		{name: "push a bundle whose CSV was edited", setup: editCSV,
+			args: []string{"image", "bundle", "bundle/inferencestack-crds/1.0.0", "--push", "127.0.0.1:1/b:v1"},
+			code: 1, want: []string{"refusing to push bundle/inferencestack-crds/1.0.0", "bundlegen bundle --check", "inferencestack-crds.clusterserviceversion.yaml"}},
+		{name: "push a bundle with a planted ClusterRole", setup: plant,
+			args: []string{"image", "bundle", "bundle/inferencestack-operator/1.0.0", "--push", "127.0.0.1:1/b:v1"},
+			code: 1, want: []string{"refusing to push bundle/inferencestack-operator/1.0.0", "bundlegen bundle --check", "all.clusterrole.yaml"}},
+		{name: "push the catalog while a bundle was edited", setup: editCSV,
+			args: []string{"image", "catalog", "catalog", "--push", "127.0.0.1:1/c:v1"},
+			code: 1, want: []string{"refusing to push catalog", "bundlegen bundle --check", "inferencestack-crds.clusterserviceversion.yaml"}},
+		{name: "sign a bundle whose CSV was edited", setup: editCSV,
+			args: []string{"sign", "bundle", "bundle/inferencestack-crds/1.0.0", "127.0.0.1:1/b:v1", "--key", "missing.key"},
+			code: 1, want: []string{"refusing to sign bundle/inferencestack-crds/1.0.0", "bundlegen bundle --check", "inferencestack-crds.clusterserviceversion.yaml"}},
+		{name: "sign a bundle with a planted ClusterRole", setup: plant,
+			args: []string{"sign", "bundle", "bundle/inferencestack-operator/1.0.0", "127.0.0.1:1/b:v1", "--key", "missing.key"},
+			code: 1, want: []string{"refusing to sign bundle/inferencestack-operator/1.0.0", "all.clusterrole.yaml"}},
+	})
+}

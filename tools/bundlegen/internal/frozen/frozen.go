@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 
 	"github.com/inferencestack/inferencestack/internal/atomicfs"
@@ -33,6 +34,9 @@ func Check(ctx context.Context, verb string, kind image.Kind, input string) erro
 	root, err := repo.Root(abs)
 	if err != nil {
 		return nil //nolint:nilerr // not in a repository: no release to compare with
+	}
+	if st, err := os.Stat(filepath.Join(root, "channels", "releases")); err != nil || !st.IsDir() {
+		return nil // a repository without release inputs: no release to compare with
 	}
 	var inRelease bool
 	for _, d := range []string{"bundle", "catalog"} {
