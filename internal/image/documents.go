@@ -38,7 +38,10 @@ type Documents struct {
 	Command []string
 	// SourceOf, when set, gives Source from Input once the output is
 	// checked (it reads the git checkout).
-	SourceOf func(input string) (Source, error)
+	SourceOf func(kind Kind, input string) (Source, error)
+	// LabelArgs are the --label KEY=VALUE arguments; when Command is
+	// empty, the build command is made from them (BuildCommand).
+	LabelArgs []string
 	// Output is the folder to write SBOMFile and ProvenanceFile to: missing,
 	// empty, or holding only those files.
 	Output string
@@ -61,11 +64,14 @@ func (d Documents) Run(ctx context.Context) (DocumentsResult, error) {
 		return DocumentsResult{}, err
 	}
 	if d.SourceOf != nil {
-		src, err := d.SourceOf(d.Input)
+		src, err := d.SourceOf(d.Kind, d.Input)
 		if err != nil {
 			return DocumentsResult{}, err
 		}
 		d.Source = src
+	}
+	if len(d.Command) == 0 {
+		d.Command = BuildCommand(d.Kind, d.Source.InputName(d.Input), d.LabelArgs)
 	}
 	if err := d.Source.Check(); err != nil {
 		return DocumentsResult{}, err
@@ -125,8 +131,9 @@ func checkDocumentsDir(dir string) error {
 	return nil
 }
 
-// BuildCommand is the command that builds the image of kind from input with
-// labels (KEY=VALUE, in the order given), as the provenance records it.
+// BuildCommand is the command that builds the image of kind from input (a
+// path in the repository, Source.InputName) with labels (KEY=VALUE, in the
+// order given), as the provenance records it.
 func BuildCommand(kind Kind, input string, labels []string) []string {
 	cmd := []string{"bundlegen", "image", string(kind), filepath.ToSlash(input)}
 	for _, l := range labels {

@@ -67,7 +67,7 @@ func newKindCmd(kind image.Kind, use, short, example string) *cobra.Command {
 				return err
 			}
 			res, err := image.Documents{Kind: kind, Input: input, Labels: labels, Repository: o.image, SourceOf: o.source.Of,
-				Command: image.BuildCommand(kind, input, o.labels), Output: o.output}.Run(cmd.Context())
+				LabelArgs: o.labels, Output: o.output}.Run(cmd.Context())
 			if err != nil {
 				return err
 			}
