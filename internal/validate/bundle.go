@@ -169,6 +169,7 @@ func (b Bundle) Run(_ context.Context) (Report, error) {
 		r.add(checkRelatedImages(bundle.CSV, csvFile)...)
 		r.add(checkPin(bundle, files, csvFile)...)
 		r.add(checkDigests(bundle.CSV, csvFile, b.RequireDigests)...)
+		r.add(installFindings(bundle.Objects, files)...)
 		if b.RBACDir != "" {
 			r.add(checkPermissions(bundle.CSV, csvFile, b.RBACDir)...)
 		}
