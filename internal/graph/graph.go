@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/blang/semver/v4"
+
 	"github.com/inferencestack/inferencestack/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/internal/fbc"
 	"github.com/inferencestack/inferencestack/internal/olmgraph"
@@ -198,11 +200,22 @@ func sameDir(a, b string) bool {
 // Edge is an upgrade edge drawn from an older bundle to the bundle that
 // accepts upgrades from it. FromChannel differs from Channel only for a
 // skipRange that reaches into another channel (a cross-major bridge).
+// Count, when above 1, says the edge stands for that many edges of its kind
+// into To (a long skips list or a wide skipRange), drawn as one from the
+// lowest version they come from.
 type Edge struct {
 	FromChannel, From string
 	Channel, To       string
 	Kind              olmgraph.Kind
+	Count             int
 }
+
+// MaxDrawn is the most edges of one kind into one bundle that are drawn one
+// by one; more (a skips list or a skipRange over many versions) are drawn
+// as one summary edge, so the graph stays proportional to what a reader
+// can use: a channel of 20,000 entries, each with a skipRange over every
+// earlier version, draws 20,000 edges, not 200 million.
+const MaxDrawn = 8
 
 // Edges lists the drawable edges of a package, in a stable order: the
 // package's upgrade edges (olmgraph.Package.Edges), one per pair of bundles
@@ -210,56 +223,151 @@ type Edge struct {
 // replaces or skips edge is drawn within its channel only. A skipRange edge
 // comes from every bundle of the package in the range: from the same channel
 // when the bundle is in it, else from a channel of the same type (stable-v1
-// for stable-v2), else from the first channel that holds it.
+// for stable-v2), else from the first channel that holds it. More than
+// MaxDrawn skips or skipRange edges into one bundle are summarised (Count).
+// Its work is proportional to the edges it returns, plus one range check
+// per bundle and distinct skipRange.
 func Edges(p olmgraph.Package) []Edge {
+	index := make(map[string]int, len(p.Bundles))
+	for i, b := range p.Bundles {
+		index[b.Name] = i
+	}
+	// holders[bundle] are the channels holding it, in channel order.
+	holders := map[string][]string{}
+	for _, c := range p.Channels {
+		for _, e := range c.Entries {
+			holders[e.Name] = append(holders[e.Name], c.Name)
+		}
+	}
+	inChannel := func(ch, bundle string) bool { return slices.Contains(holders[bundle], ch) }
+	// inRange[skipRange] are the bundle indexes a range accepts, computed
+	// once per distinct range.
+	inRange := map[string][]int{}
+	accepted := func(r string) []int {
+		if got, ok := inRange[r]; ok {
+			return got
+		}
+		var idx []int
+		if rng, err := semver.ParseRange(r); err == nil {
+			for i, b := range p.Bundles {
+				if rng(b.Version) {
+					idx = append(idx, i)
+				}
+			}
+		}
+		inRange[r] = idx
+		return idx
+	}
 	var out []Edge
-	type pair struct{ channel, from, to string }
-	seen := map[pair]bool{}
-	for _, e := range p.Edges() {
-		k := pair{e.Channel, e.From, e.To}
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		c, _ := p.Channel(e.Channel)
-		from := ""
-		if slices.ContainsFunc(c.Entries, func(x olmgraph.Entry) bool { return x.Name == e.From }) {
-			from = c.Name
-		} else if e.Kind == olmgraph.SkipRange {
-			from = sourceChannel(p, c.Name, e.From)
-		}
-		if from != "" {
-			out = append(out, Edge{from, e.From, c.Name, e.To, e.Kind})
+	for _, c := range p.Channels {
+		for _, e := range c.Entries {
+			seen := map[string]bool{e.Name: true}
+			if _, ok := index[e.Replaces]; ok && e.Replaces != "" && !seen[e.Replaces] {
+				seen[e.Replaces] = true
+				if inChannel(c.Name, e.Replaces) {
+					out = append(out, Edge{FromChannel: c.Name, From: e.Replaces, Channel: c.Name, To: e.Name, Kind: olmgraph.Replaces})
+				}
+			}
+			var skips []Edge
+			for _, s := range e.Skips {
+				if _, ok := index[s]; !ok || seen[s] {
+					continue
+				}
+				seen[s] = true
+				if inChannel(c.Name, s) {
+					skips = append(skips, Edge{FromChannel: c.Name, From: s, Channel: c.Name, To: e.Name, Kind: olmgraph.Skips})
+				}
+			}
+			out = append(out, summarise(skips, index)...)
+			if e.SkipRange == "" {
+				continue
+			}
+			var ranged []Edge
+			for _, i := range accepted(e.SkipRange) {
+				from := p.Bundles[i].Name
+				if seen[from] {
+					continue
+				}
+				seen[from] = true
+				ch := ""
+				if inChannel(c.Name, from) {
+					ch = c.Name
+				} else {
+					ch = sourceChannel(c.Name, holders[from])
+				}
+				if ch != "" {
+					ranged = append(ranged, Edge{FromChannel: ch, From: from, Channel: c.Name, To: e.Name, Kind: olmgraph.SkipRange})
+				}
+			}
+			out = append(out, summarise(ranged, index)...)
 		}
 	}
 	return out
 }
 
-// sourceChannel picks the lane a cross-channel edge starts from: a channel
-// of the same type as the target (stable-v1 for stable-v2), else the first
-// channel by name that holds the bundle.
-func sourceChannel(p olmgraph.Package, target, bundle string) string {
-	kind, _, _ := strings.Cut(target, "-v")
-	first := ""
-	for _, c := range p.Channels {
-		if !slices.ContainsFunc(c.Entries, func(x olmgraph.Entry) bool { return x.Name == bundle }) {
-			continue
-		}
-		if k, _, _ := strings.Cut(c.Name, "-v"); k == kind {
-			return c.Name
-		}
-		if first == "" {
-			first = c.Name
-		}
+// summarise keeps edges (of one kind, into one bundle) as they are up to
+// MaxDrawn, and makes more one edge from the lowest version, with Count.
+func summarise(edges []Edge, index map[string]int) []Edge {
+	if len(edges) <= MaxDrawn {
+		return edges
 	}
-	return first
+	low := slices.MinFunc(edges, func(a, b Edge) int { return index[a.From] - index[b.From] })
+	low.Count = len(edges)
+	return []Edge{low}
 }
 
-func version(p olmgraph.Package, name string) string {
-	if b, ok := p.Bundle(name); ok {
-		return b.Version.String()
+// sourceChannel picks the lane a cross-channel edge starts from, among the
+// channels holding the bundle: one of the same type as the target
+// (stable-v1 for stable-v2), else the first by name.
+func sourceChannel(target string, holders []string) string {
+	kind, _, _ := strings.Cut(target, "-v")
+	for _, c := range holders {
+		if k, _, _ := strings.Cut(c, "-v"); k == kind {
+			return c
+		}
 	}
-	return name
+	if len(holders) > 0 {
+		return holders[0]
+	}
+	return ""
+}
+
+// label is how an edge is named: its kind, and for a summary edge how many
+// versions it stands for.
+func (e Edge) label(version func(string) string) string {
+	if e.Count <= 1 {
+		return string(e.Kind)
+	}
+	return fmt.Sprintf("%s: %d versions from %s", e.Kind, e.Count, version(e.From))
+}
+
+// versions returns how a bundle is labelled, its version (its name when p
+// does not hold it), through an index of p.Bundles by name.
+func versions(p olmgraph.Package, index map[string]int) func(string) string {
+	return func(name string) string {
+		if b, ok := bundleOf(p, index, name); ok {
+			return b.Version.String()
+		}
+		return name
+	}
+}
+
+// bundleIndex indexes p.Bundles by name.
+func bundleIndexOf(p olmgraph.Package) map[string]int {
+	index := make(map[string]int, len(p.Bundles))
+	for i, b := range p.Bundles {
+		index[b.Name] = i
+	}
+	return index
+}
+
+// bundleOf is p.Bundle through an index of p.Bundles by name.
+func bundleOf(p olmgraph.Package, index map[string]int, name string) (olmgraph.Bundle, bool) {
+	i, ok := index[name]
+	if !ok {
+		return olmgraph.Bundle{}, false
+	}
+	return p.Bundles[i], true
 }
 
 func channelLabel(p olmgraph.Package, c olmgraph.Channel) string {
@@ -277,18 +385,27 @@ func channelLabel(p olmgraph.Package, c olmgraph.Channel) string {
 // nodes labelled by version, edges labelled by kind.
 func Mermaid(p olmgraph.Package) string {
 	var sb strings.Builder
+	channelIndex, bundleIndex := map[string]int{}, bundleIndexOf(p)
+	for i, c := range p.Channels {
+		channelIndex[c.Name] = i
+	}
+	version := versions(p, bundleIndex)
+	index := func(m map[string]int, k string) int {
+		if i, ok := m[k]; ok {
+			return i
+		}
+		return -1
+	}
 	id := func(ch, bundle string) string {
-		ci := slices.IndexFunc(p.Channels, func(c olmgraph.Channel) bool { return c.Name == ch })
-		bi := slices.IndexFunc(p.Bundles, func(b olmgraph.Bundle) bool { return b.Name == bundle })
-		return fmt.Sprintf("c%d_b%d", ci, bi)
+		return fmt.Sprintf("c%d_b%d", index(channelIndex, ch), index(bundleIndex, bundle))
 	}
 	sb.WriteString("graph LR\n")
 	var deprecated []string
 	for ci, c := range p.Channels {
 		fmt.Fprintf(&sb, "  subgraph c%d[\"%s\"]\n    direction LR\n", ci, channelLabel(p, c))
 		for _, e := range c.Entries {
-			label := version(p, e.Name)
-			if b, ok := p.Bundle(e.Name); ok && b.Deprecated != "" {
+			label := version(e.Name)
+			if b, ok := bundleOf(p, bundleIndex, e.Name); ok && b.Deprecated != "" {
 				label += " (deprecated)"
 				deprecated = append(deprecated, id(c.Name, e.Name))
 			}
@@ -298,7 +415,7 @@ func Mermaid(p olmgraph.Package) string {
 	}
 	arrows := map[olmgraph.Kind]string{olmgraph.Replaces: "-->", olmgraph.Skips: "-.->", olmgraph.SkipRange: "==>"}
 	for _, e := range Edges(p) {
-		fmt.Fprintf(&sb, "  %s %s|%s| %s\n", id(e.FromChannel, e.From), arrows[e.Kind], e.Kind, id(e.Channel, e.To))
+		fmt.Fprintf(&sb, "  %s %s|%s| %s\n", id(e.FromChannel, e.From), arrows[e.Kind], e.label(version), id(e.Channel, e.To))
 	}
 	if len(deprecated) > 0 {
 		sb.WriteString("  classDef deprecated fill:#fde2e2,stroke:#c0392b,stroke-dasharray:4 3\n")
