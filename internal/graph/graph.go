@@ -13,6 +13,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/blang/semver/v4"
@@ -228,10 +229,7 @@ const MaxDrawn = 8
 // Its work is proportional to the edges it returns, plus one range check
 // per bundle and distinct skipRange.
 func Edges(p olmgraph.Package) []Edge {
-	index := make(map[string]int, len(p.Bundles))
-	for i, b := range p.Bundles {
-		index[b.Name] = i
-	}
+	index := bundleIndexOf(p)
 	// holders[bundle] are the channels holding it, in channel order.
 	holders := map[string][]string{}
 	for _, c := range p.Channels {
@@ -240,24 +238,24 @@ func Edges(p olmgraph.Package) []Edge {
 		}
 	}
 	inChannel := func(ch, bundle string) bool { return slices.Contains(holders[bundle], ch) }
-	// inRange[skipRange] are the bundle indexes a range accepts, computed
-	// once per distinct range.
-	inRange := map[string][]int{}
-	accepted := func(r string) []int {
-		if got, ok := inRange[r]; ok {
-			return got
+	// held[i] counts the bundles below i that some channel holds (a
+	// skipRange edge can only come from those), next[i] is the first such
+	// bundle at or after i: a wide range is counted without a walk.
+	held, next := make([]int, len(p.Bundles)+1), make([]int, len(p.Bundles)+1)
+	for i, b := range p.Bundles {
+		held[i+1] = held[i]
+		if len(holders[b.Name]) > 0 {
+			held[i+1]++
 		}
-		var idx []int
-		if rng, err := semver.ParseRange(r); err == nil {
-			for i, b := range p.Bundles {
-				if rng(b.Version) {
-					idx = append(idx, i)
-				}
-			}
-		}
-		inRange[r] = idx
-		return idx
 	}
+	next[len(p.Bundles)] = len(p.Bundles)
+	for i := len(p.Bundles) - 1; i >= 0; i-- {
+		next[i] = next[i+1]
+		if len(holders[p.Bundles[i].Name]) > 0 {
+			next[i] = i
+		}
+	}
+	ranges := map[string][][2]int{}
 	var out []Edge
 	for _, c := range p.Channels {
 		for _, e := range c.Entries {
@@ -282,27 +280,121 @@ func Edges(p olmgraph.Package) []Edge {
 			if e.SkipRange == "" {
 				continue
 			}
-			var ranged []Edge
-			for _, i := range accepted(e.SkipRange) {
-				from := p.Bundles[i].Name
-				if seen[from] {
-					continue
-				}
-				seen[from] = true
-				ch := ""
+			runs, ok := ranges[e.SkipRange]
+			if !ok {
+				runs = accepted(p.Bundles, e.SkipRange)
+				ranges[e.SkipRange] = runs
+			}
+			source := func(from string) string {
 				if inChannel(c.Name, from) {
-					ch = c.Name
-				} else {
-					ch = sourceChannel(c.Name, holders[from])
+					return c.Name
 				}
-				if ch != "" {
-					ranged = append(ranged, Edge{FromChannel: ch, From: from, Channel: c.Name, To: e.Name, Kind: olmgraph.SkipRange})
+				return sourceChannel(c.Name, holders[from])
+			}
+			// How many edges the range draws: the held bundles in its runs,
+			// less those already drawn (seen, at most 1 + len(skips) + 1).
+			count := 0
+			for _, r := range runs {
+				count += held[r[1]] - held[r[0]]
+			}
+			for name := range seen {
+				if i, ok := index[name]; ok && len(holders[name]) > 0 && inRuns(runs, i) {
+					count--
 				}
 			}
-			out = append(out, summarise(ranged, index)...)
+			if count <= MaxDrawn {
+				for _, r := range runs {
+					for i := next[r[0]]; i < r[1]; i = next[i+1] {
+						if from := p.Bundles[i].Name; !seen[from] {
+							out = append(out, Edge{FromChannel: source(from), From: from, Channel: c.Name, To: e.Name, Kind: olmgraph.SkipRange})
+						}
+					}
+				}
+				continue
+			}
+			for _, r := range runs {
+				i := next[r[0]]
+				for i < r[1] && seen[p.Bundles[i].Name] {
+					i = next[i+1]
+				}
+				if i < r[1] {
+					from := p.Bundles[i].Name
+					out = append(out, Edge{FromChannel: source(from), From: from, Channel: c.Name, To: e.Name, Kind: olmgraph.SkipRange, Count: count})
+					break
+				}
+			}
 		}
 	}
 	return out
+}
+
+func inRuns(runs [][2]int, i int) bool {
+	return slices.ContainsFunc(runs, func(r [2]int) bool { return r[0] <= i && i < r[1] })
+}
+
+// accepted returns the bundles (indexes into bundles, sorted by version) a
+// skipRange accepts, as runs [from, to). A range of comparisons (<, <=, >,
+// >=, joined by spaces and ||) accepts a run of the sorted versions per
+// alternative, found by binary search; any other range is checked bundle
+// by bundle.
+func accepted(bundles []olmgraph.Bundle, skipRange string) [][2]int {
+	rng, err := semver.ParseRange(skipRange)
+	if err != nil {
+		return nil
+	}
+	var runs [][2]int
+	for _, alt := range strings.Split(skipRange, "||") {
+		lo, hi, ok := 0, len(bundles), true
+		for _, tok := range strings.Fields(alt) {
+			op := strings.TrimRight(tok[:min(2, len(tok))], "0123456789vx*")
+			if op != "<" && op != "<=" && op != ">" && op != ">=" {
+				ok = false
+				break
+			}
+			cmp, err := semver.ParseRange(tok)
+			if err != nil {
+				ok = false
+				break
+			}
+			if op[0] == '>' { // false then true over sorted versions
+				lo = max(lo, sort.Search(len(bundles), func(i int) bool { return cmp(bundles[i].Version) }))
+			} else { // true then false
+				hi = min(hi, sort.Search(len(bundles), func(i int) bool { return !cmp(bundles[i].Version) }))
+			}
+		}
+		if !ok || strings.TrimSpace(alt) == "" {
+			// Not only comparisons: check every version against the range.
+			runs = runs[:0]
+			start := -1
+			for i, b := range bundles {
+				switch in := rng(b.Version); {
+				case in && start < 0:
+					start = i
+				case !in && start >= 0:
+					runs = append(runs, [2]int{start, i})
+					start = -1
+				}
+			}
+			if start >= 0 {
+				runs = append(runs, [2]int{start, len(bundles)})
+			}
+			return runs
+		}
+		if lo < hi {
+			runs = append(runs, [2]int{lo, hi})
+		}
+	}
+	// Alternatives may overlap: merge them.
+	slices.SortFunc(runs, func(a, b [2]int) int { return a[0] - b[0] })
+	var merged [][2]int
+	for _, r := range runs {
+		if n := len(merged); n > 0 && r[0] <= merged[n-1][1] {
+			merged[n-1][1] = max(merged[n-1][1], r[1])
+			continue
+		}
+		merged = append(merged, r)
+	}
+	return merged
 }
 
 // summarise keeps edges (of one kind, into one bundle) as they are up to
