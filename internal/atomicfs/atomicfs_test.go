@@ -237,3 +237,15 @@ func TestCheckInput(t *testing.T) {
 	require.ErrorContains(t, err, "was being written by a bundlegen run that was stopped")
 	require.ErrorContains(t, err, "run `bundlegen bundle` again")
 }
+
+// TestFileWhereAFolderIsExpected: the message names the file and says it
+// is one, not "a regular file, not a regular file".
+func TestFileWhereAFolderIsExpected(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "README.md"), nil, 0o644))
+	err := CheckPath(dir, filepath.Join(dir, "README.md", "graph.md"))
+	require.ErrorContains(t, err, "README.md is a file where a folder is expected: move it away")
+	require.NotContains(t, err.Error(), "not a regular file")
+	_, err = FS(dir).Open("README.md/x")
+	require.ErrorContains(t, err, "README.md is a file where a folder is expected")
+}

@@ -254,8 +254,8 @@ func CheckPath(root, p string) error {
 	for d := filepath.Clean(p); d != stop && d != filepath.Dir(d); d = filepath.Dir(d) {
 		st, err := os.Lstat(d)
 		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			continue
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+			continue // missing, or under a file: the file is named further up
 		case err != nil:
 			return describe(err)
 		case st.Mode()&fs.ModeSymlink != 0 || d != filepath.Clean(p) && !st.IsDir():
@@ -274,6 +274,9 @@ func refusal(p string, m fs.FileMode) error {
 	}
 	if m.IsDir() {
 		return fmt.Errorf("%s is a folder where a file is expected: move it away", p)
+	}
+	if m.IsRegular() {
+		return fmt.Errorf("%s is a file where a folder is expected: move it away, or name the folder it should be", p)
 	}
 	return fmt.Errorf("%s is a %s, not a regular file: bundlegen reads and writes only regular files and folders, and never opens one that could block; remove it", p, kind(m))
 }

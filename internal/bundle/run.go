@@ -333,6 +333,14 @@ func (g Generate) plan(ctx context.Context) ([]plan, error) {
 		if in.Published && !sum.Frozen(in.Version) && g.Publish != in.Version {
 			// published: true is the freeze on its own: a published release
 			// missing from the sum is never written nor recorded quietly.
+			if others := g.unrecorded(versions, sum); len(others) > 1 {
+				// Each would tell to publish the other first: say how to
+				// record them one after the other.
+				return nil, fmt.Errorf("releases %s all say published: true, but %s records none of them, and `bundlegen bundle --publish` records one release per run while refusing every other unrecorded one: "+
+					"keep published: true in one input only (%s), record it with `bundlegen bundle --publish %s`, then set published: true in the next and record it, one at a time; "+
+					"if their lines were removed from %s, that is tampering: restore the file from git (git checkout -- %s)",
+					strings.Join(others, ", "), g.SumPath, filepath.Join(g.ReleasesDir, others[0]+".yaml"), others[0], g.SumPath, g.SumPath)
+			}
 			return nil, fmt.Errorf("release input %s says published: true, but %s has no line for release %s, so nothing records what was published: "+
 				"if you are publishing %s now, record it with `bundlegen bundle --publish %s` (make bundle PUBLISH=%s), which writes only the sum and only when its bundles are what its inputs generate; "+
 				"if its lines were removed from %s, that is tampering: restore the file from git (git checkout -- %s). A published release is never regenerated",
@@ -378,6 +386,19 @@ func (g Generate) plan(ctx context.Context) ([]plan, error) {
 		plans = append(plans, p)
 	}
 	return plans, nil
+}
+
+// unrecorded lists the releases whose input says published: true and which
+// the sum does not record, lowest first.
+func (g Generate) unrecorded(versions []semver.Version, sum release.Sum) []string {
+	var out []string
+	for _, v := range versions {
+		in, err := release.LoadInput(filepath.Join(g.ReleasesDir, v.String()+".yaml"))
+		if err == nil && in.Published && !sum.Frozen(in.Version) {
+			out = append(out, in.Version)
+		}
+	}
+	return out
 }
 
 // checkOrphans fails on a bundle directory bundle/<package>/<version> whose

@@ -130,7 +130,9 @@ func TestConversionWebhookAsTheAPIServerJudgesIt(t *testing.T) {
 		{name: "the webhook may escalate", file: csvFile, field: "spec.install.spec.deployments[inferencestack-conversion].spec.template.spec.containers[webhook].securityContext.allowPrivilegeEscalation",
 			want: "set it to false",
 			edit: func(t *testing.T, dir string) {
-				mutate(t, filepath.Join(dir, csvFile), func(m map[string]any) { delete(at(t, webhookContainer(t, m), "securityContext"), "allowPrivilegeEscalation") })
+				mutate(t, filepath.Join(dir, csvFile), func(m map[string]any) {
+					delete(at(t, webhookContainer(t, m), "securityContext"), "allowPrivilegeEscalation")
+				})
 			}},
 		{name: "the webhook keeps capabilities", file: csvFile, field: "spec.install.spec.deployments[inferencestack-conversion].spec.template.spec.containers[webhook].securityContext.capabilities.drop",
 			want: "drop ALL",
