@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/inferencestack/inferencestack/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/internal/image"
 )
 
@@ -47,9 +48,14 @@ func (o *Flags) Register(f *pflag.FlagSet) {
 // from the working tree, and ignored by git), a checkout with any change or
 // a commit other than HEAD.
 func (o *Flags) Of(kind image.Kind, input string) (image.Source, error) {
+	// The reader's guard first: no link, nothing that could block, no
+	// half-written tree (before git reads it too).
+	if err := atomicfs.CheckInput(input); err != nil {
+		return image.Source{}, fmt.Errorf("input %s: %w: name the bundle or catalog folder, or the operator binary, the image is built from", input, err)
+	}
 	st, err := os.Lstat(input)
 	if err != nil {
-		return image.Source{}, fmt.Errorf("input %s: %w: name the bundle or catalog folder, or the operator binary, the image is built from", input, err)
+		return image.Source{}, err
 	}
 	src := image.Source{Repository: o.Repository, Commit: o.Commit}
 	if o.CommitTime != "" {
