@@ -304,6 +304,11 @@ func (g Generate) plan(ctx context.Context) ([]plan, error) {
 	}
 	for v := range sum.Releases {
 		if !slices.ContainsFunc(versions, func(x semver.Version) bool { return x.String() == v }) {
+			if moved := g.renamedInput(sum.Releases[v][release.SumInput]); moved != "" {
+				return nil, fmt.Errorf("release %s is published (%s) but its input %s is gone, and %s holds exactly its content: the input was renamed; "+
+					"a published release never changes: rename it back (git mv %s %s)",
+					v, g.SumPath, filepath.Join(g.ReleasesDir, v+".yaml"), moved, moved, filepath.Join(g.ReleasesDir, v+".yaml"))
+			}
 			return nil, fmt.Errorf("release %s is published (%s) but its input %s is gone: a published release never changes; restore it from git",
 				v, g.SumPath, filepath.Join(g.ReleasesDir, v+".yaml"))
 		}
@@ -386,6 +391,28 @@ func (g Generate) plan(ctx context.Context) ([]plan, error) {
 		plans = append(plans, p)
 	}
 	return plans, nil
+}
+
+// renamedInput names the file of ReleasesDir whose content has the sum's
+// hash of a published release's input (a renamed input), or "".
+func (g Generate) renamedInput(hash string) string {
+	if hash == "" {
+		return ""
+	}
+	entries, err := os.ReadDir(g.ReleasesDir)
+	if err != nil {
+		return ""
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(g.ReleasesDir, e.Name())
+		if data, err := atomicfs.ReadFileLimit(p, 1<<20); err == nil && release.Hash(data) == hash {
+			return p
+		}
+	}
+	return ""
 }
 
 // unrecorded lists the releases whose input says published: true and which

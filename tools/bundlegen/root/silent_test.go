@@ -195,6 +195,11 @@ func TestSilentBundle(t *testing.T) {
 			// A path that reads as absent but cannot be written, even as root.
 			return append(releaseArgs(in, dir, "--publish", "1.0.0"), "--published", "/proc/bundlegen-silent-test/published.sum")
 		}, want: []string{"recording release 1.0.0 in /proc/bundlegen-silent-test/published.sum", "nothing was written", "bundlegen bundle --publish 1.0.0"}},
+		{name: "a published release's input renamed", exit: 1, setup: func(t *testing.T, dir string) []string {
+			in := releasedTree(t, dir, true)
+			require.NoError(t, os.Rename(filepath.Join(in, "releases", "1.0.0.yaml"), filepath.Join(in, "releases", "1.0.0.yaml.orig")))
+			return releaseArgs(in, dir, "--check")
+		}, want: []string{"release 1.0.0 is published", "releases/1.0.0.yaml.orig holds exactly its content: the input was renamed", "rename it back (git mv ", "releases/1.0.0.yaml)"}},
 		{name: "two releases say published: true, neither recorded, --publish one", exit: 1, setup: func(t *testing.T, dir string) []string {
 			in := releasedTree(t, dir, false)
 			data, err := os.ReadFile(filepath.Join(in, "releases", "1.0.0.yaml"))
