@@ -131,6 +131,9 @@ func TestCheckOutput(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(repoRoot, "go.mod"), []byte("module x\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(repoRoot, "channels", "images.lock"), nil, 0o644))
 	require.NoError(t, os.Symlink(filepath.Join(repoRoot, "channels"), filepath.Join(repoRoot, "link")))
+	require.NoError(t, os.MkdirAll(filepath.Join(repoRoot, "operator", "config"), 0o755))
+	require.NoError(t, os.Symlink(t.TempDir(), filepath.Join(repoRoot, "linkout")))
+	require.NoError(t, unix.Mkfifo(filepath.Join(repoRoot, "pipe"), 0o644))
 	t.Chdir(filepath.Join(repoRoot, "sub"))
 	inputs := []string{"../channels", "../bundle/p/1.0.0", "../channels/images.lock"}
 	tests := []struct {
@@ -139,7 +142,17 @@ func TestCheckOutput(t *testing.T) {
 		want      string
 		assertion require.ErrorAssertionFunc
 	}{
-		{name: "a folder of its own", out: "../catalog", assertion: require.NoError},
+		{name: "a folder of its own", out: "../out/mine", assertion: require.NoError},
+		{name: "catalog/, owned by no verb here", out: "../catalog", want: "refusing to write inside catalog/ of the repository", assertion: require.Error},
+		{name: "inside catalog/", out: "../catalog/x", want: "refusing to write inside catalog/", assertion: require.Error},
+		{name: "inside operator/config", out: "../operator/config/x", want: "refusing to write inside operator/config/", assertion: require.Error},
+		{name: "inside bundle/, not an input", out: "../bundle/q", want: "refusing to write inside bundle/", assertion: require.Error},
+		{name: "a folder holding operator/config", out: "../operator", want: "a folder that holds operator/config/", assertion: require.Error},
+		{name: "a link out of the tree", out: "../linkout", want: "is a symbolic link", assertion: require.Error},
+		{name: "through a link out of the tree", out: "../linkout/sub", want: "is a symbolic link", assertion: require.Error},
+		{name: "a named pipe", out: "../pipe", want: "is a named pipe (FIFO), not a folder", assertion: require.Error},
+		{name: "a file", out: "../go.mod", want: "is a regular file, not a folder", assertion: require.Error},
+		{name: "out of the repository by ..", out: "../../escape", want: "refusing to write outside the repository", assertion: require.Error},
 		{name: "a new folder", out: "../out/images", assertion: require.NoError},
 		{name: "outside the repository", out: t.TempDir(), assertion: require.NoError},
 		{name: "empty", out: "", want: "is empty", assertion: require.Error},
@@ -179,4 +192,60 @@ func TestLockIsExclusive(t *testing.T) {
 	require.ErrorIs(t, unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB), unix.EWOULDBLOCK)
 	unlock()
 	require.NoError(t, unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB))
+}
+
+// TestOutputOwns: a verb that owns a protected folder may write exactly
+// there, never inside it, nor into another protected folder.
+func TestOutputOwns(t *testing.T) {
+	repoRoot := t.TempDir()
+	for _, d := range []string{"channels/releases", "bundle", "catalog/p"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(repoRoot, d), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(repoRoot, "go.mod"), []byte("module x\n"), 0o644))
+	t.Chdir(repoRoot)
+	require.NoError(t, Output{Path: "catalog", Default: true, Owns: []string{"catalog"}}.Check())
+	require.NoError(t, Output{Path: "catalog", Owns: []string{"catalog"}}.Check())
+	require.ErrorContains(t, Output{Path: "catalog/p", Owns: []string{"catalog"}}.Check(), "refusing to write inside catalog/")
+	require.ErrorContains(t, Output{Path: "bundle", Owns: []string{"catalog"}}.Check(), "refusing to write inside bundle/")
+}
+
+// TestCheckName: names read from input files that would climb out of a
+// folder, or into a hidden one, are refused, naming the file and the field.
+func TestCheckName(t *testing.T) {
+	for _, name := range []string{"", ".", "..", "../x", "a/b", `a\b`, ".hidden", "a\x00b"} {
+		err := CheckName("package", "catalog/x/catalog.yaml", name)
+		require.ErrorContains(t, err, "catalog/x/catalog.yaml: package")
+		require.ErrorContains(t, err, "is not a plain name")
+	}
+	require.NoError(t, CheckName("package", "f", "inferencestack-crds"))
+}
+
+// TestCheckInput: a reader refuses, without blocking, a named pipe, a
+// symbolic link, a folder holding either, and a tree under a journal.
+func TestCheckInput(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "bundle", "p", "1.0.0"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bundle", "p", "1.0.0", "a.yaml"), nil, 0o644))
+	require.NoError(t, CheckInput(filepath.Join(dir, "bundle", "p", "1.0.0")))
+	require.NoError(t, unix.Mkfifo(filepath.Join(dir, "pipe"), 0o644))
+	require.ErrorContains(t, CheckInput(filepath.Join(dir, "pipe")), "is a named pipe (FIFO)")
+	require.NoError(t, os.Symlink(filepath.Join(dir, "bundle"), filepath.Join(dir, "link")))
+	require.ErrorContains(t, CheckInput(filepath.Join(dir, "link")), "is a symbolic link")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "bundle", JournalDir), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bundle", JournalDir, "journal"), []byte(journalMagic), 0o644))
+	err := CheckInput(filepath.Join(dir, "bundle", "p", "1.0.0"))
+	require.ErrorContains(t, err, "was being written by a bundlegen run that was stopped")
+	require.ErrorContains(t, err, "run `bundlegen bundle` again")
+}
+
+// TestFileWhereAFolderIsExpected: the message names the file and says it
+// is one, not "a regular file, not a regular file".
+func TestFileWhereAFolderIsExpected(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "README.md"), nil, 0o644))
+	err := CheckPath(dir, filepath.Join(dir, "README.md", "graph.md"))
+	require.ErrorContains(t, err, "README.md is a file where a folder is expected: move it away")
+	require.NotContains(t, err.Error(), "not a regular file")
+	_, err = FS(dir).Open("README.md/x")
+	require.ErrorContains(t, err, "README.md is a file where a folder is expected")
 }

@@ -35,6 +35,75 @@ func ReadFile(path string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
+// ReadFileLimit is ReadFile for a file that cannot be larger than limit
+// bytes (a key, a small document): a larger one is refused, naming it,
+// without reading it whole.
+func ReadFileLimit(path string, limit int64) ([]byte, error) {
+	f, err := openSafe(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, refusal(path, st.Mode())
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d this file can be: name the right file", path, st.Size(), limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s grew past %d bytes while it was read: name the right file", path, limit)
+	}
+	return b, nil
+}
+
+// CheckInput is the guard every reader of a file or folder goes through
+// before it reads it (or hands it to a library that opens its files): it
+// refuses path while a bundlegen write under way, or stopped, has its
+// journal in path or in a folder above it (so no verb reads a half-written
+// tree, or packs staged and backup files), when path is a symbolic link,
+// and when it is, or holds, a named pipe, socket or device, never opening
+// one.
+func CheckInput(path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		verb := ""
+		switch filepath.Base(d) {
+		case "bundle":
+			verb = "bundle"
+		case "catalog":
+			verb = "catalog"
+		}
+		if err := Pending(d, verb); err != nil {
+			return err
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	st, err := os.Lstat(path)
+	if err != nil {
+		return describe(err)
+	}
+	if st.IsDir() {
+		return CheckTree(path)
+	}
+	if !st.Mode().IsRegular() {
+		return refusal(path, st.Mode())
+	}
+	return nil
+}
+
 // openSafe opens path for reading without following a final symbolic link
 // and without blocking (a named pipe opens at once, and is then refused by
 // its caller's mode check).
@@ -185,8 +254,8 @@ func CheckPath(root, p string) error {
 	for d := filepath.Clean(p); d != stop && d != filepath.Dir(d); d = filepath.Dir(d) {
 		st, err := os.Lstat(d)
 		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			continue
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+			continue // missing, or under a file: the file is named further up
 		case err != nil:
 			return describe(err)
 		case st.Mode()&fs.ModeSymlink != 0 || d != filepath.Clean(p) && !st.IsDir():
@@ -205,6 +274,9 @@ func refusal(p string, m fs.FileMode) error {
 	}
 	if m.IsDir() {
 		return fmt.Errorf("%s is a folder where a file is expected: move it away", p)
+	}
+	if m.IsRegular() {
+		return fmt.Errorf("%s is a file where a folder is expected: move it away, or name the folder it should be", p)
 	}
 	return fmt.Errorf("%s is a %s, not a regular file: bundlegen reads and writes only regular files and folders, and never opens one that could block; remove it", p, kind(m))
 }

@@ -149,8 +149,8 @@ func (g Generate) Run(ctx context.Context) (Result, error) {
 			return Result{}, err
 		}
 	} else {
-		if err := atomicfs.CheckOutputOf("--output", g.OutputDir, !g.DefaultOutput, g.ReleasesDir, g.LockPath, g.SumPath,
-			g.CRDDir, g.RBACDir, g.SamplesDir, g.BasesDir, g.ManagerPath); err != nil {
+		if err := (atomicfs.Output{Flag: "--output", Path: g.OutputDir, Default: g.DefaultOutput, Owns: []string{"bundle"},
+			Inputs: []string{g.ReleasesDir, g.LockPath, g.SumPath, g.CRDDir, g.RBACDir, g.SamplesDir, g.BasesDir, g.ManagerPath}}).Check(); err != nil {
 			return Result{}, err
 		}
 		// A stopped run is finished or undone before anything is read.
@@ -304,6 +304,11 @@ func (g Generate) plan(ctx context.Context) ([]plan, error) {
 	}
 	for v := range sum.Releases {
 		if !slices.ContainsFunc(versions, func(x semver.Version) bool { return x.String() == v }) {
+			if moved := g.renamedInput(sum.Releases[v][release.SumInput]); moved != "" {
+				return nil, fmt.Errorf("release %s is published (%s) but its input %s is gone, and %s holds exactly its content: the input was renamed; "+
+					"a published release never changes: rename it back (git mv %s %s)",
+					v, g.SumPath, filepath.Join(g.ReleasesDir, v+".yaml"), moved, moved, filepath.Join(g.ReleasesDir, v+".yaml"))
+			}
 			return nil, fmt.Errorf("release %s is published (%s) but its input %s is gone: a published release never changes; restore it from git",
 				v, g.SumPath, filepath.Join(g.ReleasesDir, v+".yaml"))
 		}
@@ -333,6 +338,14 @@ func (g Generate) plan(ctx context.Context) ([]plan, error) {
 		if in.Published && !sum.Frozen(in.Version) && g.Publish != in.Version {
 			// published: true is the freeze on its own: a published release
 			// missing from the sum is never written nor recorded quietly.
+			if others := g.unrecorded(versions, sum); len(others) > 1 {
+				// Each would tell to publish the other first: say how to
+				// record them one after the other.
+				return nil, fmt.Errorf("releases %s all say published: true, but %s records none of them, and `bundlegen bundle --publish` records one release per run while refusing every other unrecorded one: "+
+					"keep published: true in one input only (%s), record it with `bundlegen bundle --publish %s`, then set published: true in the next and record it, one at a time; "+
+					"if their lines were removed from %s, that is tampering: restore the file from git (git checkout -- %s)",
+					strings.Join(others, ", "), g.SumPath, filepath.Join(g.ReleasesDir, others[0]+".yaml"), others[0], g.SumPath, g.SumPath)
+			}
 			return nil, fmt.Errorf("release input %s says published: true, but %s has no line for release %s, so nothing records what was published: "+
 				"if you are publishing %s now, record it with `bundlegen bundle --publish %s` (make bundle PUBLISH=%s), which writes only the sum and only when its bundles are what its inputs generate; "+
 				"if its lines were removed from %s, that is tampering: restore the file from git (git checkout -- %s). A published release is never regenerated",
@@ -378,6 +391,41 @@ func (g Generate) plan(ctx context.Context) ([]plan, error) {
 		plans = append(plans, p)
 	}
 	return plans, nil
+}
+
+// renamedInput names the file of ReleasesDir whose content has the sum's
+// hash of a published release's input (a renamed input), or "".
+func (g Generate) renamedInput(hash string) string {
+	if hash == "" {
+		return ""
+	}
+	entries, err := os.ReadDir(g.ReleasesDir)
+	if err != nil {
+		return ""
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(g.ReleasesDir, e.Name())
+		if data, err := atomicfs.ReadFileLimit(p, 1<<20); err == nil && release.Hash(data) == hash {
+			return p
+		}
+	}
+	return ""
+}
+
+// unrecorded lists the releases whose input says published: true and which
+// the sum does not record, lowest first.
+func (g Generate) unrecorded(versions []semver.Version, sum release.Sum) []string {
+	var out []string
+	for _, v := range versions {
+		in, err := release.LoadInput(filepath.Join(g.ReleasesDir, v.String()+".yaml"))
+		if err == nil && in.Published && !sum.Frozen(in.Version) {
+			out = append(out, in.Version)
+		}
+	}
+	return out
 }
 
 // checkOrphans fails on a bundle directory bundle/<package>/<version> whose

@@ -87,6 +87,9 @@ func (c Catalogs) Run(ctx context.Context) ([]string, error) {
 	}
 	inputs := []string{c.ChannelsDir}
 	for _, name := range names {
+		if err := atomicfs.CheckName("package", "--package or the template's file name in "+c.ChannelsDir, name); err != nil {
+			return nil, err
+		}
 		t, ok := found[name]
 		if !ok {
 			return nil, fmt.Errorf("no template %s for package %q", filepath.Join(c.ChannelsDir, name+TemplateSuffix), name)
@@ -100,7 +103,7 @@ func (c Catalogs) Run(ctx context.Context) ([]string, error) {
 		}
 		inputs = append(inputs, dirs...)
 	}
-	if err := atomicfs.CheckOutputOf("--output", c.OutDir, !c.DefaultOutput, inputs...); err != nil {
+	if err := (atomicfs.Output{Flag: "--output", Path: c.OutDir, Default: c.DefaultOutput, Owns: []string{"catalog"}, Inputs: inputs}).Check(); err != nil {
 		return nil, err
 	}
 	// A stopped run is finished or undone first; then no link and nothing

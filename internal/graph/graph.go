@@ -13,7 +13,10 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
+
+	"github.com/blang/semver/v4"
 
 	"github.com/inferencestack/inferencestack/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/internal/fbc"
@@ -71,7 +74,7 @@ func (g Graph) Run(ctx context.Context) ([]string, error) {
 		if !sameDir(out, g.CatalogDir) {
 			inputs = append(inputs, g.CatalogDir)
 		}
-		if err := atomicfs.CheckOutput("--output", out, inputs...); err != nil {
+		if err := (atomicfs.Output{Flag: "--output", Path: out, Owns: []string{"catalog"}, Inputs: inputs}).Check(); err != nil {
 			return nil, err
 		}
 	}
@@ -90,6 +93,13 @@ func (g Graph) Run(ctx context.Context) ([]string, error) {
 	for _, want := range g.Packages {
 		if !slices.ContainsFunc(pkgs, func(p olmgraph.Package) bool { return p.Name == want }) {
 			return nil, fmt.Errorf("catalog %s has no package %q", g.CatalogDir, want)
+		}
+	}
+	for _, p := range pkgs {
+		// The package names a folder: one that climbs out (`../x`) or into
+		// another is refused before any path is built from it.
+		if err := atomicfs.CheckName("package", "catalog "+g.CatalogDir+", an olm.package's name", p.Name); err != nil {
+			return nil, err
 		}
 	}
 	files := map[string]string{}
@@ -191,11 +201,22 @@ func sameDir(a, b string) bool {
 // Edge is an upgrade edge drawn from an older bundle to the bundle that
 // accepts upgrades from it. FromChannel differs from Channel only for a
 // skipRange that reaches into another channel (a cross-major bridge).
+// Count, when above 1, says the edge stands for that many edges of its kind
+// into To (a long skips list or a wide skipRange), drawn as one from the
+// lowest version they come from.
 type Edge struct {
 	FromChannel, From string
 	Channel, To       string
 	Kind              olmgraph.Kind
+	Count             int
 }
+
+// MaxDrawn is the most edges of one kind into one bundle that are drawn one
+// by one; more (a skips list or a skipRange over many versions) are drawn
+// as one summary edge, so the graph stays proportional to what a reader
+// can use: a channel of 20,000 entries, each with a skipRange over every
+// earlier version, draws 20,000 edges, not 200 million.
+const MaxDrawn = 8
 
 // Edges lists the drawable edges of a package, in a stable order: the
 // package's upgrade edges (olmgraph.Package.Edges), one per pair of bundles
@@ -203,56 +224,242 @@ type Edge struct {
 // replaces or skips edge is drawn within its channel only. A skipRange edge
 // comes from every bundle of the package in the range: from the same channel
 // when the bundle is in it, else from a channel of the same type (stable-v1
-// for stable-v2), else from the first channel that holds it.
+// for stable-v2), else from the first channel that holds it. More than
+// MaxDrawn skips or skipRange edges into one bundle are summarised (Count).
+// Its work is proportional to the edges it returns, plus one range check
+// per bundle and distinct skipRange.
 func Edges(p olmgraph.Package) []Edge {
+	index := bundleIndexOf(p)
+	// holders[bundle] are the channels holding it, in channel order.
+	holders := map[string][]string{}
+	for _, c := range p.Channels {
+		for _, e := range c.Entries {
+			holders[e.Name] = append(holders[e.Name], c.Name)
+		}
+	}
+	inChannel := func(ch, bundle string) bool { return slices.Contains(holders[bundle], ch) }
+	// held[i] counts the bundles below i that some channel holds (a
+	// skipRange edge can only come from those), next[i] is the first such
+	// bundle at or after i: a wide range is counted without a walk.
+	held, next := make([]int, len(p.Bundles)+1), make([]int, len(p.Bundles)+1)
+	for i, b := range p.Bundles {
+		held[i+1] = held[i]
+		if len(holders[b.Name]) > 0 {
+			held[i+1]++
+		}
+	}
+	next[len(p.Bundles)] = len(p.Bundles)
+	for i := len(p.Bundles) - 1; i >= 0; i-- {
+		next[i] = next[i+1]
+		if len(holders[p.Bundles[i].Name]) > 0 {
+			next[i] = i
+		}
+	}
+	ranges := map[string][][2]int{}
 	var out []Edge
-	type pair struct{ channel, from, to string }
-	seen := map[pair]bool{}
-	for _, e := range p.Edges() {
-		k := pair{e.Channel, e.From, e.To}
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		c, _ := p.Channel(e.Channel)
-		from := ""
-		if slices.ContainsFunc(c.Entries, func(x olmgraph.Entry) bool { return x.Name == e.From }) {
-			from = c.Name
-		} else if e.Kind == olmgraph.SkipRange {
-			from = sourceChannel(p, c.Name, e.From)
-		}
-		if from != "" {
-			out = append(out, Edge{from, e.From, c.Name, e.To, e.Kind})
+	for _, c := range p.Channels {
+		for _, e := range c.Entries {
+			seen := map[string]bool{e.Name: true}
+			if _, ok := index[e.Replaces]; ok && e.Replaces != "" && !seen[e.Replaces] {
+				seen[e.Replaces] = true
+				if inChannel(c.Name, e.Replaces) {
+					out = append(out, Edge{FromChannel: c.Name, From: e.Replaces, Channel: c.Name, To: e.Name, Kind: olmgraph.Replaces})
+				}
+			}
+			var skips []Edge
+			for _, s := range e.Skips {
+				if _, ok := index[s]; !ok || seen[s] {
+					continue
+				}
+				seen[s] = true
+				if inChannel(c.Name, s) {
+					skips = append(skips, Edge{FromChannel: c.Name, From: s, Channel: c.Name, To: e.Name, Kind: olmgraph.Skips})
+				}
+			}
+			out = append(out, summarise(skips, index)...)
+			if e.SkipRange == "" {
+				continue
+			}
+			runs, ok := ranges[e.SkipRange]
+			if !ok {
+				runs = accepted(p.Bundles, e.SkipRange)
+				ranges[e.SkipRange] = runs
+			}
+			source := func(from string) string {
+				if inChannel(c.Name, from) {
+					return c.Name
+				}
+				return sourceChannel(c.Name, holders[from])
+			}
+			// How many edges the range draws: the held bundles in its runs,
+			// less those already drawn (seen, at most 1 + len(skips) + 1).
+			count := 0
+			for _, r := range runs {
+				count += held[r[1]] - held[r[0]]
+			}
+			for name := range seen {
+				if i, ok := index[name]; ok && len(holders[name]) > 0 && inRuns(runs, i) {
+					count--
+				}
+			}
+			if count <= MaxDrawn {
+				for _, r := range runs {
+					for i := next[r[0]]; i < r[1]; i = next[i+1] {
+						if from := p.Bundles[i].Name; !seen[from] {
+							out = append(out, Edge{FromChannel: source(from), From: from, Channel: c.Name, To: e.Name, Kind: olmgraph.SkipRange})
+						}
+					}
+				}
+				continue
+			}
+			for _, r := range runs {
+				i := next[r[0]]
+				for i < r[1] && seen[p.Bundles[i].Name] {
+					i = next[i+1]
+				}
+				if i < r[1] {
+					from := p.Bundles[i].Name
+					out = append(out, Edge{FromChannel: source(from), From: from, Channel: c.Name, To: e.Name, Kind: olmgraph.SkipRange, Count: count})
+					break
+				}
+			}
 		}
 	}
 	return out
 }
 
-// sourceChannel picks the lane a cross-channel edge starts from: a channel
-// of the same type as the target (stable-v1 for stable-v2), else the first
-// channel by name that holds the bundle.
-func sourceChannel(p olmgraph.Package, target, bundle string) string {
-	kind, _, _ := strings.Cut(target, "-v")
-	first := ""
-	for _, c := range p.Channels {
-		if !slices.ContainsFunc(c.Entries, func(x olmgraph.Entry) bool { return x.Name == bundle }) {
-			continue
-		}
-		if k, _, _ := strings.Cut(c.Name, "-v"); k == kind {
-			return c.Name
-		}
-		if first == "" {
-			first = c.Name
-		}
-	}
-	return first
+func inRuns(runs [][2]int, i int) bool {
+	return slices.ContainsFunc(runs, func(r [2]int) bool { return r[0] <= i && i < r[1] })
 }
 
-func version(p olmgraph.Package, name string) string {
-	if b, ok := p.Bundle(name); ok {
-		return b.Version.String()
+// accepted returns the bundles (indexes into bundles, sorted by version) a
+// skipRange accepts, as runs [from, to). A range of comparisons (<, <=, >,
+// >=, joined by spaces and ||) accepts a run of the sorted versions per
+// alternative, found by binary search; any other range is checked bundle
+// by bundle.
+func accepted(bundles []olmgraph.Bundle, skipRange string) [][2]int {
+	rng, err := semver.ParseRange(skipRange)
+	if err != nil {
+		return nil
 	}
-	return name
+	var runs [][2]int
+	for _, alt := range strings.Split(skipRange, "||") {
+		lo, hi, ok := 0, len(bundles), true
+		for _, tok := range strings.Fields(alt) {
+			op := strings.TrimRight(tok[:min(2, len(tok))], "0123456789vx*")
+			if op != "<" && op != "<=" && op != ">" && op != ">=" {
+				ok = false
+				break
+			}
+			cmp, err := semver.ParseRange(tok)
+			if err != nil {
+				ok = false
+				break
+			}
+			if op[0] == '>' { // false then true over sorted versions
+				lo = max(lo, sort.Search(len(bundles), func(i int) bool { return cmp(bundles[i].Version) }))
+			} else { // true then false
+				hi = min(hi, sort.Search(len(bundles), func(i int) bool { return !cmp(bundles[i].Version) }))
+			}
+		}
+		if !ok || strings.TrimSpace(alt) == "" {
+			// Not only comparisons: check every version against the range.
+			runs = runs[:0]
+			start := -1
+			for i, b := range bundles {
+				switch in := rng(b.Version); {
+				case in && start < 0:
+					start = i
+				case !in && start >= 0:
+					runs = append(runs, [2]int{start, i})
+					start = -1
+				}
+			}
+			if start >= 0 {
+				runs = append(runs, [2]int{start, len(bundles)})
+			}
+			return runs
+		}
+		if lo < hi {
+			runs = append(runs, [2]int{lo, hi})
+		}
+	}
+	// Alternatives may overlap: merge them.
+	slices.SortFunc(runs, func(a, b [2]int) int { return a[0] - b[0] })
+	var merged [][2]int
+	for _, r := range runs {
+		if n := len(merged); n > 0 && r[0] <= merged[n-1][1] {
+			merged[n-1][1] = max(merged[n-1][1], r[1])
+			continue
+		}
+		merged = append(merged, r)
+	}
+	return merged
+}
+
+// summarise keeps edges (of one kind, into one bundle) as they are up to
+// MaxDrawn, and makes more one edge from the lowest version, with Count.
+func summarise(edges []Edge, index map[string]int) []Edge {
+	if len(edges) <= MaxDrawn {
+		return edges
+	}
+	low := slices.MinFunc(edges, func(a, b Edge) int { return index[a.From] - index[b.From] })
+	low.Count = len(edges)
+	return []Edge{low}
+}
+
+// sourceChannel picks the lane a cross-channel edge starts from, among the
+// channels holding the bundle: one of the same type as the target
+// (stable-v1 for stable-v2), else the first by name.
+func sourceChannel(target string, holders []string) string {
+	kind, _, _ := strings.Cut(target, "-v")
+	for _, c := range holders {
+		if k, _, _ := strings.Cut(c, "-v"); k == kind {
+			return c
+		}
+	}
+	if len(holders) > 0 {
+		return holders[0]
+	}
+	return ""
+}
+
+// label is how an edge is named: its kind, and for a summary edge how many
+// versions it stands for.
+func (e Edge) label(version func(string) string) string {
+	if e.Count <= 1 {
+		return string(e.Kind)
+	}
+	return fmt.Sprintf("%s: %d versions from %s", e.Kind, e.Count, version(e.From))
+}
+
+// versions returns how a bundle is labelled, its version (its name when p
+// does not hold it), through an index of p.Bundles by name.
+func versions(p olmgraph.Package, index map[string]int) func(string) string {
+	return func(name string) string {
+		if b, ok := bundleOf(p, index, name); ok {
+			return b.Version.String()
+		}
+		return name
+	}
+}
+
+// bundleIndex indexes p.Bundles by name.
+func bundleIndexOf(p olmgraph.Package) map[string]int {
+	index := make(map[string]int, len(p.Bundles))
+	for i, b := range p.Bundles {
+		index[b.Name] = i
+	}
+	return index
+}
+
+// bundleOf is p.Bundle through an index of p.Bundles by name.
+func bundleOf(p olmgraph.Package, index map[string]int, name string) (olmgraph.Bundle, bool) {
+	i, ok := index[name]
+	if !ok {
+		return olmgraph.Bundle{}, false
+	}
+	return p.Bundles[i], true
 }
 
 func channelLabel(p olmgraph.Package, c olmgraph.Channel) string {
@@ -270,18 +477,27 @@ func channelLabel(p olmgraph.Package, c olmgraph.Channel) string {
 // nodes labelled by version, edges labelled by kind.
 func Mermaid(p olmgraph.Package) string {
 	var sb strings.Builder
+	channelIndex, bundleIndex := map[string]int{}, bundleIndexOf(p)
+	for i, c := range p.Channels {
+		channelIndex[c.Name] = i
+	}
+	version := versions(p, bundleIndex)
+	index := func(m map[string]int, k string) int {
+		if i, ok := m[k]; ok {
+			return i
+		}
+		return -1
+	}
 	id := func(ch, bundle string) string {
-		ci := slices.IndexFunc(p.Channels, func(c olmgraph.Channel) bool { return c.Name == ch })
-		bi := slices.IndexFunc(p.Bundles, func(b olmgraph.Bundle) bool { return b.Name == bundle })
-		return fmt.Sprintf("c%d_b%d", ci, bi)
+		return fmt.Sprintf("c%d_b%d", index(channelIndex, ch), index(bundleIndex, bundle))
 	}
 	sb.WriteString("graph LR\n")
 	var deprecated []string
 	for ci, c := range p.Channels {
 		fmt.Fprintf(&sb, "  subgraph c%d[\"%s\"]\n    direction LR\n", ci, channelLabel(p, c))
 		for _, e := range c.Entries {
-			label := version(p, e.Name)
-			if b, ok := p.Bundle(e.Name); ok && b.Deprecated != "" {
+			label := version(e.Name)
+			if b, ok := bundleOf(p, bundleIndex, e.Name); ok && b.Deprecated != "" {
 				label += " (deprecated)"
 				deprecated = append(deprecated, id(c.Name, e.Name))
 			}
@@ -291,7 +507,7 @@ func Mermaid(p olmgraph.Package) string {
 	}
 	arrows := map[olmgraph.Kind]string{olmgraph.Replaces: "-->", olmgraph.Skips: "-.->", olmgraph.SkipRange: "==>"}
 	for _, e := range Edges(p) {
-		fmt.Fprintf(&sb, "  %s %s|%s| %s\n", id(e.FromChannel, e.From), arrows[e.Kind], e.Kind, id(e.Channel, e.To))
+		fmt.Fprintf(&sb, "  %s %s|%s| %s\n", id(e.FromChannel, e.From), arrows[e.Kind], e.label(version), id(e.Channel, e.To))
 	}
 	if len(deprecated) > 0 {
 		sb.WriteString("  classDef deprecated fill:#fde2e2,stroke:#c0392b,stroke-dasharray:4 3\n")

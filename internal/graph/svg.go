@@ -44,6 +44,8 @@ func SVG(p olmgraph.Package) string {
 	height := topPad + max(len(p.Channels), 1)*laneH + legendH
 	cx := func(bundle string) int { return labelW + col[bundle]*colW + colW/2 }
 	cy := func(channel string) int { return topPad + lane[channel]*laneH + laneH/2 + 10 }
+	index := bundleIndexOf(p)
+	version := versions(p, index)
 
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n", width, height, width, height)
@@ -99,28 +101,33 @@ func SVG(p olmgraph.Package) string {
 		x2, y2 := cx(e.To), cy(e.Channel)
 		style := edgeStyle[e.Kind]
 		marker := fmt.Sprintf(`marker-end="url(#arrow-%s)"`, e.Kind)
+		end := "/>"
+		if e.Count > 1 {
+			// A summary edge says what it stands for, in its tooltip.
+			end = fmt.Sprintf("><title>%s</title></path>", esc(e.label(version)))
+		}
 		switch {
 		case e.FromChannel == e.Channel && col[e.To]-col[e.From] == 1:
-			fmt.Fprintf(&sb, `<path d="M%d,%d L%d,%d" fill="none" %s %s/>`+"\n", x1+nodeW/2, y1, x2-nodeW/2, y2, style, marker)
+			fmt.Fprintf(&sb, `<path d="M%d,%d L%d,%d" fill="none" %s %s%s`+"\n", x1+nodeW/2, y1, x2-nodeW/2, y2, style, marker, end)
 		case e.FromChannel == e.Channel:
 			span := abs(col[e.To] - col[e.From])
 			lift := min(12+span*10, laneH/2-nodeH/2-2)
-			fmt.Fprintf(&sb, `<path d="M%d,%d C%d,%d %d,%d %d,%d" fill="none" %s %s/>`+"\n",
-				x1, y1-nodeH/2, x1, y1-nodeH/2-lift, x2, y2-nodeH/2-lift, x2, y2-nodeH/2, style, marker)
+			fmt.Fprintf(&sb, `<path d="M%d,%d C%d,%d %d,%d %d,%d" fill="none" %s %s%s`+"\n",
+				x1, y1-nodeH/2, x1, y1-nodeH/2-lift, x2, y2-nodeH/2-lift, x2, y2-nodeH/2, style, marker, end)
 		default:
 			dy := nodeH / 2
 			if y2 < y1 {
 				dy = -dy
 			}
-			fmt.Fprintf(&sb, `<path d="M%d,%d C%d,%d %d,%d %d,%d" fill="none" %s %s/>`+"\n",
-				x1, y1+dy, x1, (y1+y2)/2, x2, (y1+y2)/2, x2, y2-dy, style, marker)
+			fmt.Fprintf(&sb, `<path d="M%d,%d C%d,%d %d,%d %d,%d" fill="none" %s %s%s`+"\n",
+				x1, y1+dy, x1, (y1+y2)/2, x2, (y1+y2)/2, x2, y2-dy, style, marker, end)
 		}
 	}
 
 	// Nodes.
 	for _, c := range p.Channels {
 		for _, e := range c.Entries {
-			b, _ := p.Bundle(e.Name)
+			b, _ := bundleOf(p, index, e.Name)
 			x, y := cx(e.Name)-nodeW/2, cy(c.Name)-nodeH/2
 			fill, stroke, extra := "#ffffff", "#2c3e50", ""
 			if b.Deprecated != "" {
@@ -128,7 +135,7 @@ func SVG(p olmgraph.Package) string {
 			}
 			fmt.Fprintf(&sb, `<g><title>%s</title><rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="%s" stroke="%s"%s/>`,
 				esc(bundleTitle(b, e)), x, y, nodeW, nodeH, fill, stroke, extra)
-			fmt.Fprintf(&sb, `<text x="%d" y="%d" text-anchor="middle">%s</text>`, x+nodeW/2, y+nodeH/2+4, esc(version(p, e.Name)))
+			fmt.Fprintf(&sb, `<text x="%d" y="%d" text-anchor="middle">%s</text>`, x+nodeW/2, y+nodeH/2+4, esc(version(e.Name)))
 			if b.Deprecated != "" {
 				fmt.Fprintf(&sb, `<text x="%d" y="%d" text-anchor="middle" font-size="10" fill="#c0392b">deprecated</text>`, x+nodeW/2, y+nodeH+12)
 			}

@@ -36,6 +36,12 @@ type Documents struct {
 	// builds the image, recorded in the provenance.
 	Source  Source
 	Command []string
+	// SourceOf, when set, gives Source from Input once the output is
+	// checked (it reads the git checkout).
+	SourceOf func(kind Kind, input string) (Source, error)
+	// LabelArgs are the --label KEY=VALUE arguments; when Command is
+	// empty, the build command is made from them (BuildCommand).
+	LabelArgs []string
 	// Output is the folder to write SBOMFile and ProvenanceFile to: missing,
 	// empty, or holding only those files.
 	Output string
@@ -51,18 +57,28 @@ type DocumentsResult struct {
 
 // Run builds the image, makes its documents and writes them (both or neither).
 func (d Documents) Run(ctx context.Context) (DocumentsResult, error) {
+	if err := atomicfs.CheckOutput("--output", d.Output, d.Input); err != nil {
+		return DocumentsResult{}, err
+	}
+	if err := checkDocumentsDir(d.Output); err != nil {
+		return DocumentsResult{}, err
+	}
+	if d.SourceOf != nil {
+		src, err := d.SourceOf(d.Kind, d.Input)
+		if err != nil {
+			return DocumentsResult{}, err
+		}
+		d.Source = src
+	}
+	if len(d.Command) == 0 {
+		d.Command = BuildCommand(d.Kind, d.Source.InputName(d.Input), d.LabelArgs)
+	}
 	if err := d.Source.Check(); err != nil {
 		return DocumentsResult{}, err
 	}
 	repo, err := name.NewRepository(d.Repository)
 	if err != nil || strings.ContainsAny(d.Repository, "@") {
 		return DocumentsResult{}, fmt.Errorf("--image %q: want an image repository without tag or digest, such as quay.io/inferencestack/inferencestack-catalog", d.Repository)
-	}
-	if err := atomicfs.CheckOutput("--output", d.Output, d.Input); err != nil {
-		return DocumentsResult{}, err
-	}
-	if err := checkDocumentsDir(d.Output); err != nil {
-		return DocumentsResult{}, err
 	}
 	img, err := buildKind(d.Kind, d.Input, d.Labels)
 	if err != nil {
@@ -115,8 +131,9 @@ func checkDocumentsDir(dir string) error {
 	return nil
 }
 
-// BuildCommand is the command that builds the image of kind from input with
-// labels (KEY=VALUE, in the order given), as the provenance records it.
+// BuildCommand is the command that builds the image of kind from input (a
+// path in the repository, Source.InputName) with labels (KEY=VALUE, in the
+// order given), as the provenance records it.
 func BuildCommand(kind Kind, input string, labels []string) []string {
 	cmd := []string{"bundlegen", "image", string(kind), filepath.ToSlash(input)}
 	for _, l := range labels {

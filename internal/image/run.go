@@ -96,6 +96,11 @@ func (b Build) Run(ctx context.Context) (Result, error) {
 // buildKind builds the image of kind from dir (a directory, or the
 // operator's binary) with labels (catalog and operator images).
 func buildKind(kind Kind, dir string, labels map[string]string) (v1.Image, error) {
+	// No half-written tree, link or special file is packed, and nothing
+	// that could block is opened.
+	if err := atomicfs.CheckInput(dir); err != nil {
+		return nil, err
+	}
 	switch kind {
 	case KindBundle:
 		return BuildBundle(dir)

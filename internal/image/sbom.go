@@ -52,6 +52,20 @@ type Source struct {
 	Commit string
 	// Time is the commit's time (committer date).
 	Time time.Time
+	// Path is the input's path in the repository (slash separated,
+	// relative to its root), which the provenance's build command names:
+	// the same commit gives the same documents whatever the spelling of the
+	// input's path or the working folder. Empty: the path as given.
+	Path string `json:"-"`
+}
+
+// InputName is how the documents name input: Path when set, else input
+// with slashes.
+func (s Source) InputName(input string) string {
+	if s.Path != "" {
+		return s.Path
+	}
+	return filepath.ToSlash(input)
 }
 
 // Check refuses an incomplete source.

@@ -176,12 +176,16 @@ func decodeSig(s string) ([]byte, error) {
 	return base64.StdEncoding.DecodeString(s)
 }
 
+// maxKeySize bounds a PEM key file: an ECDSA P-256 key in PEM is a few
+// hundred bytes, so a larger file is not a key and is not read whole.
+const maxKeySize = 64 << 10
+
 // KeySignerFrom loads the signing key from file or, when file is empty,
 // from the environment variable SigningKeyEnv (the PEM itself, for CI
 // secrets).
 func KeySignerFrom(file string) (*KeySigner, error) {
 	if file != "" {
-		b, err := atomicfs.ReadFile(file)
+		b, err := atomicfs.ReadFileLimit(file, maxKeySize)
 		if err != nil {
 			return nil, fmt.Errorf("--key %s: %w", file, err)
 		}
@@ -198,7 +202,7 @@ func KeyVerifierFrom(file string) (*KeyVerifier, error) {
 	if file == "" {
 		return nil, errors.New("no public key: give --key FILE (the release's PEM public key, cosign.pub)")
 	}
-	b, err := atomicfs.ReadFile(file)
+	b, err := atomicfs.ReadFileLimit(file, maxKeySize)
 	if err != nil {
 		return nil, fmt.Errorf("--key %s: %w", file, err)
 	}

@@ -135,6 +135,7 @@ func Graphs(cfg declcfg.DeclarativeConfig) ([]Package, error) {
 	for i := range out {
 		slices.SortFunc(out[i].Bundles, func(a, b Bundle) int { return a.Version.Compare(b.Version) })
 	}
+	orders := map[string]map[string]int{}
 	for _, c := range cfg.Channels {
 		p, err := find(c.Package)
 		if err != nil {
@@ -145,8 +146,21 @@ func Graphs(cfg declcfg.DeclarativeConfig) ([]Package, error) {
 		for _, e := range c.Entries {
 			ch.Entries = append(ch.Entries, Entry{Name: e.Name, Replaces: e.Replaces, Skips: slices.Clone(e.Skips), SkipRange: e.SkipRange})
 		}
+		// The bundles' positions, by name, once per package: a lookup per
+		// comparison would make the sort quadratic in a long channel.
+		pos, ok := orders[p.Name]
+		if !ok {
+			pos = make(map[string]int, len(p.Bundles))
+			for i, b := range p.Bundles {
+				pos[b.Name] = i
+			}
+			orders[p.Name] = pos
+		}
 		order := func(name string) int {
-			return slices.IndexFunc(p.Bundles, func(b Bundle) bool { return b.Name == name })
+			if i, ok := pos[name]; ok {
+				return i
+			}
+			return -1
 		}
 		slices.SortStableFunc(ch.Entries, func(a, b Entry) int { return order(a.Name) - order(b.Name) })
 		p.Channels = append(p.Channels, ch)

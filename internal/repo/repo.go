@@ -50,3 +50,25 @@ func IsRoot(dir string) bool {
 	ch, err := os.Stat(filepath.Join(dir, Markers[1]))
 	return err == nil && ch.IsDir()
 }
+
+// Protected are the repository folders that hold the release's inputs and
+// its generated, committed artifacts, relative to the root: no verb writes
+// inside one unless it owns it (bundle/ is `bundlegen bundle`'s, catalog/
+// `bundlegen catalog`'s and `bundlegen graph`'s), and none writes into
+// channels/ or operator/config/.
+var Protected = []string{"bundle", "catalog", "channels", "operator/config"}
+
+// ProtectedWhy says what a folder of Protected holds, for messages.
+func ProtectedWhy(p string) string {
+	switch p {
+	case "bundle":
+		return "it holds the releases' bundles, frozen once published, which only `bundlegen bundle` writes"
+	case "catalog":
+		return "it holds the catalog, which only `bundlegen catalog` and `bundlegen graph` write"
+	case "channels":
+		return "it holds the release inputs, the image lock and the published sum"
+	case "operator/config":
+		return "it holds the operator's manifests, the inputs of every bundle"
+	}
+	return "it is an input of the release"
+}

@@ -119,12 +119,12 @@ type Bundle struct {
 func (b Bundle) Run(_ context.Context) (Report, error) {
 	r := Report{Dir: b.Dir}
 	// The libraries below open every file themselves: no link out of the
-	// folder, nothing that blocks when opened (a named pipe).
-	err := atomicfs.CheckTree(b.Dir)
-	var files map[fileKey]string
-	if err == nil {
-		files, err = manifestFiles(filepath.Join(b.Dir, "manifests"))
+	// folder, nothing that blocks when opened (a named pipe), and no tree a
+	// bundlegen write is changing (its journal).
+	if err := atomicfs.CheckInput(b.Dir); err != nil {
+		return r, fmt.Errorf("%s is not a readable registry+v1 bundle directory (it must hold manifests/ and metadata/annotations.yaml, as `bundlegen bundle` writes them): %w", b.Dir, err)
 	}
+	files, err := manifestFiles(filepath.Join(b.Dir, "manifests"))
 	if err != nil {
 		return r, fmt.Errorf("%s is not a readable registry+v1 bundle directory (it must hold manifests/ and metadata/annotations.yaml, as `bundlegen bundle` writes them): %w", b.Dir, err)
 	}
@@ -169,6 +169,7 @@ func (b Bundle) Run(_ context.Context) (Report, error) {
 		r.add(checkRelatedImages(bundle.CSV, csvFile)...)
 		r.add(checkPin(bundle, files, csvFile)...)
 		r.add(checkDigests(bundle.CSV, csvFile, b.RequireDigests)...)
+		r.add(installFindings(bundle.Objects, files)...)
 		if b.RBACDir != "" {
 			r.add(checkPermissions(bundle.CSV, csvFile, b.RBACDir)...)
 		}

@@ -114,6 +114,7 @@ func CatalogConfig(cfg declcfg.DeclarativeConfig, requireDigests bool) []Catalog
 	graphs, _ := olmgraph.Graphs(cfg)
 	for _, p := range cfg.Packages {
 		findings = append(findings, packageFindings(cfg, graphs, p, requireDigests)...)
+		findings = append(findings, catalogInstallFindings(cfg, p.Name)...)
 	}
 	slices.SortFunc(findings, func(a, b CatalogFinding) int {
 		return cmp.Or(cmp.Compare(a.Package, b.Package), cmp.Compare(a.Channel, b.Channel),

@@ -66,12 +66,8 @@ func newKindCmd(kind image.Kind, use, short, example string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			src, err := o.source.Of(input)
-			if err != nil {
-				return err
-			}
-			res, err := image.Documents{Kind: kind, Input: input, Labels: labels, Repository: o.image, Source: src,
-				Command: image.BuildCommand(kind, input, o.labels), Output: o.output}.Run(cmd.Context())
+			res, err := image.Documents{Kind: kind, Input: input, Labels: labels, Repository: o.image, SourceOf: o.source.Of,
+				LabelArgs: o.labels, Output: o.output}.Run(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/internal/image"
 	"github.com/inferencestack/inferencestack/internal/validate"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/frozen"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/jsonout"
 )
 
@@ -131,6 +132,9 @@ func newKindCmd(kind image.Kind, use, short, long, example string) *cobra.Comman
 // (or a catalog with any other finding): what is published must name exactly
 // the images it was tested with.
 func pushGate(cmd *cobra.Command, kind image.Kind, dir string) error {
+	if err := frozen.Check(cmd.Context(), "push", kind, dir); err != nil {
+		return err
+	}
 	var lines []string
 	switch kind {
 	case image.KindBundle:

@@ -109,7 +109,7 @@ func TestRefused(t *testing.T) {
 		{name: "output the repository root", args: []string{"catalog", tagged, "--output", "../../.."}, want: []string{"refusing to write to the working folder"}},
 		{name: "output a folder of someone else's files", args: []string{"catalog", tagged, "--output", notMine},
 			want: []string{"--output " + notMine + " holds files (release-notes.md...) and is not an OCI layout bundlegen wrote"}},
-		{name: "output a file", args: []string{"catalog", tagged, "--output", file}, want: []string{"is a file"}},
+		{name: "output a file", args: []string{"catalog", tagged, "--output", file}, want: []string{"is a regular file, not a folder"}},
 		{name: "push a catalog naming a bundle by tag", args: []string{"catalog", tagged, "--push", host + "/catalog:v1"},
 			want: []string{"refusing to push " + tagged, `bundle image "quay.io/x/demo-bundle:v1.0.0" is not pinned by digest`}},
 		{name: "push a bundle naming images by tag", args: []string{"bundle", bundleDir, "--push", host + "/bundle:v1"},

@@ -129,6 +129,9 @@ type fsCase struct {
 	code int
 	want []string
 	same []string
+	// absent are paths (relative to r, may climb out of it) that must not
+	// exist after the run.
+	absent []string
 }
 
 func runFS(t *testing.T, tests []fsCase) {
@@ -168,6 +171,10 @@ func runFS(t *testing.T, tests []fsCase) {
 			}
 			for p, data := range same {
 				require.Equal(t, data, read(strings.ReplaceAll(p, "OUT", outside)), "%s changed", p)
+			}
+			for _, p := range tc.absent {
+				_, err := os.Lstat(filepath.Join(r, p))
+				require.ErrorIs(t, err, os.ErrNotExist, "%s was written", p)
 			}
 			require.Equal(t, before, atomicfstest.Tree(t, r), "the repository changed")
 			require.Equal(t, beforeOutside, atomicfstest.Tree(t, outside), "the outside folder changed")

@@ -195,6 +195,22 @@ func TestSilentBundle(t *testing.T) {
 			// A path that reads as absent but cannot be written, even as root.
 			return append(releaseArgs(in, dir, "--publish", "1.0.0"), "--published", "/proc/bundlegen-silent-test/published.sum")
 		}, want: []string{"recording release 1.0.0 in /proc/bundlegen-silent-test/published.sum", "nothing was written", "bundlegen bundle --publish 1.0.0"}},
+		{name: "a published release's input renamed", exit: 1, setup: func(t *testing.T, dir string) []string {
+			in := releasedTree(t, dir, true)
+			require.NoError(t, os.Rename(filepath.Join(in, "releases", "1.0.0.yaml"), filepath.Join(in, "releases", "1.0.0.yaml.orig")))
+			return releaseArgs(in, dir, "--check")
+		}, want: []string{"release 1.0.0 is published", "releases/1.0.0.yaml.orig holds exactly its content: the input was renamed", "rename it back (git mv ", "releases/1.0.0.yaml)"}},
+		{name: "two releases say published: true, neither recorded, --publish one", exit: 1, setup: func(t *testing.T, dir string) []string {
+			in := releasedTree(t, dir, false)
+			data, err := os.ReadFile(filepath.Join(in, "releases", "1.0.0.yaml"))
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(in, "releases", "1.0.1.yaml"), []byte(strings.Replace(string(data), "version: 1.0.0\n", "version: 1.0.1\n", 1)), 0o644))
+			for _, v := range []string{"1.0.0", "1.0.1"} {
+				replaceIn(t, filepath.Join(in, "releases", v+".yaml"), "version: "+v+"\n", "version: "+v+"\npublished: true\n")
+			}
+			return releaseArgs(in, dir, "--publish", "1.0.1")
+		}, want: []string{"releases 1.0.0, 1.0.1 all say published: true", "records one release per run", "keep published: true in one input only",
+			"releases/1.0.0.yaml", "bundlegen bundle --publish 1.0.0`, then set published: true in the next and record it, one at a time"}},
 		{name: "published: true, never recorded, plain run", exit: 1, setup: func(t *testing.T, dir string) []string {
 			in := releasedTree(t, dir, false)
 			replaceIn(t, filepath.Join(in, "releases", "1.0.0.yaml"), "version: 1.0.0\n", "version: 1.0.0\npublished: true\n")

@@ -44,7 +44,7 @@ func TestVerbsRefuse(t *testing.T) {
 		{name: "image catalog --output its input", args: []string{"image", "catalog", repo + "/catalog", "--output", repo + "/catalog"},
 			want: []string{"refusing to write to the input"}},
 		{name: "image catalog --output the channels folder", args: []string{"image", "catalog", repo + "/catalog", "--output", repo + "/channels"},
-			want: []string{"holds files", "is not an OCI layout bundlegen wrote"}},
+			want: []string{"refusing to write inside channels/ of the repository"}},
 		{name: "image catalog --output ..", args: []string{"image", "catalog", repo + "/catalog", "--output", ".."},
 			want: []string{"--output ..: refusing"}},
 		{name: "image catalog --push with bundles by tag", args: []string{"image", "catalog", repo + "/catalog", "--push", "127.0.0.1:1/c:v1"},

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/inferencestack/inferencestack/internal/image"
+	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/frozen"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/gitsource"
 	"github.com/inferencestack/inferencestack/tools/bundlegen/internal/jsonout"
 )
@@ -42,8 +43,10 @@ Both are byte-reproducible: their time is the commit's, never the clock's. It
 signs the image and both documents as cosign does with a key (the tag
 sha256-<hex>.sig), so 'cosign verify --key' checks them. The key is an
 unencrypted ECDSA P-256 PEM private key, from --key or $` + image.SigningKeyEnv + `.
-The commit and its time default to HEAD of the repository's git checkout; sign
-refuses an input with uncommitted changes unless --commit is given. See
+The commit and its time default to HEAD of the repository's git checkout. With
+or without --commit, the input must be exactly that commit's content: sign
+refuses a bundle or catalog folder holding an edited, untracked or ignored
+file, and an operator binary unless the checkout is clean at that commit. See
 docs/release.md.`,
 	}
 	cmd.AddCommand(
@@ -71,7 +74,10 @@ func newKindCmd(kind image.Kind, use, short, example string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			src, err := o.source.Of(input)
+			if err := frozen.Check(cmd.Context(), "sign", kind, input); err != nil {
+				return err
+			}
+			src, err := o.source.Of(kind, input)
 			if err != nil {
 				return err
 			}
@@ -79,7 +85,7 @@ func newKindCmd(kind image.Kind, use, short, example string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			command := image.BuildCommand(kind, input, o.labels)
+			command := image.BuildCommand(kind, src.InputName(input), o.labels)
 			res, err := image.Sign{Kind: kind, Input: input, Labels: labels, Image: ref, Source: src, Command: command, Signer: signer}.Run(cmd.Context())
 			if err != nil {
 				return err

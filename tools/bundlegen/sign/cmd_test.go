@@ -77,9 +77,10 @@ func TestSignAndVerifyCmd(t *testing.T) {
 	require.NoError(t, err, out)
 	require.Contains(t, out, "commit: "+commit)
 
-	// The key from the environment; an explicit commit and time.
+	// The key from the environment; an explicit commit (another one whose
+	// content of dir is the same) and time.
 	t.Setenv(image.SigningKeyEnv, keyPEM)
-	other := strings.Repeat("0f", 20)
+	other, changed := otherCommits(t, dir)
 	out, err = run("sign", "bundle", dir, ref, "--commit", other, "--commit-time", "2026-11-25T12:00:00Z", "-o", "json")
 	require.NoError(t, err, out)
 	require.Contains(t, out, `"sbom": "`)
@@ -110,6 +111,10 @@ func TestSignAndVerifyCmd(t *testing.T) {
 		{name: "another input", args: []string{"sign", "bundle", filepath.Join("..", "..", "..", "bundle", "inferencestack-crds", "2.0.0"), ref},
 			want: []string{"but ../../../bundle/inferencestack-crds/2.0.0 builds sha256:"}},
 		{name: "not pushed", args: []string{"sign", "bundle", dir, host + "/acme/nothing:v1"}, want: []string{"does not exist: push it first"}},
+		{name: "a commit whose content differs", args: []string{"sign", "bundle", dir, ref, "--commit", changed, "--commit-time", "0"},
+			want: []string{"is not commit " + changed + "'s content"}},
+		{name: "a commit the checkout does not have", args: []string{"sign", "bundle", dir, ref, "--commit", strings.Repeat("0f", 20), "--commit-time", "0"},
+			want: []string{"is not a commit of the checkout"}},
 		{name: "unsigned image", args: []string{"verify", host + "/acme/nothing:v1", "--key", pubFile, "--commit", commit}, want: []string{"reading " + host + "/acme/nothing:v1"}},
 	}
 	for _, tc := range tests {
@@ -132,6 +137,33 @@ func TestSignAndVerifyCmd(t *testing.T) {
 	t.Setenv(image.SigningKeyEnv, "")
 	_, err = run("sign", "bundle", dir, ref)
 	require.ErrorContains(t, err, "no signing key: give --key FILE")
+}
+
+// otherCommits returns a commit other than HEAD with the same content of
+// dir, and one where dir differs (the parent of the commit that added it).
+func otherCommits(t *testing.T, dir string) (same, changed string) {
+	t.Helper()
+	git := func(args ...string) (string, error) {
+		out, err := exec.Command("git", args...).Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	list, err := git("log", "--format=%H", "-n", "50", "HEAD~1")
+	if err != nil {
+		t.Skipf("no history beyond HEAD (a shallow checkout?): %v", err)
+	}
+	for _, c := range strings.Fields(list) {
+		if _, err := git("diff", "--quiet", c, "HEAD", "--", dir); err == nil {
+			same = c
+			break
+		}
+	}
+	added, err := git("log", "--format=%H", "-n", "1", "--diff-filter=A", "--", dir)
+	require.NoError(t, err)
+	changed, err = git("rev-parse", added+"^")
+	if same == "" || err != nil {
+		t.Skipf("no commit in the last 50 with the same %s, or none before it was added", dir)
+	}
+	return same, changed
 }
 
 // TestSignSourceFromGit: the commit and its time come from the git checkout
@@ -172,10 +204,67 @@ func TestSignSourceFromGit(t *testing.T) {
 	out, err = run("verify", ref, "--key", pubFile, "--commit", commit)
 	require.NoError(t, err, out)
 
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifests", "demo.crd.yaml"), []byte("kind: CustomResourceDefinition\n# edited\n"), 0o600))
+	// The same documents whatever the spelling of the input or the working
+	// folder, and no local path in them.
+	var docs []string
+	for i, spell := range []struct{ wd, input string }{
+		{"", dir}, {"", dir + "/"}, {"", filepath.Join(dir, "..", "1.0.0")},
+		{checkout, "bundle/demo/1.0.0"}, {checkout, "./bundle/demo/1.0.0"}, {filepath.Join(checkout, "bundle"), "demo/1.0.0"},
+	} {
+		out := filepath.Join(t.TempDir(), "docs")
+		func() {
+			if spell.wd != "" {
+				wd, err := os.Getwd()
+				require.NoError(t, err)
+				require.NoError(t, os.Chdir(spell.wd))
+				defer func() { require.NoError(t, os.Chdir(wd)) }()
+			}
+			o, err := run("documents", "bundle", spell.input, "--image", host+"/acme/demo-bundle", "--output", out)
+			require.NoError(t, err, "spelling %d: %s", i, o)
+		}()
+		prov, err := os.ReadFile(filepath.Join(out, image.ProvenanceFile))
+		require.NoError(t, err)
+		require.NotContains(t, string(prov), checkout, "a local path in the provenance")
+		sbom, err := os.ReadFile(filepath.Join(out, image.SBOMFile))
+		require.NoError(t, err)
+		docs = append(docs, string(prov)+string(sbom))
+		require.Equal(t, docs[0], docs[i], "spelling %d (%s from %q) gives other documents", i, spell.input, spell.wd)
+	}
+
+	// Content that is not the commit's is refused, with or without --commit:
+	// an edited file, an untracked one, an ignored one.
+	crd := filepath.Join(dir, "manifests", "demo.crd.yaml")
+	require.NoError(t, os.WriteFile(crd, []byte("kind: CustomResourceDefinition\n# edited\n"), 0o600))
+	for _, args := range [][]string{
+		{"sign", "bundle", dir, ref, "--key", keyFile},
+		{"sign", "bundle", dir, ref, "--key", keyFile, "--commit", commit},
+		{"sign", "bundle", dir, ref, "--key", keyFile, "--commit", commit, "--commit-time", "0"},
+		{"documents", "bundle", dir, "--image", host + "/acme/demo-bundle", "--output", filepath.Join(t.TempDir(), "d"), "--commit", commit, "--commit-time", "0"},
+	} {
+		_, err = run(args...)
+		require.ErrorContains(t, err, dir+" holds files that are not commit "+commit+"'s (git status: M bundle/demo/1.0.0/manifests/demo.crd.yaml)", "%v", args)
+	}
+	git("checkout", "--", ".")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifests", "extra.yaml"), []byte("kind: ConfigMap\n"), 0o600))
+	_, err = run("sign", "bundle", dir, ref, "--key", keyFile, "--commit", commit, "--commit-time", "0")
+	require.ErrorContains(t, err, "(git status: ?? bundle/demo/1.0.0/manifests/extra.yaml)")
+	require.NoError(t, os.Remove(filepath.Join(dir, "manifests", "extra.yaml")))
+	require.NoError(t, os.WriteFile(filepath.Join(checkout, ".git", "info", "exclude"), []byte("*.secret\nbin/\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifests", "key.secret"), []byte("kind: Secret\n"), 0o600))
 	_, err = run("sign", "bundle", dir, ref, "--key", keyFile)
-	require.ErrorContains(t, err, dir+" has changes not committed")
-	require.ErrorContains(t, err, "give --commit and --commit-time")
+	require.ErrorContains(t, err, "(git status: !! bundle/demo/1.0.0/manifests/key.secret)")
+	require.NoError(t, os.Remove(filepath.Join(dir, "manifests", "key.secret")))
+
+	// The operator binary (ignored by git) is HEAD's only in a clean checkout.
+	require.NoError(t, os.MkdirAll(filepath.Join(checkout, "bin"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(checkout, "bin", "manager"), []byte("not really\n"), 0o600))
+	require.NoError(t, os.WriteFile(crd, []byte("kind: CustomResourceDefinition\n# edited\n"), 0o600))
+	_, err = run("documents", "operator", filepath.Join(checkout, "bin", "manager"), "--image", host+"/acme/op", "--output", filepath.Join(t.TempDir(), "d"))
+	require.ErrorContains(t, err, "has changes not committed (git status: M bundle/demo/1.0.0/manifests/demo.crd.yaml), so the operator binary")
+	git("checkout", "--", ".")
+	_, err = run("documents", "operator", filepath.Join(checkout, "bin", "manager"), "--image", host+"/acme/op", "--output", filepath.Join(t.TempDir(), "d"),
+		"--commit", strings.Repeat("0f", 20), "--commit-time", "0")
+	require.ErrorContains(t, err, "is not a commit of the checkout")
 }
 
 // TestDocumentsCmd: `bundlegen documents` writes, offline, the same bytes
