@@ -113,7 +113,9 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.stubbed = set()
 
     def find_spec(self, fullname, path, target=None):
-        if fullname.split(".")[0] in ("llama_stack",) or not self._from_upstream():
+        top = fullname.split(".")[0]
+        # upstream's own packages (llama_stack; llama_stack_api from 0.4 on)
+        if top == "llama_stack" or os.path.isdir(os.path.join(self.root, top)) or not self._from_upstream():
             return None
         self.stubbed.add(fullname.split(".")[0])
         return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
@@ -319,10 +321,16 @@ class _Loader(importlib.machinery.SourceFileLoader):
 
 
 class _UpstreamFinder(importlib.abc.MetaPathFinder):
-    """First on sys.meta_path: upstream's modules load through _Loader."""
+    """First on sys.meta_path: upstream's modules (every package of the
+    checkout's root: llama_stack, and llama_stack_api from 0.4 on) load
+    through _Loader."""
+
+    def __init__(self, root=None):
+        self.root = root
 
     def find_spec(self, fullname, path, target=None):
-        if fullname.split(".")[0] != "llama_stack":
+        top = fullname.split(".")[0]
+        if top != "llama_stack" and not (self.root and os.path.isdir(os.path.join(self.root, top))):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is not None and spec.origin and spec.origin.endswith(".py"):
@@ -365,7 +373,7 @@ def main():
     sys.path.insert(0, os.path.abspath(args.upstream))
     finder = _StubFinder(os.path.abspath(args.upstream) + os.sep)
     sys.meta_path.append(finder)
-    sys.meta_path.insert(0, _UpstreamFinder())
+    sys.meta_path.insert(0, _UpstreamFinder(os.path.abspath(args.upstream)))
     sys.dont_write_bytecode = True
     import logging
 

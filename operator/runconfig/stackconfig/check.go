@@ -89,6 +89,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 		return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
 	}
 	var p problems
+	checkProviderConfigs(&p, line, expanded.(map[string]any))
 	w := &writes{}
 	res := Result{Line: line}
 	switch line {

@@ -119,7 +119,7 @@ type ListedModel struct {
 
 var factsOf = sync.OnceValue(func() map[Line]*Facts {
 	out := map[Line]*Facts{}
-	for _, l := range []Line{Line02, Line03} {
+	for _, l := range lines() {
 		data, err := distributions.FS.ReadFile(l.Tag() + "/facts.json")
 		if err != nil {
 			panic(fmt.Sprintf("the facts of Llama Stack %s are not embedded: %v", l.Tag(), err))
