@@ -30,6 +30,8 @@ for tag in "${tags[@]}"; do
   src=$work/$tag
   rm -rf "$src"; mkdir -p "$src"
   git --git-dir="$git_dir" archive "$tag" | tar -x -C "$src"
+  pkg=$src # the folder holding the llama_stack package: src/ from 0.4 on
+  [ -d "$src/src/llama_stack" ] && pkg=$src/src
   python3 -W ignore "$repo/hack/llamastack/derive_facts.py" --upstream "$src" --tag "$tag" \
     > "$repo/operator/runconfig/distributions/$tag/facts.json.tmp"
   mv "$repo/operator/runconfig/distributions/$tag/facts.json.tmp" "$repo/operator/runconfig/distributions/$tag/facts.json"
@@ -38,11 +40,11 @@ for tag in "${tags[@]}"; do
   mv "$repo/operator/runconfig/distributions/$tag/schemas.json.tmp" "$repo/operator/runconfig/distributions/$tag/schemas.json"
   out=$repo/operator/runconfig/stackconfig/testdata/upstream/$tag
   rm -rf "$out"; mkdir -p "$out"
-  for f in "$src"/llama_stack/distributions/*/run.yaml; do
+  for f in "$pkg"/llama_stack/distributions/*/run.yaml; do
     d=$(basename "$(dirname "$f")")
     cp "$f" "$out/$d.yaml"
   done
-  "$repo/hack/llamastack/upstream-startup.sh" --workdir /tmp --upstream "$src" "${upstream_env[@]}" "$out"/*.yaml |
+  "$repo/hack/llamastack/upstream-startup.sh" --workdir /tmp --upstream "$pkg" "${upstream_env[@]}" "$out"/*.yaml |
     python3 -c '
 import json, os, sys
 tag, env = sys.argv[1], sys.argv[2:]
