@@ -180,7 +180,8 @@ func Generate(name string, spec v1alpha1.InferenceStackSpec, operand Operand) (R
 		return Result{}, err
 	}
 	env := newEnvSet()
-	if err := overlayProviders(&cfg, line, spec, env); err != nil {
+	origins := specOrigins{}
+	if err := overlayProviders(&cfg, line, spec, env, origins); err != nil {
 		return Result{}, err
 	}
 	if err := checkAlias(&cfg, spec); err != nil {
@@ -203,7 +204,11 @@ func Generate(name string, spec v1alpha1.InferenceStackSpec, operand Operand) (R
 	if err != nil {
 		return Result{}, err
 	}
-	return finish(line, spec, data, env)
+	res, err := finish(line, spec, data, env)
+	if err != nil {
+		return Result{}, origins.specError(err)
+	}
+	return res, nil
 }
 
 // FromOverride takes a complete run config from the overrideConfig

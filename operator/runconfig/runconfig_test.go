@@ -108,6 +108,12 @@ func TestGolden(t *testing.T) {
 		{name: "error-telemetry-provider-on-0.3", fails: both},
 		{name: "error-override-missing-store", fails: []stackconfig.Line{stackconfig.Line03}},
 		{name: "remote-vllm-without-vllm", fails: both},
+		{name: "endpoint-apikey-fields"},
+		{name: "error-endpoint-on-pgvector", fails: both},
+		{name: "error-apikey-on-mcp", fails: both},
+		{name: "error-apikey-and-secretref", fails: both},
+		{name: "error-settings-unknown-key", fails: both},
+		{name: "error-settings-wrong-type", fails: both},
 	}
 	dirs, err := os.ReadDir("testdata")
 	require.NoError(t, err)

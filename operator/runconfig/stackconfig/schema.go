@@ -238,7 +238,9 @@ func validate(c *compiled, value any) []FieldError {
 	}
 	var out []FieldError
 	collect(ve, inst, c, &out)
-	slices.SortStableFunc(out, func(a, b FieldError) int { return strings.Compare(strings.Join(a.Path, "."), strings.Join(b.Path, ".")) })
+	slices.SortStableFunc(out, func(a, b FieldError) int {
+		return strings.Compare(strings.Join(a.Path, "."), strings.Join(b.Path, "."))
+	})
 	return slices.CompactFunc(out, func(a, b FieldError) bool { return slices.Equal(a.Path, b.Path) && a.Message == b.Message })
 }
 
@@ -288,7 +290,7 @@ func collect(ve *jsonschema.ValidationError, inst any, c *compiled, out *[]Field
 		return
 	case *kind.Type:
 		if !laxAccepts(valueAt(inst, at), k.Want) {
-			add(at, "must be "+typeWords(k.Want)+", not "+k.Got)
+			add(at, "must be "+typeWords(k.Want)+", not "+jsonTypeOf(valueAt(inst, at)))
 		}
 		return
 	case *kind.AdditionalProperties:
