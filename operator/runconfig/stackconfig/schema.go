@@ -106,12 +106,13 @@ func (s *Schemas) Provider(api, providerType string) (ProviderSchema, bool) {
 }
 
 // The strictness rule, the same at every level (a provider's settings, a
-// whole override config, every model nested in them): a key the model
-// does not have is refused, unless upstream keeps it (extra=allow). Where
-// upstream's model says extra=ignore (pydantic's default, most of them),
-// upstream would drop the key without a word and the user's setting would
-// have no effect; refusing it tells them before anything is deployed.
-// forbid models are refused by their own schema already.
+// whole run config, an override config, every model nested in them): a key
+// the model does not have is refused, unless upstream keeps it
+// (extra=allow) or it carries no setting (null, an empty list or mapping).
+// Where upstream's model says extra=ignore (pydantic's default, most of
+// them), upstream would drop the key without a word and the user's setting
+// would have no effect; refusing it tells them before anything is
+// deployed. forbid models are refused by their own schema already.
 func strict(m ModelSchema) (any, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(m.Schema))
 	if err != nil {
@@ -295,6 +296,9 @@ func collect(ve *jsonschema.ValidationError, inst any, c *compiled, out *[]Field
 		return
 	case *kind.AdditionalProperties:
 		for _, p := range k.Properties {
+			if empty(valueAt(inst, append(slices.Clone(at), p))) {
+				continue // carries no setting: nothing is lost (upstream's own 0.3 configs hold vector_dbs: [])
+			}
 			path := append(slices.Clone(at), p)
 			*out = append(*out, FieldError{Path: path, Message: fmt.Sprintf(
 				"unknown field: upstream's %s has no field %s and would ignore it (the setting would have no effect); it takes %s",
@@ -557,6 +561,9 @@ func ProviderConfigErrors(err error) []*ProviderConfigError {
 // and types the line does not have are left to the other checks.
 func checkProviderConfigs(p *problems, line Line, doc map[string]any) {
 	s := line.Schemas()
+	for _, fe := range s.ValidateRunConfig(doc) {
+		*p = append(*p, errors.New(fe.At("")))
+	}
 	providers, _ := doc["providers"].(map[string]any)
 	for _, api := range sortedKeys(providers) {
 		list, _ := providers[api].([]any)
@@ -585,4 +592,17 @@ func checkProviderConfigs(p *problems, line Line, doc map[string]any) {
 			}
 		}
 	}
+}
+
+// empty reports whether a value carries no setting.
+func empty(v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return true
+	case []any:
+		return len(t) == 0
+	case map[string]any:
+		return len(t) == 0
+	}
+	return false
 }

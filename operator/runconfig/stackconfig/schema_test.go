@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/inferencestack/inferencestack/operator/runconfig/distributions"
 )
 
 // TestSchemasCoverTheRegistry: every provider type of the line's facts has
@@ -73,5 +76,38 @@ func TestValidateProviderConfig(t *testing.T) {
 			}
 			require.Equal(t, tc.want, got)
 		})
+	}
+}
+
+// TestCheckAppliesTheRuleEverywhere: a whole run config (an override's)
+// gets the same rule as a provider's settings: nested unknown keys with a
+// value and values of the wrong type are refused at their run-config
+// path; an empty unknown key (upstream's own vector_dbs: []) is not.
+func TestCheckAppliesTheRuleEverywhere(t *testing.T) {
+	base, err := distributions.FS.ReadFile(Line03.Tag() + "/starter.yaml")
+	require.NoError(t, err)
+	env := MapEnv(map[string]string{"INFERENCE_MODEL": "m"})
+	_, err = Check(Line03, base, Options{Env: env, Home: "/tmp"})
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, yaml.Unmarshal(base, &doc))
+	doc["server"] = map[string]any{"port": 8321, "tls_ca_file": "/ca.crt"}
+	doc["registered_resources"].(map[string]any)["vector_dbs"] = []any{map[string]any{"vector_db_id": "x"}}
+	inf := doc["providers"].(map[string]any)["inference"].([]any)
+	for _, p := range inf {
+		if m := p.(map[string]any); m["provider_type"] == "inline::sentence-transformers" {
+			m["config"] = map[string]any{"trust_remote_code": "maybe"}
+		}
+	}
+	data, err := yaml.Marshal(doc)
+	require.NoError(t, err)
+	_, err = Check(Line03, data, Options{Env: env, Home: "/tmp"})
+	require.Error(t, err)
+	for _, want := range []string{
+		"registered_resources.vector_dbs: unknown field: upstream's RegisteredResources has no field vector_dbs",
+		"server.tls_ca_file: unknown field: upstream's ServerConfig has no field tls_ca_file",
+		"config.trust_remote_code: unknown field",
+	} {
+		require.Contains(t, err.Error(), want)
 	}
 }
