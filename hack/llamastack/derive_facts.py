@@ -24,6 +24,8 @@ module import and the provider registry):
     level v1, whether the auth middleware demands a token there, the response
     model's fields (nested models too), the provider health values and the
     health a provider without a health check reports;
+  * state_env: the environment variables that move a path the server
+    writes (run.yaml ${env.X:=<path>} defaults, config_dirs.py);
   * start-up rules that are code, not models: each names its upstream file and
     the exact message; the script refuses to write the facts if a message is not
     in that file at this tag, so a new line is a regeneration plus review.
@@ -304,6 +306,35 @@ def derive_config_dir(root):
     return {"default": m.group(3).rstrip("/"), "env": m.group(2), "source": CONFIG_DIRS}
 
 
+PLACEHOLDER = re.compile(r"\$\{env\.([A-Z0-9_]+):=([^}]*)\}")
+
+
+def derive_state_env(root, config_dir, implicit):
+    """The environment variables that move a path the server writes: every
+    ${env.NAME:=DEFAULT} of upstream's distributions' run configs whose
+    default is a path (~ or /), and the config folder's variable
+    (config_dirs.py) when a path the config does not name lies under it."""
+    import glob
+
+    out = {}
+    files = sorted(glob.glob(os.path.join(root, "llama_stack", "distributions", "*", "run.yaml")))
+    if not files:
+        underived("state_env", "no llama_stack/distributions/*/run.yaml")
+    for f in files:
+        with open(f) as fh:
+            for name, default in PLACEHOLDER.findall(fh.read()):
+                if default.startswith(("~", "/")):
+                    e = out.setdefault(name, {"env": name, "defaults": [], "source": "llama_stack/distributions/*/run.yaml"})
+                    if default not in e["defaults"]:
+                        e["defaults"].append(default)
+    env = config_dir.get("env")
+    if env and any("${%s}" % env in i["path"] for i in implicit):
+        out[env] = {"env": env, "defaults": [config_dir["default"]], "source": config_dir["source"]}
+    for e in out.values():
+        e["defaults"].sort()
+    return [out[k] for k in sorted(out)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--upstream", required=True)
@@ -369,6 +400,7 @@ def main():
             underived("server_stores." + name, "the evidence of %d placings in SERVER_STORES holds" % n)
     launch = derive_launch(root)
     config_dir = derive_config_dir(root)
+    state_env = derive_state_env(root, config_dir, implicit)
     if UNDERIVED:
         sys.exit("derive_facts: at %s these facts could not be derived (review the script):\n  %s" % (args.tag, "\n  ".join(UNDERIVED)))
 
@@ -381,6 +413,7 @@ def main():
                         for i in dist.builtin_automatically_routed_apis()],
         "internal_apis": sorted(a.value for a in getattr(dist, "INTERNAL_APIS", set())),
         "config_dir": config_dir,
+        "state_env": state_env,
         "rules": rules,
         "absent_rules": absent,
         "implicit_writes": implicit,

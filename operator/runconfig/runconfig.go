@@ -197,7 +197,7 @@ func Generate(name string, spec v1alpha1.InferenceStackSpec, operand Operand) (R
 		return Result{}, err
 	}
 	configureServer(&cfg, spec)
-	if err := env.checkUserEnv(spec); err != nil {
+	if err := env.checkUserEnv(line, spec); err != nil {
 		return Result{}, err
 	}
 	data, err := marshal(cfg, line)
@@ -225,7 +225,7 @@ func FromOverride(name string, spec v1alpha1.InferenceStackSpec, operand Operand
 	if cacheEnabled(spec) {
 		cacheEnv(name, env)
 	}
-	if err := env.checkUserEnv(spec); err != nil {
+	if err := env.checkUserEnv(line, spec); err != nil {
 		return Result{}, err
 	}
 	res, err := finish(line, spec, bytes.Clone(data), env)
