@@ -197,9 +197,9 @@ func userProvider(line stackconfig.Line, api string, path *field.Path, up v1alph
 // endpoint (what "URL") or apiKey ("secret"), or refuses the spec field
 // naming the fields the type takes: writing a key the class does not have
 // would be dropped by upstream without a word.
-func takes(ps stackconfig.ProviderSchema, typ, what, field_ string, candidates []string, path *field.Path, value string) (string, error) {
-	if field_ != "" {
-		return field_, nil
+func takes(ps stackconfig.ProviderSchema, typ, what, name string, candidates []string, path *field.Path, value string) (string, error) {
+	if name != "" {
+		return name, nil
 	}
 	var why string
 	if len(candidates) > 1 {

@@ -554,11 +554,15 @@ func ProviderConfigErrors(err error) []*ProviderConfigError {
 	return out
 }
 
-// checkProviderConfigs validates every enabled provider's config, env
-// substituted, against its type's derived schema (what upstream's
-// resolver does when it instantiates the provider: config_class(**config)
-// in core/resolver.py instantiate_provider). External providers (module)
-// and types the line does not have are left to the other checks.
+// checkProviderConfigs validates the run config, then every enabled
+// provider's config, against the line's derived schemas, as upstream does
+// at start: the environment is substituted first (the document given here
+// is expand's, which mirrors replace_env_vars in core/stack.py: a
+// ${env.X:=default} placeholder is validated as the value it becomes in
+// the container), then StackRunConfig(**config) (core/stack.py) and, for
+// each provider, config_class(**config) (core/resolver.py
+// instantiate_provider). External providers (module) and types the line
+// does not have are left to the other checks.
 func checkProviderConfigs(p *problems, line Line, doc map[string]any) {
 	s := line.Schemas()
 	for _, fe := range s.ValidateRunConfig(doc) {
