@@ -535,19 +535,22 @@ func ProviderConfigErrors(err error) []*ProviderConfigError {
 	var out []*ProviderConfigError
 	var walk func(error)
 	walk = func(err error) {
-		var pe *ProviderConfigError
-		switch {
-		case err == nil:
-		case errors.As(err, &pe) && err == error(pe):
-			out = append(out, pe)
-		default:
-			if j, ok := err.(interface{ Unwrap() []error }); ok {
-				for _, e := range j.Unwrap() {
-					walk(e)
-				}
-			} else if u := errors.Unwrap(err); u != nil {
-				walk(u)
+		if err == nil {
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
 			}
+			return
+		}
+		if u := errors.Unwrap(err); u != nil {
+			walk(u)
+			return
+		}
+		var pe *ProviderConfigError
+		if errors.As(err, &pe) { // a leaf: ProviderConfigError wraps nothing
+			out = append(out, pe)
 		}
 	}
 	walk(err)

@@ -57,6 +57,11 @@ func TestValidateProviderConfig(t *testing.T) {
 			config: map[string]any{"url": 8000, "max_tokens": "many"},
 			want: []string{"max_tokens: must be an integer, not a string (upstream: VLLMInferenceAdapterConfig.max_tokens)",
 				"url: must be a string or null, not an integer (upstream: VLLMInferenceAdapterConfig.url)"}},
+		{name: "uri", line: Line03, api: "inference", typ: "remote::azure",
+			config: map[string]any{"api_base": "azure-host", "api_key": "k"},
+			want:   []string{`api_base: must be a URI, not "azure-host" (upstream: AzureConfig.api_base)`}},
+		{name: "env placeholder substituted first", line: Line03, api: "inference", typ: "remote::vllm",
+			config: mustExpand(t, map[string]any{"max_tokens": "${env.MAX_TOKENS:=4096}", "tls_verify": "${env.TLS_VERIFY:=false}"})},
 		{name: "lax integer", line: Line03, api: "inference", typ: "remote::vllm", config: map[string]any{"max_tokens": "12"}},
 		{name: "nested", line: Line03, api: "vector_io", typ: "inline::faiss",
 			config: map[string]any{"persistence": map[string]any{"namespace": "n", "backend": "kv_default", "db_path": "/x"}},
@@ -110,4 +115,12 @@ func TestCheckAppliesTheRuleEverywhere(t *testing.T) {
 	} {
 		require.Contains(t, err.Error(), want)
 	}
+}
+
+// mustExpand substitutes the environment (empty) as upstream's
+// replace_env_vars does before validation.
+func mustExpand(t *testing.T, m map[string]any) map[string]any {
+	v, err := expand(m, "", MapEnv(nil), "/tmp")
+	require.NoError(t, err)
+	return v.(map[string]any)
 }
