@@ -24,6 +24,8 @@ module import and the provider registry):
     level v1, whether the auth middleware demands a token there, the response
     model's fields (nested models too), the provider health values and the
     health a provider without a health check reports;
+  * state_env: the environment variables that move a path the server
+    writes (run.yaml ${env.X:=<path>} defaults, config_dirs.py);
   * start-up rules that are code, not models: each names its upstream file and
     the exact message; the script refuses to write the facts if a message is not
     in that file at this tag, so a new line is a regeneration plus review.
@@ -33,114 +35,87 @@ import argparse
 import importlib
 import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import upstream_startup as us  # noqa: E402
+from derive_schemas import package_root  # noqa: E402
 
-# Start-up rules read from upstream's code: (tags, id, file, message, what).
+# Start-up rules read from upstream's code: (id, file, message, what). A rule
+# holds at a tag when its message is in its file there (a rule of a later line,
+# such as 0.3's storage.stores, is absent from 0.2's code); the facts list the
+# rules found absent, for review.
 RULES = [
-    (("v0.3.0",), "stores.metadata", "llama_stack/core/stack.py",
+    ("stores.metadata", "llama_stack/core/stack.py",
      "storage.stores.metadata must be configured with a kv_* backend",
      "Stack.initialize refuses a config without storage.stores.metadata"),
-    (("v0.3.0",), "stores.conversations", "llama_stack/core/conversations/conversations.py",
+    ("stores.conversations", "llama_stack/core/conversations/conversations.py",
      "storage.stores.conversations must be configured in run config",
      "the conversations service (always started) refuses a config without storage.stores.conversations"),
-    (("v0.3.0",), "stores.inference", "llama_stack/core/routers/__init__.py",
+    ("stores.inference", "llama_stack/core/routers/__init__.py",
      "storage.stores.inference must be configured in run config",
      "the inference router refuses a config without storage.stores.inference"),
-    (("v0.3.0",), "vector_stores.models", "llama_stack/core/stack.py",
+    ("vector_stores.models", "llama_stack/core/stack.py",
      "Models API is not available but vector_stores config requires model",
      "validate_vector_stores_config: a default embedding model needs the models API (inference) served"),
-    (("v0.3.0",), "vector_stores.model", "llama_stack/core/stack.py",
+    ("vector_stores.model", "llama_stack/core/stack.py",
      "not found. Available embedding models",
      "validate_vector_stores_config: the default embedding model must be an embedding model a provider that is on lists"),
-    (("v0.2.23", "v0.3.0"), "external_providers_dir.exists", "llama_stack/core/distribution.py",
+    ("external_providers_dir.exists", "llama_stack/core/distribution.py",
      "External providers directory not found",
      "get_external_providers_from_dir: a set external_providers_dir must exist (only `llama stack run` creates it; "
      "a server started by uvicorn with the app factory does not)"),
-    (("v0.2.23", "v0.3.0"), "provider.unknown", "llama_stack/core/resolver.py",
+    ("provider.unknown", "llama_stack/core/resolver.py",
      "is not available for API",
      "validate_provider: Provider `<type>` is not available for API `Api.<api>`"),
-    (("v0.2.23", "v0.3.0"), "provider.dependency", "llama_stack/core/resolver.py",
+    ("provider.dependency", "llama_stack/core/resolver.py",
      "required dependency",
      "instantiate_providers: Failed to resolve '<api>' provider '<id>' of type '<type>': required dependency '<dep>' is not available"),
-    (("v0.2.23", "v0.3.0"), "resource.provider", "llama_stack/core/routing_tables/common.py",
+    ("resource.provider", "llama_stack/core/routing_tables/common.py",
      "not found",
      "register_object: Provider `<id>` not found (a resource naming a provider that is not enabled)"),
 ]
 
-# Paths the server writes that the run config does not name.
-IMPLICIT = {
-    "v0.2.23": [
-        {"what": "prompts store (sqlite)", "path": "${LLAMA_STACK_CONFIG_DIR}/distributions/${image_name}/prompts.db",
-         "when": "always", "source": "llama_stack/core/prompts/prompts.py", "evidence": "prompts.db"},
-        {"what": "registry kvstore (sqlite)", "path": "${LLAMA_STACK_CONFIG_DIR}/distributions/${image_name}/kvstore.db",
-         "when": "metadata_store unset", "source": "llama_stack/core/store/registry.py", "evidence": "kvstore.db"},
-        {"what": "external providers folder", "path": "${external_providers_dir}",
-         "when": "always (the string None when unset, relative to the working directory)",
-         "source": "llama_stack/cli/stack/run.py", "evidence": "os.makedirs(str(config.external_providers_dir)"},
-    ],
-    "v0.3.0": [
-        {"what": "external providers folder", "path": "${external_providers_dir}",
-         "when": "always (the string None when unset, relative to the working directory)",
-         "source": "llama_stack/cli/stack/run.py", "evidence": "os.makedirs(str(config.external_providers_dir)"},
-    ],
-}
-# The server's own stores (what a restarted server reads back): where each
-# lives, from the config ("config": the key naming it) or, when that is
-# unset or there is none, upstream's default ("default", a path in the
-# terms of implicit_writes); "namespace"/"table" are what upstream's code
-# fixes for it.
-SERVER_STORES = {
-    "v0.2.23": [
-        {"store": "registry", "kind": "kv", "config": "metadata_store",
-         "default": "${LLAMA_STACK_CONFIG_DIR}/distributions/${image_name}/kvstore.db",
-         "source": "llama_stack/core/store/registry.py", "evidence": 'DISTRIBS_BASE_DIR / image_name / "kvstore.db"'},
-        {"store": "prompts", "kind": "kv", "config": "",
-         "default": "${LLAMA_STACK_CONFIG_DIR}/distributions/${image_name}/prompts.db",
-         "source": "llama_stack/core/prompts/prompts.py", "evidence": '"prompts.db"'},
-    ],
-    "v0.3.0": [
-        {"store": "registry", "kind": "kv", "config": "storage.stores.metadata",
-         "source": "llama_stack/core/stack.py", "evidence": "create_dist_registry(stores.metadata"},
-        {"store": "prompts", "kind": "kv", "config": "storage.stores.metadata", "namespace": "prompts",
-         "source": "llama_stack/core/prompts/prompts.py", "evidence": 'KVStoreReference(namespace="prompts", backend=metadata_ref.backend)'},
-        {"store": "conversations", "kind": "sql", "config": "storage.stores.conversations", "table": "openai_conversations",
-         "source": "llama_stack/core/conversations/conversations.py", "evidence": 'table="openai_conversations"'},
-    ],
-}
+# Paths the server writes that the run config does not name, and the
+# server's own stores (what a restarted server reads back): each holds at a
+# tag when its evidence is in its source there. A store is where the config
+# names it ("config": the key) or, when that is unset or there is none,
+# upstream's default ("default", a path in the terms of implicit_writes);
+# "namespace"/"table" are what upstream's code fixes for it. Of each store
+# the evidence of exactly one placing must hold, or the script stops naming
+# the store (a new line is a review).
+IMPLICIT = [
+    {"what": "prompts store (sqlite)", "path": "${LLAMA_STACK_CONFIG_DIR}/distributions/${image_name}/prompts.db",
+     "when": "always", "source": "llama_stack/core/prompts/prompts.py", "evidence": "prompts.db"},
+    {"what": "registry kvstore (sqlite)", "path": "${LLAMA_STACK_CONFIG_DIR}/distributions/${image_name}/kvstore.db",
+     "when": "metadata_store unset", "source": "llama_stack/core/store/registry.py", "evidence": "kvstore.db"},
+    {"what": "external providers folder", "path": "${external_providers_dir}",
+     "when": "always (the string None when unset, relative to the working directory)",
+     "source": "llama_stack/cli/stack/run.py", "evidence": "os.makedirs(str(config.external_providers_dir)"},
+]
+SERVER_STORES = [
+    {"store": "registry", "kind": "kv", "config": "metadata_store",
+     "default": "${LLAMA_STACK_CONFIG_DIR}/distributions/${image_name}/kvstore.db",
+     "source": "llama_stack/core/store/registry.py", "evidence": 'DISTRIBS_BASE_DIR / image_name / "kvstore.db"'},
+    {"store": "registry", "kind": "kv", "config": "storage.stores.metadata",
+     "source": "llama_stack/core/stack.py", "evidence": "create_dist_registry(stores.metadata"},
+    {"store": "prompts", "kind": "kv", "config": "",
+     "default": "${LLAMA_STACK_CONFIG_DIR}/distributions/${image_name}/prompts.db",
+     "source": "llama_stack/core/prompts/prompts.py", "evidence": '"prompts.db"'},
+    {"store": "prompts", "kind": "kv", "config": "storage.stores.metadata", "namespace": "prompts",
+     "source": "llama_stack/core/prompts/prompts.py", "evidence": 'KVStoreReference(namespace="prompts", backend=metadata_ref.backend)'},
+    {"store": "conversations", "kind": "sql", "config": "storage.stores.conversations", "table": "openai_conversations",
+     "source": "llama_stack/core/conversations/conversations.py", "evidence": 'table="openai_conversations"'},
+]
+# Stores every line has (conversations arrived in 0.3).
+REQUIRED_STORES = ("registry", "prompts")
 # How `llama stack run` starts the server, and what a command line that calls
-# uvicorn itself (to run worker processes, which `llama stack run` cannot:
-# "workers" is not in run.py at either tag) must repeat to behave the same:
-# the app factory and the variable it reads the config path from, the port
-# (the --port option, default $LLAMA_STACK_PORT or 8321: `args.port or
-# config.server.port` never reaches server.port), the listen addresses
-# (server.host, default both "::" and "0.0.0.0"), the TLS files and the
-# lifespan mode. Each "evidence" must be in its "source" at the tag.
-_RUN_02 = "llama_stack/cli/stack/run.py"
-_SERVE_02 = "llama_stack/core/server/server.py"
-LAUNCH = {
-    "v0.2.23": {
-        "run": {"source": _RUN_02, "options": ["--enable-ui", "--env", "--image-name", "--image-type", "--port"],
-                "workers": False, "evidence": '"--enable-ui"'},
-        "app": {"factory": "llama_stack.core.server.server:create_app", "config_env": "LLAMA_STACK_CONFIG",
-                "source": _SERVE_02, "evidence": 'config_file or os.getenv("LLAMA_STACK_CONFIG")'},
-        "uvicorn": {"source": _SERVE_02, "port_env": "LLAMA_STACK_PORT", "default_port": 8321,
-                    "reads_server_port": False, "default_hosts": ["::", "0.0.0.0"], "lifespan": "on",
-                    "tls_client_cert": "CERT_REQUIRED", "evidence": 'config.server.host or ["::", "0.0.0.0"]'},
-    },
-    "v0.3.0": {
-        "run": {"source": _RUN_02, "options": ["--enable-ui", "--image-name", "--image-type", "--port"],
-                "workers": False, "evidence": '"--enable-ui"'},
-        "app": {"factory": "llama_stack.core.server.server:create_app", "config_env": "LLAMA_STACK_CONFIG",
-                "source": _SERVE_02, "evidence": 'config_file = os.getenv("LLAMA_STACK_CONFIG")'},
-        "uvicorn": {"source": _RUN_02, "port_env": "LLAMA_STACK_PORT", "default_port": 8321,
-                    "reads_server_port": False, "default_hosts": ["::", "0.0.0.0"], "lifespan": "on",
-                    "tls_client_cert": "CERT_REQUIRED", "evidence": 'config.server.host or ["::", "0.0.0.0"]'},
-    },
-}
-CONFIG_DIR = {"default": "~/.llama", "env": "LLAMA_STACK_CONFIG_DIR", "source": "llama_stack/core/utils/config_dirs.py"}
+# uvicorn itself must repeat to behave the same: read from cli/stack/run.py
+# and core/server/server.py at the tag (derive_launch).
+RUN_PY = "llama_stack/cli/stack/run.py"
+SERVER_PY = "llama_stack/core/server/server.py"
+CONFIG_DIRS = "llama_stack/core/utils/config_dirs.py"
 
 
 # Config fields whose validator admits only values from upstream's own list:
@@ -254,15 +229,121 @@ def type_name(ann):
     return s or str(ann).replace("typing.", "")
 
 
+# The facts that could not be derived at the tag: the script names them all,
+# then stops without writing.
+UNDERIVED = []
+
+
+def underived(fact, why):
+    UNDERIVED.append("%s: %s" % (fact, why))
+
+
+def read(root, rel, fact, optional=False):
+    """An upstream file's text; "" when optional and missing (a fact that
+    holds when its evidence is in the file does not hold then)."""
+    try:
+        with open(os.path.join(root, rel)) as f:
+            return f.read()
+    except OSError as e:
+        if not optional:
+            underived(fact, str(e))
+        return ""
+
+
+class _NoMatch:
+    def group(self, i=0):
+        return ""
+
+
+def found(fact, pattern, text, where):
+    m = re.search(pattern, text, re.S)
+    if m is None:
+        underived(fact, "%r is not in %s" % (pattern, where))
+        return _NoMatch()
+    return m
+
+
+def derive_launch(root):
+    """The launch contract, from cli/stack/run.py and core/server/server.py:
+    the options of `llama stack run`, the app factory and the variable it
+    reads the config path from, and the uvicorn settings of whichever file
+    runs uvicorn (server.py's main at 0.2, run.py from 0.3)."""
+    run, server = read(root, RUN_PY, "launch.run"), read(root, SERVER_PY, "launch.app")
+    options = sorted(set(re.findall(r'add_argument\(\s*"(--[a-z][a-z0-9-]*)"', run)))
+    if "--port" not in options:
+        underived("launch.run.options", "no --port option in %s" % RUN_PY)
+    found("launch.app.factory", r"\ndef create_app\(", server, SERVER_PY)
+    body = server[server.find("\ndef create_app("):]
+    cfg = found("launch.app.config_env", r'os\.getenv\("([A-Z_]*CONFIG)"\)', body, SERVER_PY + " create_app")
+    factory = os.path.splitext(SERVER_PY)[0].replace("/", ".") + ":create_app"
+    # uvicorn is configured where the TLS client-certificate policy is set
+    usrc = [f for f, t in ((RUN_PY, run), (SERVER_PY, server)) if "ssl_cert_reqs" in t]
+    if len(usrc) != 1:
+        underived("launch.uvicorn.source", "ssl_cert_reqs is set in %s" % (usrc or "neither file"))
+        usrc = [RUN_PY]
+    utext = run if usrc[0] == RUN_PY else server
+    port = found("launch.uvicorn.port_env", r'os\.getenv\("([A-Z_]+_PORT)", (\d+)\)', run, RUN_PY)
+    # `args.port or config.server.port`: server.port is read only when --port has no default
+    port_arg = found("launch.uvicorn.reads_server_port", r'add_argument\(\s*"--port".*?\)\n', run, RUN_PY).group(0)
+    hosts = found("launch.uvicorn.default_hosts", r"config\.server\.host or \[([^\]]*)\]", utext, usrc[0])
+    lifespan = found("launch.uvicorn.lifespan", r'"lifespan":\s*"(\w+)"', utext, usrc[0])
+    certreq = found("launch.uvicorn.tls_client_cert", r'"ssl_cert_reqs"\]\s*=\s*ssl\.(CERT_[A-Z]+)', utext, usrc[0])
+    return {
+        "run": {"source": RUN_PY, "options": options, "workers": "workers" in run,
+                "evidence": 'add_argument("--...") in %s' % RUN_PY},
+        "app": {"factory": factory, "config_env": cfg.group(1), "source": SERVER_PY, "evidence": cfg.group(0)},
+        "uvicorn": {"source": usrc[0], "port_env": port.group(1), "default_port": int(port.group(2) or 0),
+                    "reads_server_port": "default=" not in port_arg,
+                    "default_hosts": [h.strip().strip('"') for h in hosts.group(1).split(",")],
+                    "lifespan": lifespan.group(1), "tls_client_cert": certreq.group(1), "evidence": hosts.group(0)},
+    }
+
+
+def derive_config_dir(root):
+    """Where the server keeps what a run config does not place (config_dirs.py)."""
+    m = found("config_dir", r'(LLAMA_STACK_CONFIG_DIR) = Path\(os\.getenv\("([A-Z_]+)", os\.path\.expanduser\("([^"]+)"\)\)\)',
+              read(root, CONFIG_DIRS, "config_dir"), CONFIG_DIRS)
+    return {"default": m.group(3).rstrip("/"), "env": m.group(2), "source": CONFIG_DIRS}
+
+
+PLACEHOLDER = re.compile(r"\$\{env\.([A-Z0-9_]+):=([^}]*)\}")
+
+
+def derive_state_env(root, config_dir, implicit):
+    """The environment variables that move a path the server writes: every
+    ${env.NAME:=DEFAULT} of upstream's distributions' run configs whose
+    default is a path (~ or /), and the config folder's variable
+    (config_dirs.py) when a path the config does not name lies under it."""
+    import glob
+
+    out = {}
+    files = sorted(glob.glob(os.path.join(root, "llama_stack", "distributions", "*", "run.yaml")))
+    if not files:
+        underived("state_env", "no llama_stack/distributions/*/run.yaml")
+    for f in files:
+        with open(f) as fh:
+            for name, default in PLACEHOLDER.findall(fh.read()):
+                if default.startswith(("~", "/")):
+                    e = out.setdefault(name, {"env": name, "defaults": [], "source": "llama_stack/distributions/*/run.yaml"})
+                    if default not in e["defaults"]:
+                        e["defaults"].append(default)
+    env = config_dir.get("env")
+    if env and any("${%s}" % env in i["path"] for i in implicit):
+        out[env] = {"env": env, "defaults": [config_dir["default"]], "source": config_dir["source"]}
+    for e in out.values():
+        e["defaults"].sort()
+    return [out[k] for k in sorted(out)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--upstream", required=True)
     ap.add_argument("--tag", required=True)
     args = ap.parse_args()
-    root = os.path.abspath(args.upstream)
+    root = package_root(args.upstream)
     sys.path.insert(0, root)
     sys.meta_path.append(us._StubFinder(root + os.sep))
-    sys.meta_path.insert(0, us._UpstreamFinder())
+    sys.meta_path.insert(0, us._UpstreamFinder(root))
     sys.dont_write_bytecode = True
     import logging
 
@@ -305,34 +386,23 @@ def main():
             out[ptype] = entry
         providers[api.value] = out
 
-    rules = []
-    for tags, rid, path, msg, what in RULES:
-        if args.tag not in tags:
-            continue
-        with open(os.path.join(root, path)) as f:
-            if msg not in f.read():
-                sys.exit("%s: %r is not in %s at %s: review the rule" % (rid, msg, path, args.tag))
-        rules.append({"id": rid, "source": path, "message": msg, "what": what})
-    implicit = IMPLICIT.get(args.tag, [])
-    for i in implicit:
-        with open(os.path.join(root, i["source"])) as f:
-            if i["evidence"] not in f.read():
-                sys.exit("%s: %r is not in %s at %s: review" % (i["what"], i["evidence"], i["source"], args.tag))
-
-    stores = SERVER_STORES.get(args.tag, [])
-    for st in stores:
-        with open(os.path.join(root, st["source"])) as f:
-            if st["evidence"] not in f.read():
-                sys.exit("%s store: %r is not in %s at %s: review" % (st["store"], st["evidence"], st["source"], args.tag))
-
-    launch = LAUNCH[args.tag]
-    for part, fact in launch.items():
-        with open(os.path.join(root, fact["source"])) as f:
-            text = f.read()
-        if fact["evidence"] not in text:
-            sys.exit("launch %s: %r is not in %s at %s: review" % (part, fact["evidence"], fact["source"], args.tag))
-        if part == "run" and "workers" in text:
-            sys.exit("launch run: %s mentions workers at %s: review" % (fact["source"], args.tag))
+    rules, absent = [], []
+    for rid, path, msg, what in RULES:
+        if msg in read(root, path, "rule " + rid, optional=True):
+            rules.append({"id": rid, "source": path, "message": msg, "what": what})
+        else:
+            absent.append({"id": rid, "source": path, "message": msg})
+    implicit = [i for i in IMPLICIT if i["evidence"] in read(root, i["source"], i["what"], optional=True)]
+    stores = [st for st in SERVER_STORES if st["evidence"] in read(root, st["source"], st["store"] + " store", optional=True)]
+    for name in REQUIRED_STORES:
+        n = sum(st["store"] == name for st in stores)
+        if n != 1:
+            underived("server_stores." + name, "the evidence of %d placings in SERVER_STORES holds" % n)
+    launch = derive_launch(root)
+    config_dir = derive_config_dir(root)
+    state_env = derive_state_env(root, config_dir, implicit)
+    if UNDERIVED:
+        sys.exit("derive_facts: at %s these facts could not be derived (review the script):\n  %s" % (args.tag, "\n  ".join(UNDERIVED)))
 
     facts = {
         "upstream": "llamastack/llama-stack",
@@ -342,8 +412,10 @@ def main():
                          "source": "llama_stack/core/distribution.py"}
                         for i in dist.builtin_automatically_routed_apis()],
         "internal_apis": sorted(a.value for a in getattr(dist, "INTERNAL_APIS", set())),
-        "config_dir": CONFIG_DIR,
+        "config_dir": config_dir,
+        "state_env": state_env,
         "rules": rules,
+        "absent_rules": absent,
         "implicit_writes": implicit,
         "server_stores": stores,
         "server_api": server_api(root, args.tag),

@@ -8,6 +8,9 @@
 # GIT_DIR: a clone (bare is fine) of llamastack/llama-stack with the tags.
 # For each TAG (default: every folder under operator/runconfig/distributions):
 #   operator/runconfig/distributions/TAG/facts.json       derive_facts.py
+#   operator/runconfig/distributions/TAG/schemas.json     derive_schemas.py: the
+#       JSON Schemas of the run config model and of every provider's config
+#       class, as pydantic emits them, with their extra behaviour
 #   operator/runconfig/stackconfig/testdata/upstream/TAG/  every
 #       llama_stack/distributions/*/run.yaml at TAG, and verdicts.json: what
 #       upstream's own start-up (upstream-startup.sh, as root) says of each.
@@ -27,16 +30,21 @@ for tag in "${tags[@]}"; do
   src=$work/$tag
   rm -rf "$src"; mkdir -p "$src"
   git --git-dir="$git_dir" archive "$tag" | tar -x -C "$src"
+  pkg=$src # the folder holding the llama_stack package: src/ from 0.4 on
+  [ -d "$src/src/llama_stack" ] && pkg=$src/src
   python3 -W ignore "$repo/hack/llamastack/derive_facts.py" --upstream "$src" --tag "$tag" \
     > "$repo/operator/runconfig/distributions/$tag/facts.json.tmp"
   mv "$repo/operator/runconfig/distributions/$tag/facts.json.tmp" "$repo/operator/runconfig/distributions/$tag/facts.json"
+  python3 -W ignore "$repo/hack/llamastack/derive_schemas.py" --upstream "$src" --tag "$tag" \
+    > "$repo/operator/runconfig/distributions/$tag/schemas.json.tmp"
+  mv "$repo/operator/runconfig/distributions/$tag/schemas.json.tmp" "$repo/operator/runconfig/distributions/$tag/schemas.json"
   out=$repo/operator/runconfig/stackconfig/testdata/upstream/$tag
   rm -rf "$out"; mkdir -p "$out"
-  for f in "$src"/llama_stack/distributions/*/run.yaml; do
+  for f in "$pkg"/llama_stack/distributions/*/run.yaml; do
     d=$(basename "$(dirname "$f")")
     cp "$f" "$out/$d.yaml"
   done
-  "$repo/hack/llamastack/upstream-startup.sh" --workdir /tmp --upstream "$src" "${upstream_env[@]}" "$out"/*.yaml |
+  "$repo/hack/llamastack/upstream-startup.sh" --workdir /tmp --upstream "$pkg" "${upstream_env[@]}" "$out"/*.yaml |
     python3 -c '
 import json, os, sys
 tag, env = sys.argv[1], sys.argv[2:]

@@ -3,7 +3,9 @@
 
 A maintainer's check, never run by CI (CI has no upstream checkout): point it at
 an upstream llamastack/llama-stack checkout at a pinned tag and give it run
-configs; it prints one JSON verdict per file, {"file", "ok", "error"}.
+configs; it prints one JSON verdict per file, {"file", "ok", "error"}, and
+for an accepted file "dropped": the keys with a value that upstream's models
+at the tag do not have and silently drop (pydantic's extra="ignore").
 
     python3 hack/llamastack/upstream_startup.py --upstream /tmp/ls/v0.3.0 \
         [--env NAME=VALUE ...] [--home DIR] FILE...
@@ -113,7 +115,9 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.stubbed = set()
 
     def find_spec(self, fullname, path, target=None):
-        if fullname.split(".")[0] in ("llama_stack",) or not self._from_upstream():
+        top = fullname.split(".")[0]
+        # upstream's own packages (llama_stack; llama_stack_api from 0.4 on)
+        if top == "llama_stack" or os.path.isdir(os.path.join(self.root, top)) or not self._from_upstream():
             return None
         self.stubbed.add(fullname.split(".")[0])
         return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
@@ -211,6 +215,67 @@ class _MemSQL:
 
 
 WRITES = set()
+# Keys of the config the models at the tag do not have and (extra is not
+# "allow") drop without a word: what the user wrote that has no effect.
+DROPPED = []
+
+
+def _models_in(ann):
+    """The pydantic models an annotation holds, with how values reach them
+    ("" the value itself, "list" its items, "dict" its values)."""
+    import typing
+
+    out = []
+    origin = typing.get_origin(ann)
+    if isinstance(ann, type) and hasattr(ann, "model_fields"):
+        out.append(("", ann))
+    elif origin in (list, tuple, set) or origin is getattr(typing, "List", None):
+        for a in typing.get_args(ann)[:1]:
+            out += [("list", m) for how, m in _models_in(a) if how == ""]
+    elif origin is dict:
+        args = typing.get_args(ann)
+        if len(args) == 2:
+            out += [("dict", m) for how, m in _models_in(args[1]) if how == ""]
+    else:
+        for a in typing.get_args(ann):
+            out += _models_in(a)
+    return out
+
+
+def _empty(v):
+    return v is None or v == [] or v == {}
+
+
+def dropped_keys(cls, data, at):
+    """Records in DROPPED each key of data (a mapping validated by cls) and
+    of the mappings its fields' models validate that the model lacks."""
+    if not isinstance(data, dict) or not hasattr(cls, "model_fields"):
+        return
+    names = {}
+    for name, f in cls.model_fields.items():
+        names[name] = f
+        for alias in (f.alias, f.validation_alias if isinstance(f.validation_alias, str) else None):
+            if alias:
+                names[alias] = f
+    allow = (getattr(cls, "model_config", {}) or {}).get("extra") == "allow"
+    for k, v in data.items():
+        f = names.get(k)
+        if f is None:
+            if not allow and not _empty(v):
+                DROPPED.append(at + str(k))
+            continue
+        models = _models_in(f.annotation)
+        if len(models) != 1:
+            continue
+        how, m = models[0]
+        if how == "" and isinstance(v, dict):
+            dropped_keys(m, v, at + str(k) + ".")
+        elif how == "list" and isinstance(v, list):
+            for i, e in enumerate(v):
+                dropped_keys(m, e, "%s%s[%d]." % (at, k, i))
+        elif how == "dict" and isinstance(v, dict):
+            for kk, e in v.items():
+                dropped_keys(m, e, "%s%s.%s." % (at, k, kk))
 
 # Providers whose own implementation runs (they need nothing that is missing
 # here, and the server's start-up reads what they list: the default embedding
@@ -248,6 +313,7 @@ def _patch_upstream():
                 cls = None  # the config module needs what is not installed
             if cls is not None and hasattr(cls, "model_validate"):
                 cfg = cls(**provider.config)
+                dropped_keys(cls, provider.config, "providers.%s[%s].config." % (spec.api.value, provider.provider_id))
                 for v in vars(cfg).values() if hasattr(cfg, "__dict__") else []:
                     _record_store(v)
                 if getattr(cfg, "storage_dir", None):  # inline::localfs files
@@ -319,10 +385,16 @@ class _Loader(importlib.machinery.SourceFileLoader):
 
 
 class _UpstreamFinder(importlib.abc.MetaPathFinder):
-    """First on sys.meta_path: upstream's modules load through _Loader."""
+    """First on sys.meta_path: upstream's modules (every package of the
+    checkout's root: llama_stack, and llama_stack_api from 0.4 on) load
+    through _Loader."""
+
+    def __init__(self, root=None):
+        self.root = root
 
     def find_spec(self, fullname, path, target=None):
-        if fullname.split(".")[0] != "llama_stack":
+        top = fullname.split(".")[0]
+        if top != "llama_stack" and not (self.root and os.path.isdir(os.path.join(self.root, top))):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is not None and spec.origin and spec.origin.endswith(".py"):
@@ -337,10 +409,13 @@ def check(path):
     from llama_stack.core.datatypes import StackRunConfig
 
     WRITES.clear()
+    del DROPPED[:]
     with open(path) as f:
         contents = yaml.safe_load(f)
     config = stackmod.replace_env_vars(contents)
-    config = StackRunConfig(**stackmod.cast_image_name_to_string(config))
+    config = stackmod.cast_image_name_to_string(config)
+    dropped_keys(StackRunConfig, config, "")
+    config = StackRunConfig(**config)
     # `llama stack run` (cli/stack/run.py) makes external_providers_dir at start
     WRITES.add(str(config.external_providers_dir))
     if not os.path.exists(str(config.external_providers_dir)):
@@ -365,7 +440,7 @@ def main():
     sys.path.insert(0, os.path.abspath(args.upstream))
     finder = _StubFinder(os.path.abspath(args.upstream) + os.sep)
     sys.meta_path.append(finder)
-    sys.meta_path.insert(0, _UpstreamFinder())
+    sys.meta_path.insert(0, _UpstreamFinder(os.path.abspath(args.upstream)))
     sys.dont_write_bytecode = True
     import logging
 
@@ -395,6 +470,7 @@ def main():
                 _patch_upstream()
                 out["writes"] = check(f)
                 out["ok"] = True
+                out["dropped"] = sorted(DROPPED)
             except BaseException as e:  # upstream raises many kinds
                 out["ok"] = False
                 out["error"] = "%s: %s" % (type(e).__name__, e)

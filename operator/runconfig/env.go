@@ -3,6 +3,7 @@ package runconfig
 import (
 	"fmt"
 	"maps"
+	pathpkg "path"
 	"slices"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
 // Environment variables the run config refers to. Provider secrets get
@@ -73,15 +75,34 @@ func (e *envSet) list() []corev1.EnvVar {
 }
 
 // checkUserEnv refuses workload.env entries that would shadow a variable
-// the run config depends on.
-func (e *envSet) checkUserEnv(spec v1alpha1.InferenceStackSpec) error {
+// the run config depends on, or move the server's state off its state
+// volume (DataDir): upstream reads the paths of its state from the
+// variables of the line's Facts.StateEnv (FILES_STORAGE_DIR,
+// SQLITE_STORE_DIR, ...; LLAMA_STACK_CONFIG_DIR on 0.2), and a path
+// elsewhere would be lost with the pod.
+func (e *envSet) checkUserEnv(line stackconfig.Line, spec v1alpha1.InferenceStackSpec) error {
 	if spec.Workload == nil {
 		return nil
 	}
 	for i, v := range spec.Workload.Env {
+		path := field.NewPath("spec", "workload", "env").Index(i)
 		if prev, ok := e.origin[v.Name]; ok {
-			return field.Invalid(field.NewPath("spec", "workload", "env").Index(i).Child("name"), v.Name,
+			return field.Invalid(path.Child("name"), v.Name,
 				fmt.Sprintf("the operator sets this variable for %s: remove it from workload.env", prev))
+		}
+		k := slices.IndexFunc(line.Facts().StateEnv, func(s stackconfig.StateEnv) bool { return s.Env == v.Name })
+		if k < 0 {
+			continue
+		}
+		src := line.Facts().StateEnv[k].Source
+		if v.ValueFrom != nil {
+			return field.Invalid(path.Child("valueFrom"), v.Name, fmt.Sprintf(
+				"%s places the server's state (upstream: %s): give it a literal value under %s, or remove it", v.Name, src, DataDir))
+		}
+		if clean := pathpkg.Clean(v.Value); v.Value != "" && clean != DataDir && !strings.HasPrefix(clean, DataDir+"/") {
+			return field.Invalid(path.Child("value"), v.Value, fmt.Sprintf(
+				"%s places the server's state (upstream: %s) and %s is off the state volume: the state would be lost with the pod; "+
+					"use a folder under %s, or remove %s", v.Name, src, v.Value, DataDir, v.Name))
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -170,11 +171,16 @@ func mutations(data []byte) [][]byte {
 // property over the specs the real API server admits, it also runs specs
 // the CRD would refuse (the pipeline must not accept a config the model
 // refuses whatever it is given); `go test -fuzz FuzzSpec` runs it longer.
+// FUZZ_SPEC_SEEDS=N runs N seeds instead of 64.
 // FUZZ_SPEC_DUMP=DIR writes each accepted config there (as FuzzGenerate
 // and FuzzFromOverride do), for running upstream's own start-up over them
 // (hack/llamastack/upstream-startup.sh).
 func FuzzSpec(f *testing.F) {
-	for i := range 64 {
+	seeds := 64
+	if n, err := strconv.Atoi(os.Getenv("FUZZ_SPEC_SEEDS")); err == nil && n > 0 {
+		seeds = n // more seeds for a corpus of upstream's verdicts
+	}
+	for i := range seeds {
 		f.Add(int64(i))
 	}
 	dump := os.Getenv("FUZZ_SPEC_DUMP")

@@ -3,11 +3,13 @@ package runconfig
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -55,30 +57,9 @@ func providerID(p v1alpha1.ProviderSpec) string {
 	return p.Provider
 }
 
-// apiKeyKeys and endpointKeys name the config keys of remote providers
-// whose spelling differs from the common api_key and url.
-var (
-	apiKeyKeys   = map[string]string{"vllm": "api_token"}
-	endpointKeys = map[string]string{"openai": "base_url", "cerebras": "base_url"}
-)
-
-func apiKeyKey(providerName string) string {
-	if k, ok := apiKeyKeys[providerName]; ok {
-		return k
-	}
-	return "api_key"
-}
-
-func endpointKey(providerName string) string {
-	if k, ok := endpointKeys[providerName]; ok {
-		return k
-	}
-	return "url"
-}
-
 // overlayProviders merges the user's providers into the config by id: a
 // matching id is replaced, a new id appended, the rest kept.
-func overlayProviders(cfg *runConfig, line stackconfig.Line, spec v1alpha1.InferenceStackSpec, env *envSet) error {
+func overlayProviders(cfg *runConfig, line stackconfig.Line, spec v1alpha1.InferenceStackSpec, env *envSet, origins specOrigins) error {
 	base := field.NewPath("spec", "providers")
 	for _, l := range apiProviders(spec.Providers) {
 		if len(l.list) == 0 {
@@ -104,7 +85,7 @@ func overlayProviders(cfg *runConfig, line stackconfig.Line, spec v1alpha1.Infer
 				return field.Duplicate(path.Index(i).Child("id"), fmt.Sprintf("%s (also %s)", id, path.Index(j)))
 			}
 			seen[id] = i
-			p, err := userProvider(l.api, path.Index(i), up, env)
+			p, err := userProvider(line, l.api, path.Index(i), up, env, origins)
 			if err == nil && l.api == string(v1alpha1.APIVectorIO) {
 				vectorStore(&p, line)
 			}
@@ -127,37 +108,76 @@ func overlayProviders(cfg *runConfig, line stackconfig.Line, spec v1alpha1.Infer
 }
 
 // userProvider builds the run-config provider of a CRD provider: settings,
-// then the endpoint, then secrets as environment placeholders.
-func userProvider(api string, path *field.Path, up v1alpha1.ProviderSpec, env *envSet) (provider, error) {
+// then the endpoint and the API key in the fields the provider type's
+// config class names for its URL and its secret (derived from upstream's
+// schema: stackconfig.ProviderSchema), then secrets as environment
+// placeholders. It records where each config key came from in origins, so
+// the checks of the run config name the spec field the user wrote.
+func userProvider(line stackconfig.Line, api string, path *field.Path, up v1alpha1.ProviderSpec, env *envSet, origins specOrigins) (provider, error) {
 	id := providerID(up)
+	typ := "remote::" + up.Provider
+	ps, known := line.Schemas().Provider(api, typ)
+	if !known {
+		if types := remoteTypes(line, api); len(types) > 0 {
+			return provider{}, field.NotSupported(path.Child("provider"), up.Provider, types)
+		}
+		return provider{}, field.Invalid(path.Child("provider"), up.Provider, fmt.Sprintf(
+			"upstream Llama Stack %s (%s) has no remote %s provider: remove it", line, line.Tag(), api))
+	}
 	cfg, err := settings(path.Child("settings"), up)
 	if err != nil {
 		return provider{}, err
 	}
+	from := map[string]*field.Path{}
+	for k := range cfg {
+		from[k] = path.Child("settings", k)
+	}
 	set := func(key string, value any, origin *field.Path) error {
-		if _, clash := cfg[key]; clash {
-			return field.Invalid(origin, key, fmt.Sprintf("config key %q is set twice (settings, endpoint, apiKey or secretRefs): set it once", key))
+		if prev, clash := from[key]; clash {
+			return field.Duplicate(origin, fmt.Sprintf("%s also sets %s's %s (upstream: %s.%s): set it once, in one of them",
+				prev, typ, key, ps.Class, key))
 		}
 		cfg[key] = value
+		from[key] = origin
 		return nil
 	}
 	if up.Endpoint != "" {
-		if err := set(endpointKey(up.Provider), up.Endpoint, path.Child("endpoint")); err != nil {
-			return provider{}, err
-		}
-	}
-	if up.APIKey != nil {
-		key := apiKeyKey(up.Provider)
-		ph, err := env.secret(envName(api, id, key), *up.APIKey, path.Child("apiKey"))
+		key, err := takes(ps, typ, "URL", ps.EndpointField, ps.EndpointCandidates, path.Child("endpoint"), up.Endpoint)
 		if err != nil {
 			return provider{}, err
 		}
-		if err := set(key, ph, path.Child("apiKey")); err != nil {
+		if err := set(key, up.Endpoint, path.Child("endpoint")); err != nil {
 			return provider{}, err
 		}
 	}
-	for _, key := range slices.Sorted(maps.Keys(up.SecretRefs)) {
+	// every key is checked before any environment variable is named, so a
+	// key set twice is reported as such
+	keys := slices.Sorted(maps.Keys(up.SecretRefs))
+	secretKey := ""
+	if up.APIKey != nil {
+		secretKey, err = takes(ps, typ, "secret", ps.SecretField, ps.SecretCandidates, path.Child("apiKey"), "")
+		if err != nil {
+			return provider{}, err
+		}
+		if _, both := up.SecretRefs[secretKey]; both {
+			return provider{}, field.Duplicate(path.Child("secretRefs").Key(secretKey), fmt.Sprintf(
+				"apiKey already sets %s's %s (its secret field): remove secretRefs.%s, or remove apiKey", typ, secretKey, secretKey))
+		}
+	}
+	if up.APIKey != nil {
+		ph, err := env.secret(envName(api, id, secretKey), *up.APIKey, path.Child("apiKey"))
+		if err != nil {
+			return provider{}, err
+		}
+		if err := set(secretKey, ph, path.Child("apiKey")); err != nil {
+			return provider{}, err
+		}
+	}
+	for _, key := range keys {
 		origin := path.Child("secretRefs").Key(key)
+		if prev, clash := from[key]; clash {
+			return provider{}, field.Duplicate(origin, fmt.Sprintf("%s also sets %s's %s: set it once, in one of them", prev, typ, key))
+		}
 		ph, err := env.secret(envName(api, id, key), up.SecretRefs[key], origin)
 		if err != nil {
 			return provider{}, err
@@ -166,10 +186,91 @@ func userProvider(api string, path *field.Path, up v1alpha1.ProviderSpec, env *e
 			return provider{}, err
 		}
 	}
+	origins[api+"/"+id] = providerOrigin{path: path, keys: from, class: ps.Class}
 	if len(cfg) == 0 {
 		cfg = nil
 	}
-	return provider{ProviderID: id, ProviderType: "remote::" + up.Provider, Config: cfg}, nil
+	return provider{ProviderID: id, ProviderType: typ, Config: cfg}, nil
+}
+
+// takes returns the config field of a provider type that takes the spec's
+// endpoint (what "URL") or apiKey ("secret"), or refuses the spec field
+// naming the fields the type takes: writing a key the class does not have
+// would be dropped by upstream without a word.
+func takes(ps stackconfig.ProviderSchema, typ, what, name string, candidates []string, path *field.Path, value string) (string, error) {
+	if name != "" {
+		return name, nil
+	}
+	var why string
+	if len(candidates) > 1 {
+		why = fmt.Sprintf("%s (upstream: %s) has several %s fields (%s): set the one you mean under settings",
+			typ, ps.Class, what, strings.Join(candidates, ", "))
+	} else if fields := ps.Fields(); len(fields) > 0 {
+		why = fmt.Sprintf("%s (upstream: %s) has no %s field; it takes %s: set those under settings", typ, ps.Class, what, strings.Join(fields, ", "))
+	} else {
+		return "", field.Forbidden(path, fmt.Sprintf("%s (upstream: %s) takes no configuration at all: remove %s", typ, ps.Class, path))
+	}
+	if what == "secret" {
+		why += ", and a secret one under secretRefs"
+		return "", field.Invalid(path, "(Secret reference)", why)
+	}
+	return "", field.Invalid(path, value, why)
+}
+
+// remoteTypes lists the remote provider names of an API at a line.
+func remoteTypes(line stackconfig.Line, api string) []string {
+	var out []string
+	for typ := range line.Schemas().Providers[api] {
+		if name, ok := strings.CutPrefix(typ, "remote::"); ok {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// providerOrigin is where a user provider's config came from in the spec.
+type providerOrigin struct {
+	path  *field.Path            // spec.providers.<api>[i]
+	keys  map[string]*field.Path // config key -> the spec field that set it
+	class string
+}
+
+// specOrigins maps "<api>/<provider id>" to the spec's provider.
+type specOrigins map[string]providerOrigin
+
+// specError restates the run-config problems a check found in the user's
+// providers at the spec fields the user wrote; the rest are returned as
+// they are.
+func (o specOrigins) specError(err error) error {
+	pes := stackconfig.ProviderConfigErrors(err)
+	if len(pes) == 0 {
+		return err
+	}
+	var list []error
+	for _, pe := range pes {
+		po, ok := o[pe.API+"/"+pe.ID]
+		if !ok || len(pe.Path) == 0 {
+			return err
+		}
+		at, ok := po.keys[pe.Path[0]]
+		if !ok {
+			at = po.path.Child("settings", pe.Path[0])
+		}
+		for _, s := range pe.Path[1:] {
+			if i, err := strconv.Atoi(s); err == nil {
+				at = at.Index(i)
+			} else {
+				at = at.Child(s)
+			}
+		}
+		msg := pe.Message
+		if pe.Upstream != "" {
+			msg += " (upstream: " + pe.Upstream + ")"
+		}
+		list = append(list, fmt.Errorf("%s: %s", at, msg))
+	}
+	return errors.Join(list...)
 }
 
 // vectorStore gives a remote vector_io provider the key-value store its

@@ -180,7 +180,8 @@ func Generate(name string, spec v1alpha1.InferenceStackSpec, operand Operand) (R
 		return Result{}, err
 	}
 	env := newEnvSet()
-	if err := overlayProviders(&cfg, line, spec, env); err != nil {
+	origins := specOrigins{}
+	if err := overlayProviders(&cfg, line, spec, env, origins); err != nil {
 		return Result{}, err
 	}
 	if err := checkAlias(&cfg, spec); err != nil {
@@ -196,14 +197,18 @@ func Generate(name string, spec v1alpha1.InferenceStackSpec, operand Operand) (R
 		return Result{}, err
 	}
 	configureServer(&cfg, spec)
-	if err := env.checkUserEnv(spec); err != nil {
+	if err := env.checkUserEnv(line, spec); err != nil {
 		return Result{}, err
 	}
 	data, err := marshal(cfg, line)
 	if err != nil {
 		return Result{}, err
 	}
-	return finish(line, spec, data, env)
+	res, err := finish(line, spec, data, env)
+	if err != nil {
+		return Result{}, origins.specError(err)
+	}
+	return res, nil
 }
 
 // FromOverride takes a complete run config from the overrideConfig
@@ -220,7 +225,7 @@ func FromOverride(name string, spec v1alpha1.InferenceStackSpec, operand Operand
 	if cacheEnabled(spec) {
 		cacheEnv(name, env)
 	}
-	if err := env.checkUserEnv(spec); err != nil {
+	if err := env.checkUserEnv(line, spec); err != nil {
 		return Result{}, err
 	}
 	res, err := finish(line, spec, bytes.Clone(data), env)

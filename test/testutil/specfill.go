@@ -40,23 +40,40 @@ func SpecFiller(seed int64) *randfill.Filler {
 	ids := []string{"vllm", "ollama", "openai", "vllm-0", "vllm-x", "ollama-1", "sentence-transformers", "llama-guard", "faiss", "tavily-search", "nope"}
 	provider := func(c randfill.Continue, api string) v1alpha1.ProviderSpec {
 		p := v1alpha1.ProviderSpec{Provider: pick(c, providers[api])}
-		if c.Intn(3) == 0 {
+		if c.Intn(5) == 0 {
 			p.Provider = pick(c, providers["inference"]) // maybe not one of this API
 		}
 		if c.Bool() {
 			p.ID = pick(c, append(slices.Clone(ids), p.Provider+"-"+name(c)))
 		}
-		if c.Intn(4) != 0 {
+		// mostly what the provider type takes (its config class's derived
+		// schema), sometimes what it does not (which must be refused)
+		f := providerFields(api, p.Provider)
+		if (f.endpoint && c.Intn(4) != 0) || c.Intn(16) == 0 {
 			p.Endpoint = "http://" + p.Provider + ".models.svc:8000/v1"
 		}
-		if c.Intn(4) == 0 {
+		if (f.secret && c.Intn(4) == 0) || c.Intn(32) == 0 {
 			p.APIKey = secret(c)
 		}
 		if c.Intn(6) == 0 {
-			p.SecretRefs = map[string]corev1.SecretKeySelector{pick(c, []string{"password", "api_token", "token"}): *secret(c)}
+			keys := f.secrets
+			if len(keys) == 0 || c.Intn(8) == 0 {
+				keys = []string{"password", "api_token", "token"}
+			}
+			p.SecretRefs = map[string]corev1.SecretKeySelector{pick(c, keys): *secret(c)}
 		}
 		if c.Intn(6) == 0 {
-			p.Settings = &runtime.RawExtension{Raw: []byte(pick(c, []string{`{"max_tokens":16}`, `{"tls_verify":false}`, `{"url":"http://other:8000"}`}))}
+			settings := []string{`{"max_tokens":16}`, `{"tls_verify":false}`, `{"url":"http://other:8000"}`}
+			var fit []string
+			for _, s := range settings {
+				if slices.ContainsFunc(f.fields, func(k string) bool { return strings.Contains(s, `"`+k+`"`) }) {
+					fit = append(fit, s)
+				}
+			}
+			if len(fit) > 0 && c.Intn(8) != 0 {
+				settings = fit
+			}
+			p.Settings = &runtime.RawExtension{Raw: []byte(pick(c, settings))}
 		}
 		return p
 	}
@@ -276,4 +293,26 @@ func providerNames() map[string][]string {
 		out["telemetry"] = []string{"otel"}
 	}
 	return out
+}
+
+// fields is what a remote provider type's config class takes at any line
+// (stackconfig.ProviderSchema).
+type fields struct {
+	endpoint, secret bool
+	secrets, fields  []string
+}
+
+func providerFields(api, name string) fields {
+	var f fields
+	for _, l := range []stackconfig.Line{stackconfig.Line02, stackconfig.Line03} {
+		ps, ok := l.Schemas().Provider(api, "remote::"+name)
+		if !ok {
+			continue
+		}
+		f.endpoint = f.endpoint || ps.EndpointField != ""
+		f.secret = f.secret || ps.SecretField != ""
+		f.secrets = append(f.secrets, ps.SecretCandidates...)
+		f.fields = append(f.fields, ps.Fields()...)
+	}
+	return f
 }

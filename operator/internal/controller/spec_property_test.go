@@ -135,8 +135,11 @@ func TestAdmittedSpecs(t *testing.T) {
 	// A filler that the CRD refuses, or a generator that refuses, almost
 	// always would test nothing.
 	require.GreaterOrEqual(t, admitted, len(stacks)/4, "the CRD admitted too few specs to say much")
+	// (1 in 12: since issue 32 the generator also refuses settings, endpoints
+	// and API keys the provider type does not take, which the filler draws
+	// on purpose now and then)
 	for _, tag := range []string{"v0.2.23", "v0.3.0"} {
-		require.GreaterOrEqual(t, accepted[tag], len(stacks)/10, "too few specs give a config on %s", tag)
+		require.GreaterOrEqual(t, accepted[tag], len(stacks)/12, "too few specs give a config on %s", tag)
 	}
 }
 

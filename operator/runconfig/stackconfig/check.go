@@ -2,6 +2,7 @@ package stackconfig
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,6 +89,11 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 	if err := unknownTopLevel(line, expanded.(map[string]any)); err != nil {
 		return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
 	}
+	// upstream's own models (schemas.json) judge every key and value; their
+	// problems are reported after the semantic rules' (whose messages know
+	// the other line's layout), or alone when the file does not decode
+	var schemaProblems problems
+	checkProviderConfigs(&schemaProblems, line, expanded.(map[string]any))
 	var p problems
 	w := &writes{}
 	res := Result{Line: line}
@@ -95,7 +101,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 	case Line02:
 		var c V02
 		if err := strictJSON(expanded, &c); err != nil {
-			return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
+			return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), cmp.Or(schemaProblems.err(), err))
 		}
 		c.check(&p, w)
 		checkStart(&p, w, line, c.start(), env, home)
@@ -106,7 +112,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 	case Line03:
 		var c V03
 		if err := strictJSON(expanded, &c); err != nil {
-			return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
+			return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), cmp.Or(schemaProblems.err(), err))
 		}
 		c.check(&p, w)
 		checkStart(&p, w, line, c.start(), env, home)
@@ -119,6 +125,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 	default:
 		return Result{}, &UnknownVersionError{Version: string(line)}
 	}
+	p = append(p, schemaProblems...)
 	if err := p.err(); err != nil {
 		return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
 	}

@@ -122,7 +122,7 @@ func TestRefuses(t *testing.T) {
 		{"reference on 0.2", Line02, base02 + "providers:\n  vector_io:\n  - {provider_id: f, provider_type: inline::faiss, config: {kvstore: {namespace: f, backend: kv_default}}}\n",
 			"refers to a storage backend by name, the 0.3 layout"},
 		{"port below 1024", Line02, base02 + "providers: {}\nserver: {port: 80}\n", "server.port: 80 is outside 1024-65535"},
-		{"unknown server key", Line03, base03 + "providers: {}\nserver: {port: 8321, tls: true}\n", `unknown field "tls"`},
+		{"unknown server key", Line03, base03 + "providers: {}\nserver: {port: 8321, tls: true}\n", `server.tls: unknown field: upstream's ServerConfig has no field tls`},
 		{"access rule with both permit and forbid", Line03, base03 + "providers: {}\nserver:\n  auth:\n    provider_config: {type: kubernetes}\n    access_policy:\n    - {permit: {actions: [read]}, forbid: {actions: [read]}}\n",
 			"needs exactly one of permit or forbid"},
 		{"unset variable", Line03, base03 + "providers: {}\nserver: {port: '${env.PORT}'}\n", "environment variable PORT is not set"},

@@ -12,9 +12,15 @@
 //     table name; resources live under registered_resources; telemetry is a
 //     top-level setting. A 0.2-shaped file fails validation at start.
 //
-// The model is stricter than upstream's pydantic models in one way: a key
-// the model does not know is refused, where pydantic would drop it
-// silently. Everything else follows upstream: required fields are required,
+// Every key and value is judged by upstream's own models: the JSON Schemas
+// pydantic emits for StackRunConfig and for every provider's config class
+// at the line's tag (distributions/<tag>/schemas.json, derived by
+// hack/llamastack/derive_schemas.py; schema.go validates with
+// santhosh-tekuri/jsonschema). The model is stricter than upstream in one
+// way, the same at every level (strict): a key upstream's model would drop
+// silently (extra="ignore") is refused, unless it carries no setting. The
+// semantic rules upstream applies in code (dependencies, resources naming
+// providers, stores) are checked beside the schemas. Everything else follows upstream: required fields are required,
 // ${env.NAME}, ${env.NAME:=default} and ${env.NAME:+value} are expanded as
 // upstream's replace_env_vars does (an unset ${env.NAME} is an error), and a
 // provider whose id expands to nothing is disabled. Check also reports every

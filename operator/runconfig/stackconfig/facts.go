@@ -30,6 +30,10 @@ type Facts struct {
 		Env     string `json:"env"`
 		Source  string `json:"source"`
 	} `json:"config_dir"`
+	// StateEnv are the environment variables that move a path the server
+	// writes (its state), from upstream's run.yaml defaults and
+	// config_dirs.py.
+	StateEnv []StateEnv `json:"state_env"`
 	// Rules are start-up checks that live in code, with upstream's message.
 	Rules []Rule `json:"rules"`
 	// ImplicitWrites are paths the server writes that the config does not name.
@@ -62,6 +66,16 @@ type ServerStoreFact struct {
 	Namespace string `json:"namespace"`
 	Table     string `json:"table"`
 	Source    string `json:"source"`
+}
+
+// StateEnv is an environment variable upstream reads a state path from.
+type StateEnv struct {
+	// Env is the variable's name.
+	Env string `json:"env"`
+	// Defaults are the paths upstream falls back to without it.
+	Defaults []string `json:"defaults"`
+	// Source is where upstream reads it.
+	Source string `json:"source"`
 }
 
 // RoutedAPI pairs a router API with its routing table API.
@@ -119,7 +133,7 @@ type ListedModel struct {
 
 var factsOf = sync.OnceValue(func() map[Line]*Facts {
 	out := map[Line]*Facts{}
-	for _, l := range []Line{Line02, Line03} {
+	for _, l := range lines() {
 		data, err := distributions.FS.ReadFile(l.Tag() + "/facts.json")
 		if err != nil {
 			panic(fmt.Sprintf("the facts of Llama Stack %s are not embedded: %v", l.Tag(), err))

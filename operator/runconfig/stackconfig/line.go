@@ -17,6 +17,9 @@ const (
 	Line03 Line = "0.3"
 )
 
+// lines are the lines the operator knows, oldest first.
+func lines() []Line { return []Line{Line02, Line03} }
+
 // Tag is the upstream llamastack/llama-stack tag a line's model (and the
 // operator's embedded base configs of that line) were written from.
 func (l Line) Tag() string {
