@@ -199,13 +199,17 @@ type ProviderSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$`
 	Provider string `json:"provider"`
 
-	// Endpoint is the provider's URL (config key url).
+	// Endpoint is the provider's URL: it goes to the field the provider
+	// type's config class names for its URL (url, base_url,
+	// weaviate_cluster_url, ...); a type without one refuses it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && (self.startsWith('http://') || self.startsWith('https://'))",message="endpoint must be an http:// or https:// URL"
 	Endpoint string `json:"endpoint,omitempty"`
 
-	// APIKey is the Secret key holding the provider's API key. The run
+	// APIKey is the Secret key holding the provider's API key, for the
+	// field the provider type's config class names for its secret
+	// (api_key, api_token, ...); a type without one refuses it. The run
 	// config refers to it through an environment variable, never by value.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="has(self.name) && size(self.name) > 0 && size(self.key) > 0",message="apiKey needs name and key: the Secret and its key holding the provider's API key"
