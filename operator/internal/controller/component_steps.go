@@ -56,14 +56,16 @@ func serverStep(ctx context.Context, s *state, out rendered, fsGroup *int64) err
 	return nil
 }
 
-// networkStep applies the NetworkPolicies.
-func networkStep(ctx context.Context, s *state) error {
+// networkStep applies the NetworkPolicies; operator, when set, is the
+// operator's pods, which the server's policy admits (its prober reads the
+// server).
+func networkStep(ctx context.Context, s *state, operator *network.OperatorPeer) error {
 	stack := s.Stack
 	hub, err := s.v1alpha2()
 	if err != nil {
 		return err
 	}
-	policy, err := network.ServerPolicy(stack, hub)
+	policy, err := network.ServerPolicy(stack, hub, operator)
 	if err != nil {
 		return err
 	}
