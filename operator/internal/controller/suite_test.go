@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/components/network"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
 	"github.com/inferencestack/inferencestack/operator/internal/serverstatus"
 	"github.com/inferencestack/inferencestack/operator/pin"
@@ -100,6 +101,14 @@ type operatorSetup struct {
 	prober *serverstatus.Prober
 	// pin, when set, replaces testPin.
 	pin *pin.Pin
+	// operatorPeer is the reconciler's OperatorPeer.
+	operatorPeer *network.OperatorPeer
+}
+
+// withOperatorPeer has the servers' NetworkPolicies admit the operator's
+// pods p.
+func withOperatorPeer(p *network.OperatorPeer) operatorOption {
+	return func(o *operatorSetup) { o.operatorPeer = p }
 }
 
 // withPin runs the operator with operand pin p instead of testPin.
@@ -175,6 +184,7 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 		Concurrency:        setup.concurrency,
 		RouteCheckInterval: setup.routeCheckInterval,
 		TakeUnlabeled:      setup.takeUnlabeled,
+		OperatorPeer:       setup.operatorPeer,
 	}
 	if setup.pin != nil {
 		r.Pin = *setup.pin
