@@ -222,7 +222,8 @@ func (n *Node) ControlPlane(opts testenv.Options) testenv.Options {
 // (clusterDNS) and kube-scheduler beside the control plane, each component
 // with its own identity (client certificates of system:node:<Name>,
 // system:kube-proxy, policyControllerUser, system:kube-scheduler), and
-// waits until the node is Ready and untainted.
+// waits until the node is Ready and untainted, and the policy controller
+// healthy.
 func (n *Node) Join(ctx context.Context, env *testenv.Env) error {
 	n.Env = env
 	kubeletConfig, err := env.KubeconfigForUser("system:node:"+Name, "system:nodes")
@@ -258,12 +259,6 @@ func (n *Node) Join(ctx context.Context, env *testenv.Env) error {
 	if err := n.startInside("kube-proxy", filepath.Join(n.binDir, "kube-proxy"), "--config="+n.path("kube-proxy.yaml")); err != nil {
 		return err
 	}
-	if err := n.startPolicyController(ctx, env); err != nil {
-		return err
-	}
-	if err := n.startDNS(env.Client); err != nil {
-		return err
-	}
 	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		return err
@@ -278,7 +273,15 @@ func (n *Node) Join(ctx context.Context, env *testenv.Env) error {
 	)); err != nil {
 		return err
 	}
-	return n.waitReady(ctx)
+	if err := n.waitReady(ctx); err != nil {
+		return err
+	}
+	// The policy controller reads the node's addresses at start: after the
+	// kubelet registered it. No pod runs yet.
+	if err := n.startPolicyController(ctx, env); err != nil {
+		return err
+	}
+	return n.startDNS(env.Client)
 }
 
 // waitReady waits until the node is Ready and the node lifecycle
