@@ -27,6 +27,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components/server"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
 	testnode "github.com/inferencestack/inferencestack/test/node"
 	"github.com/inferencestack/inferencestack/test/testenv"
 )
@@ -51,7 +52,8 @@ const (
 // (their IPs, as NetworkPolicy sees pods), a connection to the server's
 // Service from np-others is refused by the policy (ECONNREFUSED, the
 // REJECT's answer: a signal, not a timeout) while one from np-clients is
-// answered; pods of their own in the two namespaces, running a client,
+// answered, and the same straight to the server pod's IP (bridged); pods
+// of their own in the two namespaces, running a client,
 // fail with "connection refused" and succeed. The operator, in its own
 // namespace, still reads the live server (status.server, through the
 // cluster DNS stand-in and the Service), and reads it again once the
@@ -120,6 +122,18 @@ func networkPolicies(t *testing.T, in *install) {
 	require.NoError(t, err, "the client in %s, which allowedFrom admits, did not reach %s", admitted, health)
 	require.Equal(t, http.StatusOK, status, "GET %s from %s", health, admitted)
 	t.Logf("the %s client reached %s: %d", admitted, health, status)
+
+	// Past the Service, straight to the server pod's IP on the node's
+	// bridge (no routing: the policy sees it only through br_netfilter),
+	// the same.
+	pods := stackPods(t, s)
+	require.Len(t, pods, 1, "the server pod")
+	podAddr := net.JoinHostPort(pods[0].Status.PodIP, strconv.Itoa(int(runconfig.ServerPort)))
+	require.ErrorIs(t, dial(ctx, otherDial, podAddr), syscall.ECONNREFUSED, "the %s client, to the server pod's IP %s", others, podAddr)
+	status, err = get(ctx, admittedDial, "http://"+podAddr+"/v1/health")
+	require.NoError(t, err, "the %s client, to the server pod's IP %s", admitted, podAddr)
+	require.Equal(t, http.StatusOK, status)
+	t.Logf("to the server pod's IP %s: the %s client refused, the %s client answered", podAddr, others, admitted)
 
 	// The same by pods' own processes: a client program in each namespace.
 	// The admitted one may start before the policy controller has added
