@@ -53,13 +53,13 @@ const (
 // Service from np-others is refused by the policy (ECONNREFUSED, the
 // REJECT's answer: a signal, not a timeout) while one from np-clients is
 // answered, and the same straight to the server pod's IP (bridged); pods
-// of their own in the two namespaces, running a client,
-// fail with "connection refused" and succeed. The operator, in its own
-// namespace, still reads the live server (status.server, through the
-// cluster DNS stand-in and the Service), and reads it again once the
-// policies hold (a provider's health changed after the refusal shows in
-// ProvidersHealthy): the server's policy admits the operator's pods
-// whatever allowedFrom says. Then allowedFrom removed, the same np-others
+// of their own in the two namespaces, running a client, fail with
+// "connection refused" and succeed. The operator, in its own namespace,
+// still reads the live server (status.server, through the cluster DNS
+// stand-in and the Service), and reads it again once the policies hold (a
+// provider's health changed after the refusal shows in ProvidersHealthy):
+// the server's policy admits the operator's pods whatever allowedFrom
+// says. Then allowedFrom removed, the same np-others
 // client is answered: the refusals were the policy's.
 func networkPolicies(t *testing.T, in *install) {
 	ctx := context.Background()
