@@ -78,7 +78,7 @@ olm: ## Build OLM v1 (catalogd, operator-controller) and its CRDs for the e2e te
 export NODE_BIN ?= $(BIN)/node
 
 .PHONY: node
-node: ## Build kubelet, kube-scheduler and kube-proxy for the node tests into bin/node (skipped when current); install containerd, runc, CNI plugins, iptables, conntrack when missing (as root).
+node: ## Build kubelet, kube-scheduler, kube-proxy and kube-router (NetworkPolicy) for the node tests into bin/node (each skipped when current); install containerd, runc, CNI plugins, iptables, conntrack, ipset and load br_netfilter when missing (as root).
 	@hack/node.sh
 
 ##@ Test

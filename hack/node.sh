@@ -5,26 +5,32 @@
 #     whose go.mod and go.sum pin every version), into $NODE_BIN (default
 #     bin/node). The build is skipped when a stamp there says they were built
 #     from the same wrapper module and Go release;
-#   - containerd, runc, the CNI plugins, iptables and conntrack from the
-#     distribution (Debian or Ubuntu: apt-get), installed when missing. That
-#     needs root, as running the node does; without it the script says what to
-#     install and fails.
+#   - kube-router, whose network policy controller (alone: no routing, no
+#     service proxy) enforces NetworkPolicy on the node, built the same way
+#     out of its own wrapper module (hack/kube-router) into $NODE_BIN, with a
+#     stamp of its own: it is rebuilt only when its pin changes;
+#   - containerd, runc, the CNI plugins, iptables, conntrack and ipset from the
+#     distribution (Debian or Ubuntu: apt-get), installed when missing, and the
+#     kernel's br_netfilter (bridged pod traffic through iptables, which the
+#     policy controller's rules need), loaded when missing. That needs root, as
+#     running the node does; without it the script says what to do and fails.
 # No prebuilt Kubernetes binary and no container image is downloaded.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${NODE_BIN:-$root/bin/node}
 wrapper=$root/hack/controlplane/kube
+router_wrapper=$root/hack/kube-router
 
 # --- Host packages ----------------------------------------------------------
 
 # The Debian/Ubuntu packages providing what the node runs, and a file each installs.
-packages=(containerd runc containernetworking-plugins iptables conntrack)
+packages=(containerd runc containernetworking-plugins iptables conntrack ipset)
 cni_dirs=(/usr/lib/cni /opt/cni/bin)
 
 missing_tools() {
 	local missing=()
-	for tool in containerd containerd-shim-runc-v2 runc iptables conntrack ip nsenter unshare; do
+	for tool in containerd containerd-shim-runc-v2 runc iptables conntrack ipset ip nsenter unshare; do
 		command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 	done
 	local found=
@@ -65,9 +71,46 @@ if [[ -n $missing ]]; then
 	echo "node: installed: $(containerd --version | head -1); $(runc --version | head -1)"
 fi
 
+# --- br_netfilter -------------------------------------------------------------
+
+# Pods on the node's bridge talk through it without routing: only with
+# br_netfilter do those frames pass iptables, where the policy controller
+# filters them (test/node turns net.bridge.bridge-nf-call-iptables on in the
+# node's own network namespace). The module is machine-wide; built into the
+# kernel it needs nothing.
+if [[ ! -d /proc/sys/net/bridge ]]; then
+	if [[ $(id -u) -ne 0 ]]; then
+		echo "node: the kernel's br_netfilter is not loaded: load it as root (modprobe br_netfilter)." >&2
+		exit 1
+	fi
+	echo "node: loading br_netfilter..."
+	if ! modprobe br_netfilter || [[ ! -d /proc/sys/net/bridge ]]; then
+		echo "node: cannot load br_netfilter (modprobe br_netfilter): NetworkPolicy cannot be enforced on bridged pod traffic." >&2
+		exit 1
+	fi
+fi
+
+# --- Go builds ------------------------------------------------------------------
+
+mkdir -p "$out"
+export CGO_ENABLED=0 GOFLAGS=-mod=readonly
+
+# pinned prints the version of module $2 in go.mod $1 (`require m v` or in a block).
+pinned() { sed -nE "s#^(require)?[[:space:]]*$2[[:space:]]+(v[^[:space:]]+).*#\2#p" "$1" | head -1; }
+
+# download fetches the modules of wrapper module $1 for $2.
+download() {
+	if ! (cd "$1" && go mod download) >"$out/.download.log" 2>&1; then
+		cat "$out/.download.log" >&2
+		echo "node: cannot fetch the modules of $1 ($2) from the Go module proxy ($(go env GOPROXY))." >&2
+		echo "node: check the network or GOPROXY, then run 'make node' again." >&2
+		exit 1
+	fi
+}
+
 # --- kubelet, kube-scheduler, kube-proxy -------------------------------------
 
-kube_version=$(sed -nE "s#^(require)?[[:space:]]*k8s.io/kubernetes[[:space:]]+(v[^[:space:]]+).*#\2#p" "$wrapper/go.mod" | head -1)
+kube_version=$(pinned "$wrapper/go.mod" k8s.io/kubernetes)
 if [[ -z $kube_version ]]; then
 	echo "node: cannot read the pinned k8s.io/kubernetes version from $wrapper/go.mod" >&2
 	exit 1
@@ -81,28 +124,42 @@ current=true
 for b in "${binaries[@]}"; do [[ -x $out/$b ]] || current=false; done
 if $current; then
 	echo "node: up to date in $out ($want)"
-	exit 0
+else
+	rm -f "$stamp"
+	echo "node: downloading modules for Kubernetes $kube_version..."
+	download "$wrapper" "Kubernetes $kube_version"
+	ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$kube_version" | cut -d. -f2)"
+	for b in "${binaries[@]}"; do
+		start=$SECONDS
+		echo "node: building $b $kube_version (cold: minutes; the Go build cache makes later builds quick)..."
+		(cd "$wrapper" && go build -trimpath -ldflags "$ldflags" -o "$out/$b" "k8s.io/kubernetes/cmd/$b")
+		echo "node: built $b in $((SECONDS - start))s"
+	done
+	echo "$want" >"$stamp"
 fi
 
-mkdir -p "$out"
-rm -f "$stamp"
-export CGO_ENABLED=0 GOFLAGS=-mod=readonly
+# --- kube-router (the network policy controller) -----------------------------
 
-echo "node: downloading modules for Kubernetes $kube_version..."
-if ! (cd "$wrapper" && go mod download) >"$out/.download.log" 2>&1; then
-	cat "$out/.download.log" >&2
-	echo "node: cannot fetch the modules of $wrapper from the Go module proxy ($(go env GOPROXY))." >&2
-	echo "node: check the network or GOPROXY, then run 'make node' again." >&2
+router_module=github.com/cloudnativelabs/kube-router/v2
+router_version=$(pinned "$router_wrapper/go.mod" "$router_module")
+if [[ -z $router_version ]]; then
+	echo "node: cannot read the pinned $router_module version from $router_wrapper/go.mod" >&2
 	exit 1
 fi
-
-ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$kube_version" | cut -d. -f2)"
-for b in "${binaries[@]}"; do
+want="kube-router $router_version, go.sum $(cat "$router_wrapper/go.sum" "$router_wrapper/go.mod" | sha256sum | cut -c1-16), $(go env GOVERSION)"
+stamp=$out/.stamp-kube-router
+if [[ -f $stamp && "$(cat "$stamp")" == "$want" && -x $out/kube-router ]]; then
+	echo "node: up to date in $out ($want)"
+else
+	rm -f "$stamp"
+	echo "node: downloading modules for kube-router $router_version..."
+	download "$router_wrapper" "kube-router $router_version"
 	start=$SECONDS
-	echo "node: building $b $kube_version (cold: minutes; the Go build cache makes later builds quick)..."
-	(cd "$wrapper" && go build -trimpath -ldflags "$ldflags" -o "$out/$b" "k8s.io/kubernetes/cmd/$b")
-	echo "node: built $b in $((SECONDS - start))s"
-done
+	echo "node: building kube-router $router_version (cold: minutes; the Go build cache makes later builds quick)..."
+	(cd "$router_wrapper" && go build -trimpath -ldflags "-s -w -X $router_module/pkg/version.Version=$router_version" \
+		-o "$out/kube-router" "$router_module/cmd/kube-router")
+	echo "node: built kube-router in $((SECONDS - start))s"
+	echo "$want" >"$stamp"
+fi
 
-echo "$want" >"$stamp"
 echo "node: ready in $out"

@@ -302,7 +302,7 @@ func TestUnresolvedWarns(t *testing.T) {
 		require.False(t, r.HasErrors())
 	}
 	require.Contains(t, b.String(), "inferencestack-operator/1.0.0: warning [bundlegen] manifests/inferencestack-operator.clusterserviceversion.yaml "+
-		"spec.install.spec.deployments[0].spec.template.spec.containers[0].env[2].value (RELATED_IMAGE_STARTER): "+
+		"spec.install.spec.deployments[0].spec.template.spec.containers[0].env[3].value (RELATED_IMAGE_STARTER): "+
 		"image docker.io/llamastack/distribution-starter:0.2.23 is named by tag, not digest (also in spec.relatedImages[3].image)")
 	require.Contains(t, b.String(), "image quay.io/inferencestack/inferencestack-operator:v1.0.0 is named by tag")
 }

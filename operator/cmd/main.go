@@ -31,6 +31,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components/cache"
+	"github.com/inferencestack/inferencestack/operator/components/network"
 	"github.com/inferencestack/inferencestack/operator/internal/apiserved"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
 	"github.com/inferencestack/inferencestack/operator/internal/metricsauth"
@@ -59,6 +60,12 @@ type options struct {
 	apiVersion       string
 	// serverStatus is how the live servers are read (status.server).
 	serverStatus serverStatusOptions
+	// operatorNamespace and operatorPodLabels are the operator's own pods,
+	// which the servers' NetworkPolicies admit for the prober.
+	operatorNamespace string
+	operatorPodLabels string
+	// operatorPeer is the two checked (nil: none to admit).
+	operatorPeer *network.OperatorPeer
 }
 
 type serverStatusOptions struct {
@@ -69,6 +76,10 @@ type serverStatusOptions struct {
 	// network. Not for production.
 	testAddress string
 }
+
+// podNamespaceEnv is the variable the manager Deployment sets to its pod's
+// namespace (downward API).
+const podNamespaceEnv = "POD_NAMESPACE"
 
 // gcPercent is the operator's GOGC unless the GOGC variable sets one: most
 // of its heap is the short-lived garbage of reconciles, so collecting at 1.5
@@ -130,6 +141,12 @@ func main() {
 	fs.IntVar(&o.serverStatus.concurrency, "server-status-concurrency", serverstatus.DefaultConcurrency, "How many servers are read at once.")
 	fs.StringVar(&o.serverStatus.testAddress, "server-status-test-address", "",
 		"TESTS ONLY: dial this host:port instead of each server's Service (the bench's stand-in server); TLS still verifies the Service's name.")
+	fs.StringVar(&o.operatorNamespace, "operator-namespace", os.Getenv(podNamespaceEnv),
+		"Namespace of the operator's pods (default: $"+podNamespaceEnv+", which the manager Deployment sets from the downward API). "+
+			"Every server's NetworkPolicy admits the operator's pods (this namespace and --operator-pod-labels) on the server's port, "+
+			"whatever networking.allowedFrom says, so the server-status reading reaches the server; empty (out of cluster): it admits none.")
+	fs.StringVar(&o.operatorPodLabels, "operator-pod-labels", labels.Set(network.DefaultOperatorPodLabels).String(),
+		"Labels of the operator's pods as key=value,... (its Deployment's selector), which the servers' NetworkPolicies admit in --operator-namespace.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	flag.Parse()
@@ -163,6 +180,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	o.defaults(major)
+	if o.operatorPeer, err = o.peer(); err != nil {
+		return err
+	}
 	gv, err := wire.GroupVersion(o.apiVersion)
 	if err != nil {
 		return fmt.Errorf("--api-version: %w", err)
@@ -226,7 +246,7 @@ func run(ctx context.Context, o options) error {
 	}
 	ctrl.Log.Info("starting", "operatorVersion", p.OperatorVersion, "distributions", len(p.Operands),
 		"stacks", selector.String(), "apiVersion", gv.String(), "takeUnlabeledStacks", o.takeUnlabeled, "leaderElectionID", o.leaderElectionID,
-		"cacheRunAsUser", runAsUser(cacheUser))
+		"cacheRunAsUser", runAsUser(cacheUser), "serverPoliciesAdmit", admitted(o.operatorPeer))
 	return mgr.Start(ctx)
 }
 
@@ -256,6 +276,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, o options, p pin
 			r.Prober.Resolve = func(string) string { return a }
 		}
 	}
+	r.OperatorPeer = o.operatorPeer
 	if o.takeUnlabeled {
 		r.TakeUnlabeled = controller.Unlabeled(extra)
 	}
@@ -276,6 +297,33 @@ func (o *options) defaults(major string) {
 	if o.probeAddr == "" {
 		o.probeAddr = ":" + strconv.Itoa(8080+n)
 	}
+}
+
+// peer is the operator's pods the servers' NetworkPolicies admit: none when
+// the servers are not read, or when the operator does not know its
+// namespace (out of cluster, its connections do not come from a pod).
+func (o *options) peer() (*network.OperatorPeer, error) {
+	if o.serverStatus.interval <= 0 || o.operatorNamespace == "" {
+		return nil, nil
+	}
+	podLabels, err := labels.ConvertSelectorToLabelsMap(o.operatorPodLabels)
+	if err != nil {
+		return nil, fmt.Errorf("--operator-pod-labels %q: %w", o.operatorPodLabels, err)
+	}
+	peer, err := network.NewOperatorPeer(o.operatorNamespace, podLabels)
+	if err != nil {
+		return nil, fmt.Errorf("--operator-namespace %q, --operator-pod-labels %q: %w", o.operatorNamespace, o.operatorPodLabels, err)
+	}
+	return peer, nil
+}
+
+// admitted says which of the operator's pods the servers' NetworkPolicies
+// admit, for the start-up log line.
+func admitted(p *network.OperatorPeer) string {
+	if p == nil {
+		return "no operator pod"
+	}
+	return "pods " + labels.Set(p.PodLabels).String() + " of namespace " + p.Namespace
 }
 
 func runAsUser(uid *int64) string {

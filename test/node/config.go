@@ -101,7 +101,7 @@ func cniConflist() string {
 
 // kubeletConfiguration is the kubelet's configuration: cgroupfs below
 // cgroupRoot (cgroup v1 is allowed: the test machines use it), containerd,
-// no cluster DNS, eviction and image garbage collection only when the disk
+// the cluster DNS stand-in on NodeIP (clusterDNS), eviction and image garbage collection only when the disk
 // is all but full (the test machines are small and shared), webhook
 // authentication and authorization of its API.
 func kubeletConfiguration() string {
@@ -128,7 +128,9 @@ cgroupsPerQOS: true
 failCgroupV1: false
 failSwapOn: false
 resolvConf: ""
-clusterDomain: cluster.local
+clusterDNS:
+  - %[1]s
+clusterDomain: %[4]s
 serializeImagePulls: false
 evictionHard:
   memory.available: 50Mi
@@ -139,7 +141,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 rotateCertificates: false
 serverTLSBootstrap: false
-`, NodeIP, containerdSocket, cgroupRoot), "\n")
+`, NodeIP, containerdSocket, cgroupRoot, ClusterDomain), "\n")
 }
 
 // kubeProxyConfiguration is kube-proxy's configuration: iptables mode,

@@ -2,21 +2,24 @@
 // with no container engine and nothing pulled from the internet.
 //
 // What runs for real: etcd, kube-apiserver and kube-controller-manager (the
-// control plane of test/testenv), kube-scheduler, kubelet and kube-proxy
-// (iptables mode), all built from source by hack/controlplane.sh and
-// hack/node.sh; containerd, runc and the CNI plugins (bridge, host-local,
-// portmap, loopback) from the distribution. Pods are scheduled, their images
-// pulled by containerd, their containers started by runc, probed by the
-// kubelet, and reached through Services.
+// control plane of test/testenv), kube-scheduler, kubelet, kube-proxy
+// (iptables mode) and kube-router's network policy controller (alone: it
+// enforces NetworkPolicy with iptables and ipset), all built from source by
+// hack/controlplane.sh and hack/node.sh; containerd, runc and the CNI
+// plugins (bridge, host-local, portmap, loopback) from the distribution.
+// Bridged pod traffic passes iptables (br_netfilter, turned on in the
+// node's network namespace). Pods are scheduled, their images pulled by
+// containerd, their containers started by runc, probed by the kubelet,
+// reached through Services and filtered by NetworkPolicies.
 //
 // What stands in: every image comes from an in-process registry
 // (test/registry): containerd's registry configuration
 // sends quay.io, docker.io, registry.k8s.io, ghcr.io, gcr.io and
 // registry.test to it, keeping the repository path, so images keep their
 // published names. The pod sandbox ("pause") image is a static Go program
-// built by the harness (package pause). There is no cluster DNS, no
-// NetworkPolicy enforcement (the bridge plugin has none) and no storage
-// provisioner.
+// built by the harness (package pause). Cluster DNS is a stand-in in the
+// test binary (clusterDNS): it answers Services' names with their
+// ClusterIPs and nothing else. There is no storage provisioner.
 //
 // Isolation: kubelet, kube-proxy and containerd run in their own PID, mount
 // and network namespaces (unshare), joined to this machine by a veth pair

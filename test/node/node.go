@@ -85,6 +85,7 @@ type Node struct {
 	sandbox   *testenv.Process
 	initPID   int
 	procs     []*component // started in order, stopped in reverse
+	dns       *clusterDNS  // after Join, until Leave
 	ownEnv    bool
 	traces    []string // hostTraces before the node started
 }
@@ -216,10 +217,13 @@ func (n *Node) ControlPlane(opts testenv.Options) testenv.Options {
 	return opts
 }
 
-// Join starts kubelet and kube-proxy in the node's namespaces and
-// kube-scheduler beside the control plane, each with its own identity
-// (client certificates of system:node:<Name>, system:kube-proxy,
-// system:kube-scheduler), and waits until the node is Ready and untainted.
+// Join starts kubelet, kube-proxy and kube-router's network policy
+// controller in the node's namespaces, the cluster DNS stand-in
+// (clusterDNS) and kube-scheduler beside the control plane, each component
+// with its own identity (client certificates of system:node:<Name>,
+// system:kube-proxy, policyControllerUser, system:kube-scheduler), and
+// waits until the node is Ready and untainted, and the policy controller
+// healthy.
 func (n *Node) Join(ctx context.Context, env *testenv.Env) error {
 	n.Env = env
 	kubeletConfig, err := env.KubeconfigForUser("system:node:"+Name, "system:nodes")
@@ -269,7 +273,15 @@ func (n *Node) Join(ctx context.Context, env *testenv.Env) error {
 	)); err != nil {
 		return err
 	}
-	return n.waitReady(ctx)
+	if err := n.waitReady(ctx); err != nil {
+		return err
+	}
+	// The policy controller reads the node's addresses at start: after the
+	// kubelet registered it. No pod runs yet.
+	if err := n.startPolicyController(ctx, env); err != nil {
+		return err
+	}
+	return n.startDNS(env.Client)
 }
 
 // waitReady waits until the node is Ready and the node lifecycle
@@ -305,7 +317,7 @@ func (n *Node) waitReady(ctx context.Context) error {
 }
 
 // Logs returns what a component ("containerd", "kubelet", "kube-proxy",
-// "kube-scheduler") has logged so far.
+// "kube-router", "kube-scheduler") has logged so far.
 func (n *Node) Logs(name string) string {
 	data, err := os.ReadFile(n.path("logs", name+".log"))
 	if err != nil {
@@ -395,12 +407,16 @@ func (n *Node) SignalContainer(containerID string, sig syscall.Signal) (int, err
 	return signalled, nil
 }
 
-// Leave stops kube-scheduler, kube-proxy and the kubelet: the node leaves
-// the control plane it joined (containerd and the containers keep running
-// until Stop). Stop a control plane the node joined but did not start
+// Leave stops kube-scheduler, kube-router, kube-proxy, the kubelet and the
+// cluster DNS stand-in: the node leaves the control plane it joined
+// (containerd and the containers keep running until Stop). Stop a control plane the node joined but did not start
 // between Leave and Stop: its API server waits for their connections to
 // end, and listens on HostIP, which goes with the node's namespaces.
 func (n *Node) Leave() {
+	if n.dns != nil {
+		n.dns.stop()
+		n.dns = nil
+	}
 	for i := len(n.procs) - 1; i >= 0; i-- {
 		if n.procs[i].name != "containerd" {
 			n.procs[i].Stop(10 * time.Second)

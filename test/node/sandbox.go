@@ -42,7 +42,7 @@ var kernelTunables = map[string]string{
 }
 
 // hostTools are the programs the node runs from this machine's PATH.
-var hostTools = []string{"containerd", "containerd-shim-runc-v2", "runc", "iptables", "conntrack", "ip", "unshare", "nsenter", "mount"}
+var hostTools = []string{"containerd", "containerd-shim-runc-v2", "runc", "iptables", "conntrack", "ipset", "ip", "unshare", "nsenter", "mount"}
 
 // stateDir is the node's state folder (containerd's images, the kubelet's
 // pods, logs); one per machine, removed by Stop or the next New.
@@ -51,16 +51,16 @@ func stateDir() string { return filepath.Join(os.TempDir(), "inferencestack-node
 // checkHost fails, saying how to get them, unless the node's binaries, the
 // host tools and the CNI plugins are present.
 func (n *Node) checkHost() error {
-	for _, name := range []string{"kubelet", "kube-proxy", "kube-scheduler"} {
+	for _, name := range []string{"kubelet", "kube-proxy", "kube-scheduler", "kube-router"} {
 		if _, err := os.Stat(filepath.Join(n.binDir, name)); err != nil {
 			return fmt.Errorf("node: %s is missing in %s: build the node with `make node` (hack/node.sh) "+
-				"or point NODE_BIN at a folder holding kubelet, kube-proxy and kube-scheduler", name, n.binDir)
+				"or point NODE_BIN at a folder holding kubelet, kube-proxy, kube-scheduler and kube-router", name, n.binDir)
 		}
 	}
 	for _, tool := range hostTools {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("node: %s is not installed: run `make node` as root (hack/node.sh installs containerd, runc, "+
-				"the CNI plugins, iptables and conntrack)", tool)
+				"the CNI plugins, iptables, conntrack and ipset)", tool)
 		}
 	}
 	n.cniBinDir = n.opts.CNIBinDir
@@ -131,9 +131,9 @@ func cleanLeftovers() error {
 
 // hostTraces lists what of a node could show on this machine outside the
 // node's namespaces: the host link, the cgroup roots, the state folder,
-// mounts of it, and iptables rules of the chains kube-proxy and the CNI
-// plugins make (KUBE-*, CNI-*). New records it before the node starts; Stop
-// fails if it differs after.
+// mounts of it, iptables rules of the chains kube-proxy, kube-router and
+// the CNI plugins make (KUBE-*, CNI-*), and kube-router's ipsets. New
+// records it before the node starts; Stop fails if it differs after.
 func hostTraces() []string {
 	var traces []string
 	if _, err := net.InterfaceByName(hostLink); err == nil {
@@ -155,6 +155,13 @@ func hostTraces() []string {
 		for _, line := range strings.Split(string(out), "\n") {
 			if strings.Contains(line, "KUBE-") || strings.Contains(line, "CNI-") {
 				traces = append(traces, "iptables "+line)
+			}
+		}
+	}
+	if out, err := exec.Command("ipset", "list", "-n").Output(); err == nil {
+		for _, set := range strings.Fields(string(out)) {
+			if strings.HasPrefix(set, "KUBE-") || strings.HasPrefix(set, "kube-router") || strings.HasPrefix(set, "inet6:") {
+				traces = append(traces, "ipset "+set)
 			}
 		}
 	}
@@ -314,12 +321,15 @@ func (n *Node) startSandbox(pause string) error {
 			return fmt.Errorf("node: ip %s: %w: %s", strings.Join(args, " "), err, out)
 		}
 	}
-	return n.inside("/bin/sh", "-ec", strings.Join([]string{
+	if err := n.inside("/bin/sh", "-ec", strings.Join([]string{
 		"ip addr add " + NodeIP + "/30 dev eth0",
 		"ip link set eth0 up",
 		"ip route add default via " + HostIP,
 		"echo 1 > /proc/sys/net/ipv4/ip_forward",
-	}, "\n"))
+	}, "\n")); err != nil {
+		return err
+	}
+	return n.checkBridgeNetfilter()
 }
 
 // inside runs a command in the node's mount and network namespaces and

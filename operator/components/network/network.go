@@ -1,15 +1,19 @@
 // Package network is the network component: NetworkPolicies that admit only
 // the server's port to the server pods (from the namespaces the stack
-// allows) and only the server's traffic to the cache's PostgreSQL.
+// allows, and from the operator's own pods) and only the server's traffic to the cache's PostgreSQL.
 package network
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
@@ -25,14 +29,62 @@ func ServerPolicyName(stack *v1alpha1.InferenceStack) string { return stack.Name
 // CachePolicyName is the cache's NetworkPolicy.
 func CachePolicyName(stack *v1alpha1.InferenceStack) string { return stack.Name + "-cache" }
 
+// OperatorPeer is the operator's own pods, as the server's NetworkPolicy
+// admits them: the namespace they run in and labels only they carry there
+// (their Deployment's selector). The operator's server-status prober
+// connects to each server's Service from these pods.
+type OperatorPeer struct {
+	Namespace string
+	PodLabels map[string]string
+}
+
+// DefaultOperatorPodLabels are the labels of the operator's pods in its
+// manager Deployment (operator/config/manager/manager.yaml): its selector,
+// which no rollout changes.
+var DefaultOperatorPodLabels = map[string]string{
+	"app.kubernetes.io/name": "inferencestack-operator",
+	"control-plane":          "controller-manager",
+}
+
+// NewOperatorPeer checks the operator's namespace and pod labels and
+// returns them as a peer. Both are required: a namespace alone would admit
+// every pod of the operator's namespace, labels alone every namespace's
+// pods that carry them.
+func NewOperatorPeer(namespace string, podLabels map[string]string) (*OperatorPeer, error) {
+	var problems []string
+	if namespace == "" {
+		problems = append(problems, "the namespace is empty")
+	} else if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		problems = append(problems, fmt.Sprintf("namespace %q: %s", namespace, strings.Join(errs, "; ")))
+	}
+	if len(podLabels) == 0 {
+		problems = append(problems, "no pod labels")
+	}
+	for _, k := range slices.Sorted(maps.Keys(podLabels)) {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			problems = append(problems, fmt.Sprintf("label key %q: %s", k, strings.Join(errs, "; ")))
+		}
+		if errs := validation.IsValidLabelValue(podLabels[k]); len(errs) > 0 {
+			problems = append(problems, fmt.Sprintf("label %s value %q: %s", k, podLabels[k], strings.Join(errs, "; ")))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("the operator's pods for the servers' NetworkPolicies: %s", strings.Join(problems, ", "))
+	}
+	return &OperatorPeer{Namespace: namespace, PodLabels: maps.Clone(podLabels)}, nil
+}
+
 // ServerPolicy admits traffic to the server pods on the server's port only:
 // from anywhere (clients reach it through its Service), or, when the stack
 // sets v1alpha2's networking.allowedFrom (read from hub, the stack as
 // v1alpha2 sees it: v1alpha1.InferenceStack.V1alpha2),
 // only from pods of the stack's namespace, of the namespaces it names and of
 // the namespaces carrying one of its label keys (and, with
-// networking.route, of OpenShift's router namespaces).
-func ServerPolicy(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack) (*networkingv1ac.NetworkPolicyApplyConfiguration, error) {
+// networking.route, of OpenShift's router namespaces), and from the
+// operator's own pods (operator, when not nil: its namespace and pod labels
+// together), whose prober reads the server's version and providers
+// whatever allowedFrom says.
+func ServerPolicy(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack, operator *OperatorPeer) (*networkingv1ac.NetworkPolicyApplyConfiguration, error) {
 	var allowed *v1alpha2.AllowedFromSpec
 	if n := hub.Spec.Networking; n != nil {
 		allowed = n.AllowedFrom
@@ -66,6 +118,13 @@ func ServerPolicy(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack) 
 			// them too).
 			rule.WithFrom(networkingv1ac.NetworkPolicyPeer().
 				WithNamespaceSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{RouterNamespaceLabel: RouterNamespaceValue})))
+		}
+		if operator != nil {
+			// Both selectors in one peer: the operator's pods, in its
+			// namespace only.
+			rule.WithFrom(networkingv1ac.NetworkPolicyPeer().
+				WithNamespaceSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{corev1.LabelMetadataName: operator.Namespace})).
+				WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(maps.Clone(operator.PodLabels))))
 		}
 	}
 	return networkingv1ac.NetworkPolicy(ServerPolicyName(stack), stack.Namespace).

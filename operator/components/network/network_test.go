@@ -1,13 +1,18 @@
 package network_test
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
@@ -72,11 +77,129 @@ func TestServerPolicyAllowedFrom(t *testing.T) {
 	require.ErrorContains(t, err, "annotation "+v1alpha2.SpecAnnotation)
 }
 
+// TestServerPolicyAdmitsTheOperator: whatever allowedFrom says (nothing
+// beyond the stack's namespace, other namespaces, label keys, a Route), the
+// narrowed policy also admits the operator's pods, by one peer that selects
+// its namespace and its pods' labels together, on the server's port only;
+// without allowedFrom the policy stays open to every namespace (a peer
+// would narrow it to the operator). Without an operator peer (out of
+// cluster) there is none.
+func TestServerPolicyAdmitsTheOperator(t *testing.T) {
+	operator, err := network.NewOperatorPeer("inferencestack-system", network.DefaultOperatorPodLabels)
+	require.NoError(t, err)
+	operatorPeer := func(t *testing.T, p networkingv1ac.NetworkPolicyPeerApplyConfiguration) {
+		t.Helper()
+		require.Equal(t, map[string]string{corev1.LabelMetadataName: "inferencestack-system"}, p.NamespaceSelector.MatchLabels, "the operator's namespace")
+		require.Empty(t, p.NamespaceSelector.MatchExpressions)
+		require.Equal(t, network.DefaultOperatorPodLabels, p.PodSelector.MatchLabels, "and its pods alone (both selectors in one peer)")
+		require.Empty(t, p.PodSelector.MatchExpressions)
+		require.Nil(t, p.IPBlock)
+	}
+	for _, tc := range []struct {
+		name       string
+		networking string
+		// others is how many peers allowedFrom (and a Route) make.
+		others int
+	}{
+		{name: "own namespace only", networking: `{"allowedFrom": {}}`, others: 1},
+		{name: "named namespaces", networking: `{"allowedFrom": {"namespaces": ["clients", "batch"]}}`, others: 3},
+		{name: "label keys", networking: `{"allowedFrom": {"labels": ["team.example.com/llm"]}}`, others: 2},
+		{name: "every namespace", networking: `{"allowedFrom": {"namespaces": ["*"]}}`, others: 2},
+		{name: "with a Route", networking: `{"route": {}, "allowedFrom": {"namespaces": ["clients"]}}`, others: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stack := testutil.Stack("s", testutil.WithNamespace("team-a"), withV2Networking(t, tc.networking))
+			policy, err := network.ServerPolicy(stack, testutil.V1alpha2(t, stack), operator)
+			require.NoError(t, err)
+			require.Len(t, policy.Spec.Ingress, 1, "one rule: the server's port")
+			rule := policy.Spec.Ingress[0]
+			require.Len(t, rule.Ports, 1)
+			require.Equal(t, int32(8321), rule.Ports[0].Port.IntVal)
+			require.Equal(t, corev1.ProtocolTCP, *rule.Ports[0].Protocol)
+			require.Len(t, rule.From, tc.others+1)
+			operatorPeer(t, rule.From[tc.others])
+
+			without, err := network.ServerPolicy(stack, testutil.V1alpha2(t, stack), nil)
+			require.NoError(t, err)
+			require.Equal(t, rule.From[:tc.others], without.Spec.Ingress[0].From, "the operator's peer is added, nothing else changes")
+		})
+	}
+
+	open := testutil.Stack("s", withV2Networking(t, `{"route": {}}`))
+	policy, err := network.ServerPolicy(open, testutil.V1alpha2(t, open), operator)
+	require.NoError(t, err)
+	require.Empty(t, policy.Spec.Ingress[0].From, "no allowedFrom: every namespace, the operator's included")
+
+	// The peer is the builder's copy: a later change of the caller's map
+	// does not reach applied policies.
+	labels := map[string]string{"app": "op"}
+	mine, err := network.NewOperatorPeer("ops", labels)
+	require.NoError(t, err)
+	labels["app"] = "other"
+	narrowed := testutil.Stack("s", withV2Networking(t, `{"allowedFrom": {}}`))
+	policy, err = network.ServerPolicy(narrowed, testutil.V1alpha2(t, narrowed), mine)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"app": "op"}, policy.Spec.Ingress[0].From[1].PodSelector.MatchLabels)
+}
+
+// TestNewOperatorPeer: the operator's pods need both a namespace and
+// labels, valid as Kubernetes has them.
+func TestNewOperatorPeer(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		namespace string
+		labels    map[string]string
+		assertion require.ErrorAssertionFunc
+		want      string
+	}{
+		{name: "defaults", namespace: "inferencestack-system", labels: network.DefaultOperatorPodLabels, assertion: require.NoError},
+		{name: "no namespace", labels: network.DefaultOperatorPodLabels, assertion: require.Error, want: "the namespace is empty"},
+		{name: "bad namespace", namespace: "Ops_1", labels: network.DefaultOperatorPodLabels, assertion: require.Error, want: `namespace "Ops_1"`},
+		{name: "no labels", namespace: "ops", assertion: require.Error, want: "no pod labels"},
+		{name: "bad key", namespace: "ops", labels: map[string]string{"a b": "c"}, assertion: require.Error, want: `label key "a b"`},
+		{name: "bad value", namespace: "ops", labels: map[string]string{"app": "a b"}, assertion: require.Error, want: `label app value "a b"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			peer, err := network.NewOperatorPeer(tc.namespace, tc.labels)
+			tc.assertion(t, err)
+			if err != nil {
+				require.ErrorContains(t, err, tc.want)
+				require.Nil(t, peer)
+				return
+			}
+			require.Equal(t, tc.namespace, peer.Namespace)
+			require.Equal(t, tc.labels, peer.PodLabels)
+		})
+	}
+}
+
+// TestDefaultOperatorPodLabelsSelectTheManager: the labels the operator
+// admits by default are its manager Deployment's selector (which every
+// pod of it carries, and no rollout changes), and the Deployment gives
+// the operator its namespace through the downward API; bundlegen copies
+// both into every release's CSV.
+func TestDefaultOperatorPodLabelsSelectTheManager(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "manager", "manager.yaml"))
+	require.NoError(t, err)
+	var dep appsv1.Deployment
+	require.NoError(t, yaml.Unmarshal(data, &dep))
+	require.Equal(t, network.DefaultOperatorPodLabels, dep.Spec.Selector.MatchLabels, "the manager Deployment's selector")
+	for k, v := range network.DefaultOperatorPodLabels {
+		require.Equal(t, v, dep.Spec.Template.Labels[k], "the pod template's label %s", k)
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "POD_NAMESPACE" })
+	require.GreaterOrEqual(t, i, 0, "the manager container sets POD_NAMESPACE")
+	require.NotNil(t, c.Env[i].ValueFrom)
+	require.Equal(t, "metadata.namespace", c.Env[i].ValueFrom.FieldRef.FieldPath)
+}
+
 // serverPolicy is the server's NetworkPolicy of stack, read as the
-// reconciler does: through the stack's v1alpha2 conversion.
+// reconciler does: through the stack's v1alpha2 conversion (no operator
+// peer: TestServerPolicyAdmitsTheOperator has it).
 func serverPolicy(t *testing.T, stack *v1alpha1.InferenceStack) (*networkingv1ac.NetworkPolicyApplyConfiguration, error) {
 	t.Helper()
-	return network.ServerPolicy(stack, testutil.V1alpha2(t, stack))
+	return network.ServerPolicy(stack, testutil.V1alpha2(t, stack), nil)
 }
 
 // exposureOf is the exposure stack asks for, read through its v1alpha2

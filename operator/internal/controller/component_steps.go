@@ -81,14 +81,16 @@ func proberIdentity(ctx context.Context, s *state) error {
 	return err
 }
 
-// networkStep applies the NetworkPolicies.
-func networkStep(ctx context.Context, s *state) error {
+// networkStep applies the NetworkPolicies; operator, when set, is the
+// operator's pods, which the server's policy admits (its prober reads the
+// server).
+func networkStep(ctx context.Context, s *state, operator *network.OperatorPeer) error {
 	stack := s.Stack
 	hub, err := s.v1alpha2()
 	if err != nil {
 		return err
 	}
-	policy, err := network.ServerPolicy(stack, hub)
+	policy, err := network.ServerPolicy(stack, hub, operator)
 	if err != nil {
 		return err
 	}

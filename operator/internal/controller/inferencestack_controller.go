@@ -43,6 +43,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/components"
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/components/config"
+	"github.com/inferencestack/inferencestack/operator/components/network"
 	"github.com/inferencestack/inferencestack/operator/components/server"
 	"github.com/inferencestack/inferencestack/operator/internal/serverstatus"
 	"github.com/inferencestack/inferencestack/operator/internal/wire"
@@ -99,6 +100,11 @@ type InferenceStackReconciler struct {
 	// (status.server, condition ProvidersHealthy); SetupWithManager adds
 	// it to the manager.
 	Prober *serverstatus.Prober
+	// OperatorPeer, when set, is the operator's own pods (namespace and
+	// labels), which every server's NetworkPolicy admits on the server's
+	// port whatever networking.allowedFrom says, so that Prober reaches
+	// the servers; main sets it with Prober when it knows its namespace.
+	OperatorPeer *network.OperatorPeer
 	// RouteCheckInterval is how often, at most, the operator asks whether
 	// the API server serves OpenShift Routes while a stack asks for one and
 	// it does not; 0 means DefaultRouteCheckInterval.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -28,6 +29,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/components/config"
+	"github.com/inferencestack/inferencestack/operator/components/network"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
@@ -683,10 +685,16 @@ func TestAutoscalingOnMemory(t *testing.T) {
 
 // TestAllowedFromNarrowsTheServerPolicy: a stack whose networking.allowedFrom
 // a v1alpha2 client wrote (the operator reads v1alpha1: the annotation) gets
-// a server NetworkPolicy admitting its own namespace and the named one only.
-// (Whether a CNI enforces it is the cluster's: docs/api-versions.md.)
+// a server NetworkPolicy admitting its own namespace, the named one and
+// the operator's own pods (its namespace and labels in one peer, for its
+// prober) only, which the API server accepts. (Whether a CNI enforces it
+// is the cluster's: the node tests show one that does, docs/node.md.)
 func TestAllowedFromNarrowsTheServerPolicy(t *testing.T) {
-	startOperator(t)
+	operatorPods, err := network.NewOperatorPeer("inferencestack-system", network.DefaultOperatorPodLabels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, withOperatorPeer(operatorPods))
 	ns := namespace(t)
 	v2 := &v1alpha2.InferenceStack{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "narrow"},
 		Spec: v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Name: "starter"},
@@ -703,9 +711,11 @@ func TestAllowedFromNarrowsTheServerPolicy(t *testing.T) {
 			return err
 		}
 		from := np.Spec.Ingress[0].From
-		if len(from) != 2 || from[0].PodSelector == nil || from[0].NamespaceSelector != nil ||
-			from[1].NamespaceSelector == nil || from[1].NamespaceSelector.MatchLabels[corev1.LabelMetadataName] != "clients" {
-			return fmt.Errorf("server NetworkPolicy admits %+v, want the stack's namespace and clients", from)
+		if len(from) != 3 || from[0].PodSelector == nil || from[0].NamespaceSelector != nil ||
+			from[1].NamespaceSelector == nil || from[1].NamespaceSelector.MatchLabels[corev1.LabelMetadataName] != "clients" ||
+			from[2].NamespaceSelector == nil || from[2].NamespaceSelector.MatchLabels[corev1.LabelMetadataName] != "inferencestack-system" ||
+			from[2].PodSelector == nil || !maps.Equal(from[2].PodSelector.MatchLabels, network.DefaultOperatorPodLabels) {
+			return fmt.Errorf("server NetworkPolicy admits %+v, want the stack's namespace, clients and the operator's pods", from)
 		}
 		return nil
 	})

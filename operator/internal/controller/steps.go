@@ -123,7 +123,7 @@ func (r *InferenceStackReconciler) steps(out rendered) []step {
 	return []step{
 		{"cache", func(ctx context.Context, s *state) error { return cacheStep(ctx, s, pod) }},
 		{"server", func(ctx context.Context, s *state) error { return serverStep(ctx, s, out, r.ServerFSGroup) }},
-		{"network", networkStep},
+		{"network", func(ctx context.Context, s *state) error { return networkStep(ctx, s, r.OperatorPeer) }},
 		{"scaling", scalingStep},
 		// Last: a Route the cluster cannot serve stops no other object.
 		{"expose", r.exposeStep},

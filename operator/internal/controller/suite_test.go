@@ -28,6 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/components/network"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
 	"github.com/inferencestack/inferencestack/operator/internal/serverstatus"
 	"github.com/inferencestack/inferencestack/operator/pin"
@@ -107,6 +108,8 @@ type operatorSetup struct {
 	config *rest.Config
 	// logs, when set, receives the operator's log lines.
 	logs io.Writer
+	// operatorPeer is the reconciler's OperatorPeer.
+	operatorPeer *network.OperatorPeer
 }
 
 // asIdentity runs the operator with cfg's identity (and its RBAC).
@@ -117,6 +120,12 @@ func asIdentity(cfg *rest.Config) operatorOption {
 // loggingTo sends the operator's log lines to w.
 func loggingTo(w io.Writer) operatorOption {
 	return func(o *operatorSetup) { o.logs = w }
+}
+
+// withOperatorPeer has the servers' NetworkPolicies admit the operator's
+// pods p.
+func withOperatorPeer(p *network.OperatorPeer) operatorOption {
+	return func(o *operatorSetup) { o.operatorPeer = p }
 }
 
 // withPin runs the operator with operand pin p instead of testPin.
@@ -200,6 +209,7 @@ func startOperator(t *testing.T, opts ...operatorOption) *operator {
 		Concurrency:        setup.concurrency,
 		RouteCheckInterval: setup.routeCheckInterval,
 		TakeUnlabeled:      setup.takeUnlabeled,
+		OperatorPeer:       setup.operatorPeer,
 	}
 	if setup.pin != nil {
 		r.Pin = *setup.pin

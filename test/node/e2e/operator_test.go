@@ -55,8 +55,10 @@ const (
 // `kubernetes` Service, holding its leader election Lease and reading the
 // pin from its ConfigMap. The subtests share this install: a server image
 // that cannot be pulled, every sample and the auth and TLS variants on
-// each line reaching Ready (stacks_test.go), faults (faults_test.go), and
-// the server's state kept across a new pod (state_test.go).
+// each line reaching Ready (stacks_test.go), faults (faults_test.go),
+// the server's state kept across a new pod (state_test.go), and
+// NetworkPolicy enforced, the operator reading the servers through it
+// (netpol_test.go).
 func TestOperatorRunsAsTheInstalledPod(t *testing.T) {
 	dumpLogsOnFailure(t)
 	ctx := context.Background()
@@ -145,6 +147,7 @@ func TestOperatorRunsAsTheInstalledPod(t *testing.T) {
 		"ready":              func(t *testing.T) { readyStacks(t, installs, standIns) },
 		"faults":             func(t *testing.T) { faults(t, installs[0]) },
 		"state":              func(t *testing.T) { stateKept(t, installs) },
+		"network policies":   func(t *testing.T) { networkPolicies(t, installs[len(installs)-1]) },
 	} {
 		wg.Go(func() { t.Run(name, run) })
 	}

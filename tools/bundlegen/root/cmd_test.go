@@ -68,7 +68,7 @@ func TestBundleAndValidate(t *testing.T) {
 	// The publish gate: the unresolved images become errors.
 	stdout, _, err = run(t, "validate", "bundle", "--require-digests", out+"/inferencestack-operator/1.0.0")
 	require.ErrorContains(t, err, "1 of 1 bundles have errors")
-	require.Contains(t, stdout, "error [bundlegen] manifests/inferencestack-operator.clusterserviceversion.yaml spec.install.spec.deployments[0].spec.template.spec.containers[0].env[2].value (RELATED_IMAGE_STARTER): "+
+	require.Contains(t, stdout, "error [bundlegen] manifests/inferencestack-operator.clusterserviceversion.yaml spec.install.spec.deployments[0].spec.template.spec.containers[0].env[3].value (RELATED_IMAGE_STARTER): "+
 		"image docker.io/llamastack/distribution-starter:0.2.23 is named by tag, not digest (--require-digests)")
 }
 
