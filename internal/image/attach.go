@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -31,10 +32,27 @@ var (
 	emptyJSONDigest = v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", sha256.Sum256(emptyJSON))}
 )
 
-// remoteOptions are the options of every registry call: the context and the
-// default keychain (~/.docker/config.json, $DOCKER_CONFIG).
+// registryTimeout bounds how long a registry may take to answer one
+// request (its headers) once connected; go-containerregistry's transport
+// already bounds the dial (30 s) and the TLS handshake (10 s). A var so
+// tests can shorten it.
+var registryTimeout = 30 * time.Second
+
+// registryTransport is go-containerregistry's default transport with
+// registryTimeout: a registry that accepts a connection and never answers
+// fails the verb (sign, verify, push, pin --resolve) instead of hanging it.
+func registryTransport() http.RoundTripper {
+	t := remote.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = registryTimeout
+	return t
+}
+
+// remoteOptions are the options of every registry call: the context, the
+// bounded transport and the default keychain (~/.docker/config.json,
+// $DOCKER_CONFIG).
 func remoteOptions(ctx context.Context) []remote.Option {
-	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
+	return []remote.Option{remote.WithContext(ctx), remote.WithTransport(registryTransport()),
+		remote.WithAuthFromKeychain(authn.DefaultKeychain)}
 }
 
 // artifact is an OCI 1.1 artifact manifest: artifactType, the empty config,

@@ -2,11 +2,13 @@ package image
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // ResolveOptions tune how Resolve reaches a registry.
@@ -35,15 +37,42 @@ func Resolve(ctx context.Context, ref string, opts ResolveOptions) (string, erro
 	}
 	ropts := append(remoteOptions(ctx), opts.Remote...)
 	desc, err := remote.Head(r, ropts...)
+	if err == nil && !isManifest(desc.MediaType) {
+		err = fmt.Errorf("HEAD answered media type %q, not an image manifest or index", desc.MediaType)
+	}
 	if err != nil {
 		// Some registries answer HEAD poorly; GET the manifest before giving up.
 		full, gerr := remote.Get(r, ropts...)
 		if gerr != nil {
 			return "", fmt.Errorf("resolving %s: %w", ref, err)
 		}
+		if merr := checkManifest(full.MediaType, full.Manifest); merr != nil {
+			return "", fmt.Errorf("resolving %s: the registry's answer is not an image manifest (%w): is %s a container registry?",
+				ref, merr, r.Context().RegistryStr())
+		}
 		desc = &full.Descriptor
 	}
 	return r.Context().Name() + "@" + desc.Digest.String(), nil
+}
+
+// isManifest reports whether mt is the media type of an image manifest or
+// an index (Docker's or OCI's).
+func isManifest(mt types.MediaType) bool { return mt.IsImage() || mt.IsIndex() }
+
+// checkManifest checks that body, answered with media type mt, is an image
+// manifest or index: a registry (or anything else) that answers 200 to
+// every request must not have its answer taken for a digest.
+func checkManifest(mt types.MediaType, body []byte) error {
+	if !isManifest(mt) {
+		return fmt.Errorf("media type %q", mt)
+	}
+	var m struct {
+		SchemaVersion int64 `json:"schemaVersion"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil || m.SchemaVersion != 2 {
+		return fmt.Errorf("a %s body that is not a schemaVersion 2 manifest", mt)
+	}
+	return nil
 }
 
 // CheckReference reports whether ref is a well-formed image reference, as the

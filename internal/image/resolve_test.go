@@ -2,9 +2,12 @@ package image
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -59,4 +62,30 @@ func TestWithDigest(t *testing.T) {
 	require.Error(t, err)
 	require.Error(t, CheckReference("not a ref"))
 	require.NoError(t, CheckReference("quay.io/a/b:1"))
+}
+
+// TestResolveRefusesWhatIsNotARegistry: an address that answers 200 with
+// the same page to every request (a captive portal, a web server) yields no
+// digest, and a registry that accepts the connection but never answers
+// fails within registryTimeout instead of hanging.
+func TestResolveRefusesWhatIsNotARegistry(t *testing.T) {
+	anything := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<html>welcome</html>")
+	}))
+	t.Cleanup(anything.Close)
+	host := strings.TrimPrefix(anything.URL, "http://")
+	for _, ref := range []string{host + "/a/b:v1", host + "/c/d:v2"} {
+		_, err := Resolve(context.Background(), ref, ResolveOptions{})
+		require.ErrorContains(t, err, "is not an image manifest")
+	}
+
+	release := make(chan struct{})
+	silent := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	t.Cleanup(silent.Close)
+	t.Cleanup(func() { close(release) })
+	defer func(d time.Duration) { registryTimeout = d }(registryTimeout)
+	registryTimeout = 200 * time.Millisecond
+	_, err := Resolve(context.Background(), strings.TrimPrefix(silent.URL, "http://")+"/a/b:v1", ResolveOptions{})
+	require.ErrorContains(t, err, "timeout awaiting response headers")
 }
