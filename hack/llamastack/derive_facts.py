@@ -40,7 +40,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import upstream_startup as us  # noqa: E402
-from derive_schemas import package_root  # noqa: E402
+from derive_schemas import load_upstream  # noqa: E402
 
 # Start-up rules read from upstream's code: (id, file, message, what). A rule
 # holds at a tag when its message is in its file there (a rule of a later line,
@@ -340,14 +340,7 @@ def main():
     ap.add_argument("--upstream", required=True)
     ap.add_argument("--tag", required=True)
     args = ap.parse_args()
-    root = package_root(args.upstream)
-    sys.path.insert(0, root)
-    sys.meta_path.append(us._StubFinder(root + os.sep))
-    sys.meta_path.insert(0, us._UpstreamFinder(root))
-    sys.dont_write_bytecode = True
-    import logging
-
-    logging.disable(logging.CRITICAL)
+    root = load_upstream(args.upstream)
     dist = importlib.import_module("llama_stack.core.distribution")
     reg = dist.get_provider_registry()
 

@@ -37,6 +37,21 @@ def fail(fact, why):
     sys.exit("derive_schemas: cannot derive %s: %s" % (fact, why))
 
 
+def load_upstream(upstream):
+    """Makes upstream's llama_stack package at the checkout importable (its
+    third-party imports stubbed, its 3.12-only syntax rewritten: see
+    upstream_startup.py) and quiets its logging; returns the package root."""
+    root = package_root(upstream)
+    sys.path.insert(0, root)
+    sys.meta_path.append(us._StubFinder(root + os.sep))
+    sys.meta_path.insert(0, us._UpstreamFinder(root))
+    sys.dont_write_bytecode = True
+    import logging
+
+    logging.disable(logging.CRITICAL)
+    return root
+
+
 def package_root(upstream):
     """The folder holding the llama_stack package (the checkout, or its
     src/ from 0.4 on)."""
@@ -139,16 +154,8 @@ def main():
     ap.add_argument("--upstream", required=True)
     ap.add_argument("--tag", required=True)
     args = ap.parse_args()
-    root = package_root(args.upstream)
-    sys.path.insert(0, root)
-    sys.meta_path.append(us._StubFinder(root + os.sep))
-    sys.meta_path.insert(0, us._UpstreamFinder(root))
-    sys.dont_write_bytecode = True
-    import logging
-
+    root = load_upstream(args.upstream)
     import pydantic
-
-    logging.disable(logging.CRITICAL)
 
     stack = importlib.import_module("llama_stack.core.stack")
     params = [p for p in inspect.signature(stack.Stack.__init__).parameters.values() if p.name != "self"]

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,19 +21,7 @@ import (
 // ReadFile reads the regular file path. A symbolic link, a named pipe, a
 // socket or a device is refused without blocking.
 func ReadFile(path string) ([]byte, error) {
-	f, err := openSafe(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, refusal(path, st.Mode())
-	}
-	return io.ReadAll(f)
+	return ReadFileLimit(path, math.MaxInt64-1)
 }
 
 // ReadFileLimit is ReadFile for a file that cannot be larger than limit
