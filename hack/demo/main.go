@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/test/local"
 	"github.com/inferencestack/inferencestack/test/testenv"
 )
@@ -79,7 +80,7 @@ func run(ctx context.Context, operator, sample string, exitAfter time.Duration) 
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(stack), stack); err != nil {
 			return err
 		}
-		if !meta.IsStatusConditionTrue(stack.Status.Conditions, v1alpha1.TypeConfigGenerated) {
+		if !meta.IsStatusConditionTrue(stack.Status.Conditions, v1alpha2.TypeConfigGenerated) {
 			return fmt.Errorf("conditions %v", stack.Status.Conditions)
 		}
 		return nil

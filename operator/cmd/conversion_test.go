@@ -114,7 +114,7 @@ func TestStackThroughV1alpha1ReconciledByAV1alpha2Operator(t *testing.T) {
 
 	// Through v1alpha1: workload.replicas, which v1alpha2 keeps under scaling.
 	s1 := &v1alpha1.InferenceStack{
-		ObjectMeta: metav1.ObjectMeta{Namespace: reverseNS, Name: "through-v1", Labels: map[string]string{v1alpha1.LabelOperatorMajor: "9"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: reverseNS, Name: "through-v1", Labels: map[string]string{v1alpha2.LabelOperatorMajor: "9"}},
 		Spec: v1alpha1.InferenceStackSpec{Distribution: v1alpha1.DistributionSpec{Name: "starter"},
 			Workload: &v1alpha1.WorkloadSpec{ServiceAccountName: "custom-sa", Replicas: ptr.To(int32(0))}},
 	}

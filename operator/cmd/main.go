@@ -130,9 +130,9 @@ func main() {
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 0,
 		"How many InferenceStacks are reconciled at once; 0: 4 per CPU the operator may use (GOMAXPROCS).")
 	fs.StringVar(&o.stackSelector, "stack-selector", "",
-		"Label selector narrowing the InferenceStacks this operator reconciles, within those labelled "+v1alpha1.LabelOperatorMajor+"=<its major>.")
+		"Label selector narrowing the InferenceStacks this operator reconciles, within those labelled "+v1alpha2.LabelOperatorMajor+"=<its major>.")
 	fs.BoolVar(&o.takeUnlabeled, "take-unlabeled-stacks", true,
-		"Reconcile the InferenceStacks without "+v1alpha1.LabelOperatorMajor+" too (within --stack-selector), without labelling them; "+
+		"Reconcile the InferenceStacks without "+v1alpha2.LabelOperatorMajor+" too (within --stack-selector), without labelling them; "+
 			"exactly one of the majors running side by side takes them (each release sets it in its bundle).")
 	fs.DurationVar(&o.serverStatus.interval, "server-status-interval", serverstatus.DefaultInterval,
 		"How often the operator reads each Available server's version and providers (status.server, condition ProvidersHealthy); "+
@@ -255,8 +255,8 @@ func run(ctx context.Context, o options) error {
 func setupControllers(ctx context.Context, mgr manager.Manager, o options, p pin.Pin, major string, extra labels.Selector, cacheUser *int64, gv schema.GroupVersion) error {
 	recorder := mgr.GetEventRecorder("inferencestack-operator-v" + major)
 	r := &controller.InferenceStackReconciler{
-		Client:         wire.Client(mgr.GetClient(), gv),
-		APIReader:      wire.Reader(mgr.GetAPIReader(), gv),
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
 		APIVersion:     gv,
 		Recorder:       recorder,
 		Pin:            p,

@@ -38,12 +38,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/components/config"
 	"github.com/inferencestack/inferencestack/operator/components/network"
 	"github.com/inferencestack/inferencestack/operator/components/server"
 	"github.com/inferencestack/inferencestack/test/local"
 	"github.com/inferencestack/inferencestack/test/testenv"
+	"github.com/inferencestack/inferencestack/test/testutil"
 )
 
 // operatorsNS holds the operators' ServiceAccounts and leader election Leases.
@@ -112,8 +114,8 @@ func TestTwoMajorsSideBySide(t *testing.T) {
 	// The 1.x operator took the unlabelled stack, without labelling it (its
 	// status names the release); 2.0.0 does not take them.
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(unlabelled), unlabelled))
-	if got, ok := unlabelled.Labels[v1alpha1.LabelOperatorMajor]; ok {
-		t.Errorf("unlabelled stack was labelled %s=%q", v1alpha1.LabelOperatorMajor, got)
+	if got, ok := unlabelled.Labels[v1alpha2.LabelOperatorMajor]; ok {
+		t.Errorf("unlabelled stack was labelled %s=%q", v1alpha2.LabelOperatorMajor, got)
 	}
 	if rd := unlabelled.Status.ResolvedDistribution; rd == nil || rd.OperatorVersion != "1.1.0" {
 		t.Errorf("unlabelled stack: status.resolvedDistribution %+v, want operatorVersion 1.1.0 (the release that takes unlabelled stacks)", rd)
@@ -171,7 +173,7 @@ func TestTwoMajorsSideBySide(t *testing.T) {
 		t.Fatalf("stack moving has no PersistentVolumeClaim before the hand-over: %v", before)
 	}
 	relabel := client.MergeFrom(moving.DeepCopy())
-	moving.Labels[v1alpha1.LabelOperatorMajor] = "2"
+	moving.Labels[v1alpha2.LabelOperatorMajor] = "2"
 	require.NoError(t, env.Client.Patch(ctx, moving, relabel))
 	waitFor(t, "the 2.x defaults on stack moving's Deployment", func() bool { return serverCPU(t, moving) == "500m" })
 	after := objectUIDs(t, moving.Namespace)
@@ -216,14 +218,14 @@ func withCache(s *v1alpha1.InferenceStack) { s.Spec.Cache = &v1alpha1.CacheSpec{
 // change's status write.
 func creationWrites(s *v1alpha1.InferenceStack) map[string]int {
 	w := map[string]int{
-		"patch configmaps " + config.ConfigMapName(s.Name):      1,
-		"patch serviceaccounts " + server.ServiceAccountName(s): 1,
-		"patch deployments " + server.Name(s):                   1,
-		"patch services " + server.Name(s):                      1,
-		"patch networkpolicies " + network.ServerPolicyName(s):  1,
-		"patch inferencestacks/status " + s.Name:                2,
+		"patch configmaps " + config.ConfigMapName(s.Name):                    1,
+		"patch serviceaccounts " + server.ServiceAccountName(testutil.Hub(s)): 1,
+		"patch deployments " + server.Name(s):                                 1,
+		"patch services " + server.Name(s):                                    1,
+		"patch networkpolicies " + network.ServerPolicyName(s):                1,
+		"patch inferencestacks/status " + s.Name:                              2,
 	}
-	if cache.Enabled(s) {
+	if cache.Enabled(testutil.Hub(s)) {
 		// The finalizer: a stack with nothing to clean up that owner
 		// references cannot has no patch of its metadata.
 		w["patch inferencestacks "+s.Name] = 1
@@ -307,7 +309,7 @@ func createStack(t *testing.T, name, major string, opts ...func(*v1alpha1.Infere
 		Spec:       v1alpha1.InferenceStackSpec{Distribution: v1alpha1.DistributionSpec{Name: "starter"}},
 	}
 	if major != "" {
-		s.Labels[v1alpha1.LabelOperatorMajor] = major
+		s.Labels[v1alpha2.LabelOperatorMajor] = major
 	}
 	for _, o := range opts {
 		o(s)
@@ -337,8 +339,8 @@ func waitDeploying(t *testing.T, s *v1alpha1.InferenceStack) {
 		if env.Client.Get(context.Background(), client.ObjectKeyFromObject(s), got) != nil {
 			return false
 		}
-		return got.Status.Phase == v1alpha1.PhaseDeploying && got.Status.ObservedGeneration == got.Generation &&
-			meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.TypeConfigGenerated)
+		return got.Status.Phase == v1alpha2.PhaseDeploying && got.Status.ObservedGeneration == got.Generation &&
+			meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha2.TypeConfigGenerated)
 	})
 }
 

@@ -15,7 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 )
 
 // Object is one RBAC object a component creates: exactly one of
@@ -32,19 +32,19 @@ type Object struct {
 
 // Fixture is an InferenceStack that turns on every component that could
 // create RBAC (spec.auth.kubernetes).
-func Fixture() *v1alpha1.InferenceStack {
-	return &v1alpha1.InferenceStack{
-		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "InferenceStack"},
+func Fixture() *v1alpha2.InferenceStack {
+	return &v1alpha2.InferenceStack{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha2.GroupVersion.String(), Kind: "InferenceStack"},
 		ObjectMeta: metav1.ObjectMeta{Name: "rbac-check", Namespace: "rbac-check"},
-		Spec: v1alpha1.InferenceStackSpec{
-			Distribution: v1alpha1.DistributionSpec{Name: v1alpha1.DistributionStarter},
-			Auth:         &v1alpha1.AuthSpec{Kubernetes: &v1alpha1.KubernetesAuthSpec{}},
+		Spec: v1alpha2.InferenceStackSpec{
+			Distribution: v1alpha2.DistributionSpec{Name: v1alpha2.DistributionStarter},
+			Auth:         &v1alpha2.AuthSpec{Kubernetes: &v1alpha2.KubernetesAuthSpec{}},
 		},
 	}
 }
 
 // Objects renders the RBAC objects the operator creates for stack, in the
 // order the controller applies them.
-func Objects(*v1alpha1.InferenceStack) ([]Object, error) {
+func Objects(*v1alpha2.InferenceStack) ([]Object, error) {
 	return []Object{}, nil
 }

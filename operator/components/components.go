@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 )
 
 // Labels every object the operator makes carries. The manager's cache holds
@@ -59,7 +59,7 @@ const (
 )
 
 // Labels are the labels of an object of the stack's component.
-func Labels(stack *v1alpha1.InferenceStack, component string) map[string]string {
+func Labels(stack metav1.Object, component string) map[string]string {
 	name := "llama-stack"
 	if component == ComponentCache {
 		name = "postgres"
@@ -68,19 +68,19 @@ func Labels(stack *v1alpha1.InferenceStack, component string) map[string]string 
 		LabelManagedBy: ManagedBy,
 		LabelPartOf:    PartOf,
 		LabelName:      name,
-		LabelInstance:  stack.Name,
+		LabelInstance:  stack.GetName(),
 		LabelComponent: component,
 	}
 }
 
 // SelectorLabels select the pods of the stack's component.
-func SelectorLabels(stack *v1alpha1.InferenceStack, component string) map[string]string {
-	return map[string]string{LabelInstance: stack.Name, LabelComponent: component, LabelManagedBy: ManagedBy}
+func SelectorLabels(stack metav1.Object, component string) map[string]string {
+	return map[string]string{LabelInstance: stack.GetName(), LabelComponent: component, LabelManagedBy: ManagedBy}
 }
 
 // OwnerReference makes the stack the controlling owner of a namespaced
 // object, so garbage collection removes it with the stack.
-func OwnerReference(stack *v1alpha1.InferenceStack) *metav1ac.OwnerReferenceApplyConfiguration {
+func OwnerReference(stack *v1alpha2.InferenceStack) *metav1ac.OwnerReferenceApplyConfiguration {
 	return metav1ac.OwnerReference().
 		WithAPIVersion(StackAPIVersion(stack)).
 		WithKind("InferenceStack").
@@ -93,17 +93,17 @@ func OwnerReference(stack *v1alpha1.InferenceStack) *metav1ac.OwnerReferenceAppl
 // StackAPIVersion is the API version the operator reads the stack in (its
 // TypeMeta, set by the operator's client: operator/internal/wire), v1alpha1
 // when unset.
-func StackAPIVersion(stack *v1alpha1.InferenceStack) string {
-	if gv, err := schema.ParseGroupVersion(stack.APIVersion); err == nil && gv.Group == v1alpha1.GroupVersion.Group && stack.Kind == "InferenceStack" {
+func StackAPIVersion(stack *v1alpha2.InferenceStack) string {
+	if gv, err := schema.ParseGroupVersion(stack.APIVersion); err == nil && gv.Group == v1alpha2.GroupVersion.Group && stack.Kind == "InferenceStack" {
 		return stack.APIVersion
 	}
-	return v1alpha1.GroupVersion.String()
+	return v1alpha2.GroupVersion.String()
 }
 
 // Owned reports whether a live object was made by the operator for the
 // stack: it carries the stack's instance label and, when namespaced, the
 // stack as controller.
-func Owned(stack *v1alpha1.InferenceStack) func(metav1.Object) bool {
+func Owned(stack *v1alpha2.InferenceStack) func(metav1.Object) bool {
 	return func(obj metav1.Object) bool {
 		l := obj.GetLabels()
 		if l[LabelManagedBy] != ManagedBy || l[LabelInstance] != stack.Name {
@@ -120,7 +120,7 @@ func Owned(stack *v1alpha1.InferenceStack) func(metav1.Object) bool {
 // Unowned reports whether a live object carries the stack's labels, for
 // objects the operator deliberately makes without an owner reference (the
 // cache volume and its password, which outlive the stack).
-func Unowned(stack *v1alpha1.InferenceStack) func(metav1.Object) bool {
+func Unowned(stack *v1alpha2.InferenceStack) func(metav1.Object) bool {
 	return func(obj metav1.Object) bool {
 		l := obj.GetLabels()
 		return l[LabelManagedBy] == ManagedBy && l[LabelInstance] == stack.Name

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
@@ -80,7 +80,7 @@ func (e *envSet) list() []corev1.EnvVar {
 // variables of the line's Facts.StateEnv (FILES_STORAGE_DIR,
 // SQLITE_STORE_DIR, ...; LLAMA_STACK_CONFIG_DIR on 0.2), and a path
 // elsewhere would be lost with the pod.
-func (e *envSet) checkUserEnv(line stackconfig.Line, spec v1alpha1.InferenceStackSpec) error {
+func (e *envSet) checkUserEnv(line stackconfig.Line, spec v1alpha2.InferenceStackSpec) error {
 	if spec.Workload == nil {
 		return nil
 	}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 	"github.com/inferencestack/inferencestack/test/testutil"
 )
@@ -34,10 +35,11 @@ func FuzzGenerate(f *testing.F) {
 	}
 	dump := os.Getenv("FUZZ_SPEC_DUMP")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var stack v1alpha1.InferenceStack
-		if err := yaml.Unmarshal(data, &stack); err != nil || stack.Spec.OverrideConfig != nil {
+		var spoke v1alpha1.InferenceStack
+		if err := yaml.Unmarshal(data, &spoke); err != nil || spoke.Spec.OverrideConfig != nil {
 			return
 		}
+		stack := *testutil.Hub(&spoke)
 		for _, l := range lines {
 			res := generateOne(t, stack, l.line, l.operand)
 			dumpAccepted(t, dump, l.line, dataName("stack", data), res.YAML, ContainerEnv(stack.Spec, res.Env))
@@ -45,7 +47,7 @@ func FuzzGenerate(f *testing.F) {
 	})
 }
 
-func generateOne(t *testing.T, stack v1alpha1.InferenceStack, line stackconfig.Line, operand Operand) Result {
+func generateOne(t *testing.T, stack v1alpha2.InferenceStack, line stackconfig.Line, operand Operand) Result {
 	spec := *stack.Spec.DeepCopy()
 	first, err1 := Generate(stack.Name, spec, operand)
 	second, err2 := Generate(stack.Name, spec, operand)
@@ -185,9 +187,10 @@ func FuzzSpec(f *testing.F) {
 	}
 	dump := os.Getenv("FUZZ_SPEC_DUMP")
 	f.Fuzz(func(t *testing.T, seed int64) {
-		stack := v1alpha1.InferenceStack{}
-		stack.Name = fmt.Sprintf("s-%x", uint64(seed)%4096)
-		testutil.SpecFiller(seed).Fill(&stack.Spec)
+		spoke := v1alpha1.InferenceStack{}
+		spoke.Name = fmt.Sprintf("s-%x", uint64(seed)%4096)
+		testutil.SpecFiller(seed).Fill(&spoke.Spec)
+		stack := *testutil.Hub(&spoke)
 		for _, l := range lines {
 			res := generateOne(t, stack, l.line, l.operand)
 			dumpAccepted(t, dump, l.line, fmt.Sprintf("spec-%016x", uint64(seed)), res.YAML, ContainerEnv(stack.Spec, res.Env))

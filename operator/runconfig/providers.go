@@ -14,7 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
@@ -22,25 +22,25 @@ import (
 type apiList struct {
 	api   string // Llama Stack API name, e.g. vector_io
 	field string // spec field, e.g. vectorIo
-	list  v1alpha1.ProviderList
+	list  v1alpha2.ProviderList
 }
 
 // apiProviders lists the user's providers per API, in a fixed order.
-func apiProviders(p *v1alpha1.ProvidersSpec) []apiList {
+func apiProviders(p *v1alpha2.ProvidersSpec) []apiList {
 	if p == nil {
 		return nil
 	}
 	return []apiList{
-		{string(v1alpha1.APIInference), "inference", p.Inference},
-		{string(v1alpha1.APISafety), "safety", p.Safety},
-		{string(v1alpha1.APIVectorIO), "vectorIo", p.VectorIO},
-		{string(v1alpha1.APIToolRuntime), "toolRuntime", p.ToolRuntime},
-		{string(v1alpha1.APITelemetry), "telemetry", p.Telemetry},
+		{string(v1alpha2.APIInference), "inference", p.Inference},
+		{string(v1alpha2.APISafety), "safety", p.Safety},
+		{string(v1alpha2.APIVectorIO), "vectorIo", p.VectorIO},
+		{string(v1alpha2.APIToolRuntime), "toolRuntime", p.ToolRuntime},
+		{string(v1alpha2.APITelemetry), "telemetry", p.Telemetry},
 	}
 }
 
 // userProviders returns the user's providers of one API.
-func userProviders(spec v1alpha1.InferenceStackSpec, api string) v1alpha1.ProviderList {
+func userProviders(spec v1alpha2.InferenceStackSpec, api string) v1alpha2.ProviderList {
 	for _, l := range apiProviders(spec.Providers) {
 		if l.api == api {
 			return l.list
@@ -50,7 +50,7 @@ func userProviders(spec v1alpha1.InferenceStackSpec, api string) v1alpha1.Provid
 }
 
 // providerID is the id a user provider gets in the run config.
-func providerID(p v1alpha1.ProviderSpec) string {
+func providerID(p v1alpha2.ProviderSpec) string {
 	if p.ID != "" {
 		return p.ID
 	}
@@ -59,19 +59,19 @@ func providerID(p v1alpha1.ProviderSpec) string {
 
 // overlayProviders merges the user's providers into the config by id: a
 // matching id is replaced, a new id appended, the rest kept.
-func overlayProviders(cfg *runConfig, line stackconfig.Line, spec v1alpha1.InferenceStackSpec, env *envSet, origins specOrigins) error {
+func overlayProviders(cfg *runConfig, line stackconfig.Line, spec v1alpha2.InferenceStackSpec, env *envSet, origins specOrigins) error {
 	base := field.NewPath("spec", "providers")
 	for _, l := range apiProviders(spec.Providers) {
 		if len(l.list) == 0 {
 			continue
 		}
 		path := base.Child(l.field)
-		if l.api == string(v1alpha1.APITelemetry) && line != stackconfig.Line02 {
+		if l.api == string(v1alpha2.APITelemetry) && line != stackconfig.Line02 {
 			return field.Forbidden(path, fmt.Sprintf("Llama Stack %s has no telemetry API to add providers to "+
 				"(telemetry is a top-level setting; the server exports through the OTEL_* variables of workload.env): "+
 				"remove providers.telemetry, or pin an operator release with Llama Stack 0.2", line))
 		}
-		if slices.Contains(spec.Disabled, v1alpha1.APIName(l.api)) {
+		if slices.Contains(spec.Disabled, v1alpha2.APIName(l.api)) {
 			return field.Forbidden(path, fmt.Sprintf("the %s API is disabled: remove it from spec.disabled or remove these providers", l.api))
 		}
 		seen := map[string]int{}
@@ -86,7 +86,7 @@ func overlayProviders(cfg *runConfig, line stackconfig.Line, spec v1alpha1.Infer
 			}
 			seen[id] = i
 			p, err := userProvider(line, l.api, path.Index(i), up, env, origins)
-			if err == nil && l.api == string(v1alpha1.APIVectorIO) {
+			if err == nil && l.api == string(v1alpha2.APIVectorIO) {
 				vectorStore(&p, line)
 			}
 			if err != nil {
@@ -113,7 +113,7 @@ func overlayProviders(cfg *runConfig, line stackconfig.Line, spec v1alpha1.Infer
 // schema: stackconfig.ProviderSchema), then secrets as environment
 // placeholders. It records where each config key came from in origins, so
 // the checks of the run config name the spec field the user wrote.
-func userProvider(line stackconfig.Line, api string, path *field.Path, up v1alpha1.ProviderSpec, env *envSet, origins specOrigins) (provider, error) {
+func userProvider(line stackconfig.Line, api string, path *field.Path, up v1alpha2.ProviderSpec, env *envSet, origins specOrigins) (provider, error) {
 	id := providerID(up)
 	typ := "remote::" + up.Provider
 	ps, known := line.Schemas().Provider(api, typ)
@@ -294,7 +294,7 @@ func vectorStore(p *provider, line stackconfig.Line) {
 }
 
 // settings decodes the free-form settings into a fresh map.
-func settings(path *field.Path, up v1alpha1.ProviderSpec) (map[string]any, error) {
+func settings(path *field.Path, up v1alpha2.ProviderSpec) (map[string]any, error) {
 	out := map[string]any{}
 	if up.Settings == nil || len(bytes.TrimSpace(up.Settings.Raw)) == 0 {
 		return out, nil
@@ -391,7 +391,7 @@ var conditionalVarRE = regexp.MustCompile(`^\$\{env\.([A-Z0-9_]+):\+[^}]+}$`)
 // API that is on has it ("vllm" finds the provider of type remote::vllm).
 // An empty reference picks the only provider the user declared for the API,
 // or the only one on.
-func resolveProvider(cfg *runConfig, spec v1alpha1.InferenceStackSpec, env map[string]string, api, ref string, path *field.Path) (string, error) {
+func resolveProvider(cfg *runConfig, spec v1alpha2.InferenceStackSpec, env map[string]string, api, ref string, path *field.Path) (string, error) {
 	ids := onIDs(cfg, api, env)
 	if ref == "" {
 		if user := userProviders(spec, api); len(user) == 1 {
@@ -429,11 +429,11 @@ func resolveProvider(cfg *runConfig, spec v1alpha1.InferenceStackSpec, env map[s
 // checkAlias makes sure a remote-vllm stack has its vLLM server: the
 // alias runs the starter distribution, whose vllm provider is on only with
 // VLLM_URL, so the stack must declare its vLLM provider with an endpoint.
-func checkAlias(cfg *runConfig, spec v1alpha1.InferenceStackSpec) error {
-	if spec.Distribution.Name != v1alpha1.DistributionRemoteVLLM {
+func checkAlias(cfg *runConfig, spec v1alpha2.InferenceStackSpec) error {
+	if spec.Distribution.Name != v1alpha2.DistributionRemoteVLLM {
 		return nil
 	}
-	for _, p := range userProviders(spec, string(v1alpha1.APIInference)) {
+	for _, p := range userProviders(spec, string(v1alpha2.APIInference)) {
 		if p.Provider == "vllm" && p.Endpoint != "" {
 			return nil
 		}

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
@@ -25,14 +25,14 @@ func dependencies(line stackconfig.Line, api, providerType string) []string {
 // resource whose provider no longer exists. A provider the user declared
 // that needs a disabled API is an error naming both: the server would not
 // start, and dropping what the user asked for silently is worse.
-func disable(cfg *runConfig, line stackconfig.Line, spec v1alpha1.InferenceStackSpec) error {
+func disable(cfg *runConfig, line stackconfig.Line, spec v1alpha2.InferenceStackSpec) error {
 	if len(spec.Disabled) == 0 {
 		return nil
 	}
 	off := map[string]bool{}
 	for _, api := range spec.Disabled {
 		a := string(api)
-		if api == v1alpha1.APITelemetry && line != stackconfig.Line02 {
+		if api == v1alpha2.APITelemetry && line != stackconfig.Line02 {
 			// 0.3: telemetry is a top-level switch, not an API.
 			cfg.Telemetry = &telemetry{Enabled: false}
 			continue
@@ -55,7 +55,7 @@ func disable(cfg *runConfig, line stackconfig.Line, spec v1alpha1.InferenceStack
 					continue
 				}
 				need := dependencies(line, api, p.ProviderType)[dep]
-				if slices.ContainsFunc(userProviders(spec, api), func(u v1alpha1.ProviderSpec) bool { return providerID(u) == effectiveID(p.ProviderID) }) {
+				if slices.ContainsFunc(userProviders(spec, api), func(u v1alpha2.ProviderSpec) bool { return providerID(u) == effectiveID(p.ProviderID) }) {
 					return field.Invalid(field.NewPath("spec", "disabled"), need, fmt.Sprintf(
 						"provider %s (%s) of the %s API, which spec.providers declares, needs the %s API: disable %s too, or keep %s",
 						effectiveID(p.ProviderID), p.ProviderType, api, need, api, need))
@@ -93,7 +93,7 @@ func completeBase(cfg *runConfig, line stackconfig.Line) error {
 					continue
 				}
 				if starter == nil {
-					s, err := loadBase(line, string(v1alpha1.DistributionStarter))
+					s, err := loadBase(line, string(v1alpha2.DistributionStarter))
 					if err != nil {
 						return err
 					}
@@ -151,19 +151,19 @@ func pruneResources(cfg *runConfig) {
 
 // register adds the user's models, shields and tool groups. An entry whose
 // id the base already registers replaces it, so nothing is registered twice.
-func register(cfg *runConfig, spec v1alpha1.InferenceStackSpec, env *envSet) error {
+func register(cfg *runConfig, spec v1alpha2.InferenceStackSpec, env *envSet) error {
 	r := spec.Resources
 	if r == nil {
 		return nil
 	}
 	base := field.NewPath("spec", "resources")
-	if err := requireAPI(spec, base.Child("models"), len(r.Models), v1alpha1.APIInference); err != nil {
+	if err := requireAPI(spec, base.Child("models"), len(r.Models), v1alpha2.APIInference); err != nil {
 		return err
 	}
-	if err := requireAPI(spec, base.Child("shields"), len(r.Shields), v1alpha1.APISafety); err != nil {
+	if err := requireAPI(spec, base.Child("shields"), len(r.Shields), v1alpha2.APISafety); err != nil {
 		return err
 	}
-	if err := requireAPI(spec, base.Child("tools"), len(r.Tools), v1alpha1.APIToolRuntime); err != nil {
+	if err := requireAPI(spec, base.Child("tools"), len(r.Tools), v1alpha2.APIToolRuntime); err != nil {
 		return err
 	}
 	on := ContainerEnv(spec, env.list())
@@ -175,12 +175,12 @@ func register(cfg *runConfig, spec v1alpha1.InferenceStackSpec, env *envSet) err
 		}
 		e := model{ModelID: m.Name, ProviderID: pid, ProviderModelID: m.ProviderModelID, ModelType: string(m.ModelType), Metadata: map[string]any{}}
 		if e.ModelType == "" {
-			e.ModelType = string(v1alpha1.ModelTypeLLM)
+			e.ModelType = string(v1alpha2.ModelTypeLLM)
 		}
 		switch {
-		case e.ModelType == string(v1alpha1.ModelTypeEmbedding) && m.EmbeddingDimension == nil:
+		case e.ModelType == string(v1alpha2.ModelTypeEmbedding) && m.EmbeddingDimension == nil:
 			return field.Required(path.Child("embeddingDimension"), "an embedding model needs its vector size")
-		case e.ModelType != string(v1alpha1.ModelTypeEmbedding) && m.EmbeddingDimension != nil:
+		case e.ModelType != string(v1alpha2.ModelTypeEmbedding) && m.EmbeddingDimension != nil:
 			return field.Forbidden(path.Child("embeddingDimension"), "only valid for modelType embedding")
 		case m.EmbeddingDimension != nil:
 			e.Metadata["embedding_dimension"] = int64(*m.EmbeddingDimension)
@@ -212,7 +212,7 @@ func register(cfg *runConfig, spec v1alpha1.InferenceStackSpec, env *envSet) err
 }
 
 // requireAPI refuses resources of a disabled API.
-func requireAPI(spec v1alpha1.InferenceStackSpec, path *field.Path, n int, api v1alpha1.APIName) error {
+func requireAPI(spec v1alpha2.InferenceStackSpec, path *field.Path, n int, api v1alpha2.APIName) error {
 	if n > 0 && slices.Contains(spec.Disabled, api) {
 		return field.Forbidden(path, fmt.Sprintf("these resources need the %s API, which spec.disabled switches off", api))
 	}

@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/runconfig/distributions"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
@@ -132,18 +132,18 @@ type Operand struct {
 // The CRD's remote-vllm is an alias onto starter (RemoteVLLMAlias).
 func Distributions() []string {
 	return []string{
-		string(v1alpha1.DistributionMetaReferenceGPU),
-		string(v1alpha1.DistributionPostgresDemo),
-		string(v1alpha1.DistributionStarter),
+		string(v1alpha2.DistributionMetaReferenceGPU),
+		string(v1alpha2.DistributionPostgresDemo),
+		string(v1alpha2.DistributionStarter),
 	}
 }
 
 // ImageDistribution is the distribution whose image serves the named one:
 // remote-vllm runs the starter image (upstream has no remote-vllm
 // distribution after 0.2.14; vLLM is a provider of starter).
-func ImageDistribution(name v1alpha1.DistributionName) string {
-	if name == v1alpha1.DistributionRemoteVLLM {
-		return string(v1alpha1.DistributionStarter)
+func ImageDistribution(name v1alpha2.DistributionName) string {
+	if name == v1alpha2.DistributionRemoteVLLM {
+		return string(v1alpha2.DistributionStarter)
 	}
 	return string(name)
 }
@@ -166,7 +166,7 @@ func (o Operand) LineOf() (stackconfig.Line, error) {
 // derives the names of operator-managed objects such as the cache Secret)
 // in the layout of the operand's Llama Stack line, and checks it with that
 // line's conformance model.
-func Generate(name string, spec v1alpha1.InferenceStackSpec, operand Operand) (Result, error) {
+func Generate(name string, spec v1alpha2.InferenceStackSpec, operand Operand) (Result, error) {
 	if spec.OverrideConfig != nil {
 		return Result{}, field.Forbidden(field.NewPath("spec", "overrideConfig"),
 			"the run config comes from the override ConfigMap: use FromOverride")
@@ -216,7 +216,7 @@ func Generate(name string, spec v1alpha1.InferenceStackSpec, operand Operand) (R
 // conformance model, with the container's environment); it is returned
 // unchanged with its hash and the environment the rest of the spec asks
 // for (the operator-managed PostgreSQL of spec.cache).
-func FromOverride(name string, spec v1alpha1.InferenceStackSpec, operand Operand, data []byte) (Result, error) {
+func FromOverride(name string, spec v1alpha2.InferenceStackSpec, operand Operand, data []byte) (Result, error) {
 	line, err := operand.LineOf()
 	if err != nil {
 		return Result{}, err
@@ -242,7 +242,7 @@ func FromOverride(name string, spec v1alpha1.InferenceStackSpec, operand Operand
 
 // finish checks a run config with the line's conformance model and the
 // container's environment, and returns it with its hash and environment.
-func finish(line stackconfig.Line, spec v1alpha1.InferenceStackSpec, data []byte, env *envSet) (Result, error) {
+func finish(line stackconfig.Line, spec v1alpha2.InferenceStackSpec, data []byte, env *envSet) (Result, error) {
 	checked, err := stackconfig.Check(line, data, stackconfig.Options{Env: stackconfig.MapEnv(ContainerEnv(spec, env.list())), Home: HomeDir})
 	var unset *stackconfig.EnvError
 	if errors.As(err, &unset) {
@@ -265,7 +265,7 @@ func finish(line stackconfig.Line, spec v1alpha1.InferenceStackSpec, data []byte
 // it, for the conformance check: the operator's literal variables, a
 // sample value for each Secret-fed one (its value is not known here, only
 // that it is set), and the user's workload.env.
-func ContainerEnv(spec v1alpha1.InferenceStackSpec, vars []corev1.EnvVar) map[string]string {
+func ContainerEnv(spec v1alpha2.InferenceStackSpec, vars []corev1.EnvVar) map[string]string {
 	out := map[string]string{}
 	for _, v := range ServerEnv() {
 		out[v.Name] = v.Value
@@ -294,7 +294,7 @@ func ContainerEnv(spec v1alpha1.InferenceStackSpec, vars []corev1.EnvVar) map[st
 // load parses the base config of the distribution at the line's tag, or
 // starts an empty one for a custom image. Parsing the embedded bytes on
 // every call gives a fresh copy: the base is never shared or mutated.
-func load(line stackconfig.Line, spec v1alpha1.InferenceStackSpec) (runConfig, error) {
+func load(line stackconfig.Line, spec v1alpha2.InferenceStackSpec) (runConfig, error) {
 	d := spec.Distribution
 	path := field.NewPath("spec", "distribution")
 	switch {
@@ -309,7 +309,7 @@ func load(line stackconfig.Line, spec v1alpha1.InferenceStackSpec) (runConfig, e
 	case d.Name == "":
 		return runConfig{}, field.Required(path, "set name (one of "+strings.Join(distributionNames(), ", ")+") or image")
 	}
-	if !slices.Contains(v1alpha1.DistributionNames, d.Name) {
+	if !slices.Contains(v1alpha2.DistributionNames, d.Name) {
 		return runConfig{}, field.NotSupported(path.Child("name"), d.Name, distributionNames())
 	}
 	cfg, err := loadBase(line, ImageDistribution(d.Name))
@@ -361,7 +361,7 @@ func relocate(data []byte, distribution string) []byte {
 // emptyConfig is the base of a custom image: no providers, the server's
 // stores on sqlite under DataDir.
 func emptyConfig(line stackconfig.Line) runConfig {
-	cfg := runConfig{Version: 2, ImageName: v1alpha1.CustomDistributionName, Providers: map[string][]provider{}}
+	cfg := runConfig{Version: 2, ImageName: v1alpha2.CustomDistributionName, Providers: map[string][]provider{}}
 	if line == stackconfig.Line02 {
 		cfg.MetadataStore = sqliteStore("registry.db")
 		cfg.InferenceStore = sqliteStore("inference_store.db")
@@ -383,7 +383,7 @@ func emptyConfig(line stackconfig.Line) runConfig {
 
 func distributionNames() []string {
 	var out []string
-	for _, d := range v1alpha1.DistributionNames {
+	for _, d := range v1alpha2.DistributionNames {
 		out = append(out, string(d))
 	}
 	return out
@@ -393,7 +393,7 @@ func sqlitePath(file string) string {
 	return "${env." + EnvSQLiteStoreDir + ":=" + DataDir + "}/" + file
 }
 
-func countProviders(p *v1alpha1.ProvidersSpec) int {
+func countProviders(p *v1alpha2.ProvidersSpec) int {
 	n := 0
 	for _, l := range apiProviders(p) {
 		n += len(l.list)

@@ -18,8 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
+	"github.com/inferencestack/inferencestack/test/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -53,13 +54,13 @@ func run(t testing.TB, name string, operand Operand) (Result, error) {
 	return Generate(stack.Name, stack.Spec, operand)
 }
 
-func readStack(t testing.TB, path string) v1alpha1.InferenceStack {
+// readStack is the InferenceStack of a manifest (either version), as the
+// operator sees it: in the hub version.
+func readStack(t testing.TB, path string) v1alpha2.InferenceStack {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	var stack v1alpha1.InferenceStack
-	require.NoError(t, yaml.UnmarshalStrict(data, &stack), path)
-	return stack
+	return *testutil.HubFromYAML(t, data)
 }
 
 // rendered is what a case's golden directory holds.
@@ -179,7 +180,7 @@ var placeholderRE = regexp.MustCompile(`\$\{env\.([A-Za-z0-9_]+)(:[=+][^}]*)?\}`
 // checkInvariants holds for every generated config: every placeholder
 // without a default has its variable in Env (or comes from the user's own
 // settings), Env is sorted and unique, and the hash is the config's.
-func checkInvariants(t testing.TB, spec v1alpha1.InferenceStackSpec, res Result) {
+func checkInvariants(t testing.TB, spec v1alpha2.InferenceStackSpec, res Result) {
 	t.Helper()
 	var userText strings.Builder
 	if spec.Workload != nil {
@@ -327,11 +328,11 @@ func TestDeterministicAndBaseUntouched(t *testing.T) {
 
 func TestDistributionsMatchAPIEnum(t *testing.T) {
 	var enum []string
-	for _, d := range v1alpha1.DistributionNames {
+	for _, d := range v1alpha2.DistributionNames {
 		enum = append(enum, string(d))
 	}
 	for _, d := range enum {
-		require.Contains(t, Distributions(), ImageDistribution(v1alpha1.DistributionName(d)),
+		require.Contains(t, Distributions(), ImageDistribution(v1alpha2.DistributionName(d)),
 			"every distribution of the CRD enum needs an embedded base or an alias onto one")
 	}
 	for _, d := range Distributions() {
@@ -363,7 +364,7 @@ func TestBasesAreConsistent(t *testing.T) {
 		}
 		for _, d := range Distributions() {
 			t.Run(l.line.Tag()+"/"+d, func(t *testing.T) {
-				cfg, err := load(l.line, v1alpha1.InferenceStackSpec{Distribution: v1alpha1.DistributionSpec{Name: v1alpha1.DistributionName(d)}})
+				cfg, err := load(l.line, v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Name: v1alpha2.DistributionName(d)}})
 				require.NoError(t, err)
 				require.Equal(t, d, cfg.ImageName)
 				out, err := marshal(cfg, l.line)
@@ -415,9 +416,9 @@ func TestPostgresSecretData(t *testing.T) {
 }
 
 func TestGenerateRefusesOverride(t *testing.T) {
-	_, err := Generate("a", v1alpha1.InferenceStackSpec{
-		Distribution:   v1alpha1.DistributionSpec{Name: v1alpha1.DistributionStarter},
-		OverrideConfig: &v1alpha1.OverrideConfigSpec{ConfigMapName: "x"},
+	_, err := Generate("a", v1alpha2.InferenceStackSpec{
+		Distribution:   v1alpha2.DistributionSpec{Name: v1alpha2.DistributionStarter},
+		OverrideConfig: &v1alpha2.OverrideConfigSpec{ConfigMapName: "x"},
 	}, lines[1].operand)
 	require.ErrorContains(t, err, "spec.overrideConfig")
 }
@@ -429,9 +430,9 @@ func TestEnvName(t *testing.T) {
 
 func TestProviderSecretEnv(t *testing.T) {
 	// Two ids that map to the same variable name are refused, naming both.
-	spec := v1alpha1.InferenceStackSpec{
-		Distribution: v1alpha1.DistributionSpec{Name: v1alpha1.DistributionStarter},
-		Providers: &v1alpha1.ProvidersSpec{Inference: v1alpha1.ProviderList{
+	spec := v1alpha2.InferenceStackSpec{
+		Distribution: v1alpha2.DistributionSpec{Name: v1alpha2.DistributionStarter},
+		Providers: &v1alpha2.ProvidersSpec{Inference: v1alpha2.ProviderList{
 			{ID: "a-b", Provider: "openai", APIKey: &corev1.SecretKeySelector{Key: "k"}},
 			{ID: "a_b", Provider: "openai", APIKey: &corev1.SecretKeySelector{Key: "k"}},
 		}},
@@ -466,7 +467,7 @@ func TestSamplesGenerate(t *testing.T) {
 // TestUnknownOperandVersion: a Llama Stack version without a known layout
 // is refused, naming it, never given a guessed config.
 func TestUnknownOperandVersion(t *testing.T) {
-	spec := v1alpha1.InferenceStackSpec{Distribution: v1alpha1.DistributionSpec{Name: v1alpha1.DistributionStarter}}
+	spec := v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Name: v1alpha2.DistributionStarter}}
 	for _, v := range []string{"", "0.2.22", "0.3.1", "1.0.0", "latest"} {
 		_, err := Generate("a", spec, Operand{LlamaStackVersion: v})
 		var unknown *stackconfig.UnknownVersionError
@@ -498,11 +499,11 @@ func TestLayoutsAreNotInterchangeable(t *testing.T) {
 // taken.
 func TestRefusesWritesOnTheReadOnlyRoot(t *testing.T) {
 	for _, l := range lines {
-		spec := v1alpha1.InferenceStackSpec{Distribution: v1alpha1.DistributionSpec{Name: v1alpha1.DistributionStarter}}
+		spec := v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Name: v1alpha2.DistributionStarter}}
 		generated, err := Generate("s", spec, l.operand)
 		require.NoError(t, err)
 		base := string(generated.YAML)
-		spec.OverrideConfig = &v1alpha1.OverrideConfigSpec{ConfigMapName: "override"}
+		spec.OverrideConfig = &v1alpha2.OverrideConfigSpec{ConfigMapName: "override"}
 		_, err = FromOverride("s", spec, l.operand, generated.YAML)
 		require.NoError(t, err, "%s: the generated starter config as an override", l.line)
 		for _, c := range []struct{ from, to, want string }{

@@ -3,7 +3,7 @@ package runconfig
 import (
 	"path"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 )
 
 // accessActions are the actions an allowed group is permitted.
@@ -11,7 +11,7 @@ var accessActions = []string{"create", "read", "update", "delete"}
 
 // configureServer writes the server section: port, TLS files and
 // Kubernetes authentication.
-func configureServer(cfg *runConfig, spec v1alpha1.InferenceStackSpec) {
+func configureServer(cfg *runConfig, spec v1alpha2.InferenceStackSpec) {
 	cfg.Server = server{Port: ServerPort}
 	cfg.ProvidersDir = ProvidersDir
 	if n := spec.Networking; n != nil {

@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
@@ -84,7 +84,7 @@ func PostgresSecretData(uri string) (map[string]string, error) {
 	}, nil
 }
 
-func cacheEnabled(spec v1alpha1.InferenceStackSpec) bool {
+func cacheEnabled(spec v1alpha2.InferenceStackSpec) bool {
 	return spec.Cache != nil && spec.Cache.Enabled
 }
 
@@ -145,15 +145,15 @@ const (
 // conversations, files metadata) at the backends the spec selects, in the
 // layout of the line, and checks that every PostgreSQL the config refers
 // to gets its connection variables.
-func configureStorage(cfg *runConfig, line stackconfig.Line, stack string, spec v1alpha1.InferenceStackSpec, env *envSet) error {
-	var kv *v1alpha1.KVStoreSpec
-	var sql *v1alpha1.SQLStoreSpec
+func configureStorage(cfg *runConfig, line stackconfig.Line, stack string, spec v1alpha2.InferenceStackSpec, env *envSet) error {
+	var kv *v1alpha2.KVStoreSpec
+	var sql *v1alpha2.SQLStoreSpec
 	if spec.Storage != nil {
 		kv, sql = spec.Storage.KV, spec.Storage.SQL
 	}
 	postgres := false
 	switch {
-	case sql != nil && sql.Type == v1alpha1.SQLStorePostgres:
+	case sql != nil && sql.Type == v1alpha2.SQLStorePostgres:
 		if cacheEnabled(spec) {
 			return field.Forbidden(field.NewPath("spec", "cache", "enabled"),
 				"cache.enabled runs an operator-managed PostgreSQL: remove it, or remove the external storage.sql postgres")
@@ -184,7 +184,7 @@ func configureStorage(cfg *runConfig, line stackconfig.Line, stack string, spec 
 }
 
 // storage02 edits the inline stores of the 0.2 layout.
-func storage02(cfg *runConfig, kv *v1alpha1.KVStoreSpec, sql *v1alpha1.SQLStoreSpec, postgres bool, env *envSet) error {
+func storage02(cfg *runConfig, kv *v1alpha2.KVStoreSpec, sql *v1alpha2.SQLStoreSpec, postgres bool, env *envSet) error {
 	if kv != nil {
 		store, err := kvStore(kv, env)
 		if err != nil {
@@ -210,7 +210,7 @@ func storage02(cfg *runConfig, kv *v1alpha1.KVStoreSpec, sql *v1alpha1.SQLStoreS
 // storage03 edits the named backends of the 0.3 layout: kv_default and
 // sql_default, which every store and provider of upstream's distributions
 // refers to.
-func storage03(cfg *runConfig, kv *v1alpha1.KVStoreSpec, sql *v1alpha1.SQLStoreSpec, postgres bool, env *envSet) error {
+func storage03(cfg *runConfig, kv *v1alpha2.KVStoreSpec, sql *v1alpha2.SQLStoreSpec, postgres bool, env *envSet) error {
 	if cfg.Storage == nil || cfg.Storage.Backends[kvDefault] == nil || cfg.Storage.Backends[sqlDefault] == nil {
 		// The embedded bases all have both; a base without them is a build defect.
 		return fmt.Errorf("base config of %s has no %s and %s backends", cfg.ImageName, kvDefault, sqlDefault)
@@ -219,7 +219,7 @@ func storage03(cfg *runConfig, kv *v1alpha1.KVStoreSpec, sql *v1alpha1.SQLStoreS
 	if kv != nil {
 		path := field.NewPath("spec", "storage", "kv")
 		switch kv.Type {
-		case v1alpha1.KVStoreRedis:
+		case v1alpha2.KVStoreRedis:
 			if kv.Password != nil {
 				return redisPasswordUnsupported(path.Child("password"))
 			}
@@ -228,12 +228,12 @@ func storage03(cfg *runConfig, kv *v1alpha1.KVStoreSpec, sql *v1alpha1.SQLStoreS
 				return err
 			}
 			b[kvDefault] = map[string]any{"type": "kv_redis", "host": host, "port": int64(port)}
-		case v1alpha1.KVStoreSQLite, "":
+		case v1alpha2.KVStoreSQLite, "":
 			if b[kvDefault]["type"] != "kv_sqlite" {
 				b[kvDefault] = map[string]any{"type": "kv_sqlite", "db_path": sqlitePath("kvstore.db")}
 			}
 		default:
-			return field.NotSupported(path.Child("type"), kv.Type, []v1alpha1.KVStoreType{v1alpha1.KVStoreSQLite, v1alpha1.KVStoreRedis})
+			return field.NotSupported(path.Child("type"), kv.Type, []v1alpha2.KVStoreType{v1alpha2.KVStoreSQLite, v1alpha2.KVStoreRedis})
 		}
 	}
 	switch {
@@ -248,10 +248,10 @@ func storage03(cfg *runConfig, kv *v1alpha1.KVStoreSpec, sql *v1alpha1.SQLStoreS
 }
 
 // kvStore returns a maker of key-value store configs for storage.kv.
-func kvStore(kv *v1alpha1.KVStoreSpec, env *envSet) (func(file, namespace string) map[string]any, error) {
+func kvStore(kv *v1alpha2.KVStoreSpec, env *envSet) (func(file, namespace string) map[string]any, error) {
 	path := field.NewPath("spec", "storage", "kv")
 	switch kv.Type {
-	case v1alpha1.KVStoreRedis:
+	case v1alpha2.KVStoreRedis:
 		host, port, err := redisEndpoint(path.Child("endpoint"), kv.Endpoint)
 		if err != nil {
 			return nil, err
@@ -266,10 +266,10 @@ func kvStore(kv *v1alpha1.KVStoreSpec, env *envSet) (func(file, namespace string
 			}
 			return m
 		}, nil
-	case v1alpha1.KVStoreSQLite, "":
+	case v1alpha2.KVStoreSQLite, "":
 		return func(file, _ string) map[string]any { return sqliteStore(file) }, nil
 	default:
-		return nil, field.NotSupported(path.Child("type"), kv.Type, []v1alpha1.KVStoreType{v1alpha1.KVStoreSQLite, v1alpha1.KVStoreRedis})
+		return nil, field.NotSupported(path.Child("type"), kv.Type, []v1alpha2.KVStoreType{v1alpha2.KVStoreSQLite, v1alpha2.KVStoreRedis})
 	}
 }
 

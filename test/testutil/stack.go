@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
@@ -312,14 +313,36 @@ func v1alpha2Workload(s *v1alpha1.InferenceStack, key string, value any) {
 	s.Annotations[v1alpha2.SpecAnnotation] = string(data)
 }
 
-// V1alpha2 is s as v1alpha2 sees it (v1alpha1.InferenceStack.V1alpha2), as
-// the builders read the fields only v1alpha2 has; it fails the test when s
-// does not convert.
-func V1alpha2(t testing.TB, s *v1alpha1.InferenceStack) *v1alpha2.InferenceStack {
-	t.Helper()
-	hub, err := s.V1alpha2()
-	if err != nil {
-		t.Fatalf("InferenceStack %s/%s does not convert to v1alpha2: %v", s.Namespace, s.Name, err)
+// Hub is stack as the reconciler and the builders see it: converted to the
+// hub version (v1alpha2) with the conversion the operator reads v1alpha1
+// stacks through.
+func Hub(stack *v1alpha1.InferenceStack) *v1alpha2.InferenceStack {
+	hub := &v1alpha2.InferenceStack{}
+	if err := stack.ConvertTo(hub); err != nil {
+		panic(err)
 	}
 	return hub
+}
+
+// HubFromYAML is the InferenceStack of a manifest of either version (strict:
+// a field neither has fails the test), as the operator sees it: in the hub
+// version.
+func HubFromYAML(t testing.TB, data []byte) *v1alpha2.InferenceStack {
+	t.Helper()
+	var meta metav1.TypeMeta
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta.APIVersion == v1alpha2.GroupVersion.String() {
+		var hub v1alpha2.InferenceStack
+		if err := yaml.UnmarshalStrict(data, &hub); err != nil {
+			t.Fatal(err)
+		}
+		return &hub
+	}
+	var stack v1alpha1.InferenceStack
+	if err := yaml.UnmarshalStrict(data, &stack); err != nil {
+		t.Fatal(err)
+	}
+	return Hub(&stack)
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/test/local"
 	"github.com/inferencestack/inferencestack/test/testenv"
 )
@@ -105,11 +106,11 @@ func waitLive(ctx context.Context, c client.Client, n int) (int, error) {
 		shown, available := 0, 0
 		healthy = 0
 		for _, s := range list.Items {
-			if !meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.TypeAvailable) {
+			if !meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha2.TypeAvailable) {
 				continue
 			}
 			available++
-			if c := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.TypeProvidersHealthy); c != nil {
+			if c := meta.FindStatusCondition(s.Status.Conditions, v1alpha2.TypeProvidersHealthy); c != nil {
 				shown++
 				if c.Status == metav1.ConditionTrue {
 					healthy++

@@ -53,6 +53,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 	"github.com/inferencestack/inferencestack/test/local"
@@ -686,13 +687,13 @@ type applied struct {
 
 func (a *applied) see(s *v1alpha1.InferenceStack) {
 	st := s.Status
-	d := meta.FindStatusCondition(st.Conditions, v1alpha1.TypeDegraded)
+	d := meta.FindStatusCondition(st.Conditions, v1alpha2.TypeDegraded)
 	if d != nil && d.Status == metav1.ConditionTrue {
 		a.degraded = d
 	}
 	a.of[s.Name] = st.ObservedGeneration == s.Generation &&
-		meta.IsStatusConditionTrue(st.Conditions, v1alpha1.TypeConfigGenerated) &&
-		meta.IsStatusConditionFalse(st.Conditions, v1alpha1.TypeDegraded)
+		meta.IsStatusConditionTrue(st.Conditions, v1alpha2.TypeConfigGenerated) &&
+		meta.IsStatusConditionFalse(st.Conditions, v1alpha2.TypeDegraded)
 }
 
 func (a *applied) count() int {

@@ -27,7 +27,7 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
@@ -100,29 +100,29 @@ const (
 )
 
 // Enabled reports whether the stack asks for the cache.
-func Enabled(stack *v1alpha1.InferenceStack) bool {
+func Enabled(stack *v1alpha2.InferenceStack) bool {
 	return stack.Spec.Cache != nil && stack.Spec.Cache.Enabled
 }
 
 // Retained reports whether the cache's volume and password outlive the
 // stack (cache.retainOnDelete, default true).
-func Retained(stack *v1alpha1.InferenceStack) bool {
+func Retained(stack *v1alpha2.InferenceStack) bool {
 	c := stack.Spec.Cache
 	return c == nil || c.RetainOnDelete == nil || *c.RetainOnDelete
 }
 
 // Name is the name of the cache's Deployment and Service (and host name).
-func Name(stack *v1alpha1.InferenceStack) string { return runconfig.CacheServiceName(stack.Name) }
+func Name(stack metav1.Object) string { return runconfig.CacheServiceName(stack.GetName()) }
 
 // PVCName is the cache's data volume claim.
-func PVCName(stack *v1alpha1.InferenceStack) string { return stack.Name + "-cache-data" }
+func PVCName(stack metav1.Object) string { return stack.GetName() + "-cache-data" }
 
 // SecretName holds the cache password.
-func SecretName(stack *v1alpha1.InferenceStack) string { return runconfig.CacheSecretName(stack.Name) }
+func SecretName(stack metav1.Object) string { return runconfig.CacheSecretName(stack.GetName()) }
 
 // PasswordSecret is the cache password Secret, with a new random password.
 // The operator only ever creates it.
-func PasswordSecret(stack *v1alpha1.InferenceStack) (*corev1.Secret, error) {
+func PasswordSecret(stack *v1alpha2.InferenceStack) (*corev1.Secret, error) {
 	raw := make([]byte, 24)
 	if _, err := rand.Read(raw); err != nil {
 		return nil, fmt.Errorf("generating the cache password: %w", err)
@@ -137,7 +137,7 @@ func PasswordSecret(stack *v1alpha1.InferenceStack) (*corev1.Secret, error) {
 }
 
 // PVC is the cache's data volume claim. It has no owner reference.
-func PVC(stack *v1alpha1.InferenceStack) *corev1ac.PersistentVolumeClaimApplyConfiguration {
+func PVC(stack *v1alpha2.InferenceStack) *corev1ac.PersistentVolumeClaimApplyConfiguration {
 	size := resource.MustParse("1Gi")
 	if c := stack.Spec.Cache; c != nil && c.StorageSize != nil {
 		size = *c.StorageSize
@@ -154,7 +154,7 @@ func PVC(stack *v1alpha1.InferenceStack) *corev1ac.PersistentVolumeClaimApplyCon
 }
 
 // Deployment runs PostgreSQL on the data volume, one pod at a time.
-func Deployment(stack *v1alpha1.InferenceStack, p Pod) *appsv1ac.DeploymentApplyConfiguration {
+func Deployment(stack *v1alpha2.InferenceStack, p Pod) *appsv1ac.DeploymentApplyConfiguration {
 	env := func(name, value string) *corev1ac.EnvVarApplyConfiguration {
 		return corev1ac.EnvVar().WithName(name).WithValue(value)
 	}
@@ -224,7 +224,7 @@ func Deployment(stack *v1alpha1.InferenceStack, p Pod) *appsv1ac.DeploymentApply
 }
 
 // Service is the cache's host name and port.
-func Service(stack *v1alpha1.InferenceStack) *corev1ac.ServiceApplyConfiguration {
+func Service(stack *v1alpha2.InferenceStack) *corev1ac.ServiceApplyConfiguration {
 	return corev1ac.Service(Name(stack), stack.Namespace).
 		WithLabels(components.Labels(stack, components.ComponentCache)).
 		WithOwnerReferences(components.OwnerReference(stack)).

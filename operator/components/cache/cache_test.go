@@ -16,9 +16,9 @@ import (
 )
 
 func TestDataOutlivesTheStack(t *testing.T) {
-	stack := testutil.Stack("s", testutil.WithCache(), testutil.WithSpec(func(s *v1alpha1.InferenceStackSpec) {
+	stack := testutil.Hub(testutil.Stack("s", testutil.WithCache(), testutil.WithSpec(func(s *v1alpha1.InferenceStackSpec) {
 		s.Cache.StorageSize = ptr(resource.MustParse("5Gi"))
-	}))
+	})))
 	pvc := cache.PVC(stack)
 	if len(pvc.OwnerReferences) != 0 {
 		t.Error("the cache volume claim has an owner reference: garbage collection would delete its data")
@@ -57,7 +57,7 @@ func TestPodSecurity(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := cache.Deployment(testutil.Stack("s", testutil.WithCache()), cache.Pod{Image: "postgres:16", RunAsUser: tc.user})
+			d := cache.Deployment(testutil.Hub(testutil.Stack("s", testutil.WithCache())), cache.Pod{Image: "postgres:16", RunAsUser: tc.user})
 			pod := d.Spec.Template.Spec
 			psc := pod.SecurityContext
 			if !*psc.RunAsNonRoot || *psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
@@ -96,7 +96,7 @@ func TestPodSecurity(t *testing.T) {
 // liveness probe waits 30 s (found on the node: a shared probe made the
 // readiness probe wait too).
 func TestProbes(t *testing.T) {
-	c := cache.Deployment(testutil.Stack("s", testutil.WithCache()), cache.Pod{Image: "postgres:16"}).Spec.Template.Spec.Containers[0]
+	c := cache.Deployment(testutil.Hub(testutil.Stack("s", testutil.WithCache())), cache.Pod{Image: "postgres:16"}).Spec.Template.Spec.Containers[0]
 	require.Nil(t, c.ReadinessProbe.InitialDelaySeconds, "readiness probe delay")
 	require.Equal(t, int32(30), *c.LivenessProbe.InitialDelaySeconds, "liveness probe delay")
 	require.Equal(t, []string{"pg_isready", "-U", "llamastack", "-d", "llamastack"}, c.ReadinessProbe.Exec.Command)

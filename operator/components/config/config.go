@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
@@ -25,7 +25,7 @@ func ConfigMapName(stack string) string { return stack + "-run-config" }
 
 // ConfigMap is the run-config ConfigMap: the config under
 // runconfig.ConfigKey, its hash in an annotation.
-func ConfigMap(stack *v1alpha1.InferenceStack, result runconfig.Result) *corev1ac.ConfigMapApplyConfiguration {
+func ConfigMap(stack *v1alpha2.InferenceStack, result runconfig.Result) *corev1ac.ConfigMapApplyConfiguration {
 	return corev1ac.ConfigMap(ConfigMapName(stack.Name), stack.Namespace).
 		WithLabels(watchedLabels(stack)).
 		WithAnnotations(map[string]string{components.AnnotationConfigHash: result.Hash}).
@@ -38,7 +38,7 @@ func ConfigMap(stack *v1alpha1.InferenceStack, result runconfig.Result) *corev1a
 // stringData: the API server folds stringData into data and never returns
 // it, so the fields read back would never equal a stringData apply and
 // every reconcile would write it again.
-func SQLSecret(stack *v1alpha1.InferenceStack, values map[string]string) *corev1ac.SecretApplyConfiguration {
+func SQLSecret(stack *v1alpha2.InferenceStack, values map[string]string) *corev1ac.SecretApplyConfiguration {
 	data := make(map[string][]byte, len(values))
 	for k, v := range values {
 		data[k] = []byte(v)
@@ -50,7 +50,7 @@ func SQLSecret(stack *v1alpha1.InferenceStack, values map[string]string) *corev1
 		WithData(data)
 }
 
-func watchedLabels(stack *v1alpha1.InferenceStack) map[string]string {
+func watchedLabels(stack *v1alpha2.InferenceStack) map[string]string {
 	l := components.Labels(stack, components.ComponentServer)
 	l[components.LabelWatched] = "true"
 	return l
@@ -58,8 +58,8 @@ func watchedLabels(stack *v1alpha1.InferenceStack) map[string]string {
 
 // PostgresConnection is the Secret key of storage.sql.connectionString when
 // the SQL store is an external PostgreSQL, else nil.
-func PostgresConnection(spec v1alpha1.InferenceStackSpec) *corev1.SecretKeySelector {
-	if st := spec.Storage; st != nil && st.SQL != nil && st.SQL.Type == v1alpha1.SQLStorePostgres {
+func PostgresConnection(spec v1alpha2.InferenceStackSpec) *corev1.SecretKeySelector {
+	if st := spec.Storage; st != nil && st.SQL != nil && st.SQL.Type == v1alpha2.SQLStorePostgres {
 		return st.SQL.ConnectionString
 	}
 	return nil

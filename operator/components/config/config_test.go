@@ -13,7 +13,7 @@ import (
 // returns it, so a Secret applied with stringData never reads back equal and
 // would be written on every reconcile.
 func TestSQLSecretIsData(t *testing.T) {
-	s := config.SQLSecret(testutil.Stack("s"), map[string]string{"host": "pg", "port": "5432"})
+	s := config.SQLSecret(testutil.Hub(testutil.Stack("s")), map[string]string{"host": "pg", "port": "5432"})
 	if len(s.StringData) != 0 {
 		t.Errorf("stringData %v: apply data", s.StringData)
 	}

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 )
 
 // Kinds of referenced user objects.
@@ -34,7 +34,7 @@ func IndexKey(kind, name string) string { return kind + "/" + name }
 
 // References lists the user objects the spec references, merged by object
 // and sorted by kind and name, so the same spec gives the same list.
-func References(spec v1alpha1.InferenceStackSpec) []Reference {
+func References(spec v1alpha2.InferenceStackSpec) []Reference {
 	var refs []Reference
 	add := func(kind, name, key string, path *field.Path) {
 		if name == "" {
@@ -66,7 +66,7 @@ func References(spec v1alpha1.InferenceStackSpec) []Reference {
 	if p := spec.Providers; p != nil {
 		for _, api := range []struct {
 			name string
-			list v1alpha1.ProviderList
+			list v1alpha2.ProviderList
 		}{
 			{"inference", p.Inference}, {"safety", p.Safety}, {"vectorIo", p.VectorIO},
 			{"toolRuntime", p.ToolRuntime}, {"telemetry", p.Telemetry},

@@ -11,12 +11,12 @@ import (
 )
 
 func TestReferences(t *testing.T) {
-	stack := testutil.Stack("s",
+	stack := testutil.Hub(testutil.Stack("s",
 		testutil.WithProviders("inference",
 			testutil.Provider("openai", testutil.WithID("a"), testutil.WithAPIKey("keys", "openai")),
 			testutil.Provider("vllm", testutil.WithID("b"), testutil.WithAPIKey("keys", "vllm"), testutil.WithSecretRef("password", "pw", "p"))),
 		testutil.WithTLS(v1alpha1.TLSSpec{Enabled: true, SecretName: "tls", CABundle: &v1alpha1.CABundleSource{ConfigMapName: "ca"}}),
-	)
+	))
 	got := config.References(stack.Spec)
 	want := []config.Reference{
 		{Kind: "ConfigMap", Name: "ca", Keys: []string{"ca.crt"}, Path: "spec.networking.tls.caBundle"},

@@ -6,11 +6,11 @@ import (
 	"maps"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/components/server"
@@ -44,10 +44,10 @@ const (
 // IngressName is the server's Ingress (and RouteName its Route): the
 // stack's name, as the Service's, so an OpenShift Route's generated host is
 // <stack>-<namespace>.<router domain>.
-func IngressName(stack *v1alpha1.InferenceStack) string { return server.Name(stack) }
+func IngressName(stack metav1.Object) string { return server.Name(stack) }
 
 // RouteName is the server's Route.
-func RouteName(stack *v1alpha1.InferenceStack) string { return server.Name(stack) }
+func RouteName(stack metav1.Object) string { return server.Name(stack) }
 
 // Exposure is what the stack asks of exposure beyond its Service: the
 // Ingress and the Route (nil: none), read through v1alpha2.
@@ -58,8 +58,7 @@ type Exposure struct {
 	allowedFrom *v1alpha2.AllowedFromSpec
 }
 
-// ExposureOf reads the Ingress and Route the stack asks for from hub, the
-// stack as v1alpha2 sees it (v1alpha1.InferenceStack.V1alpha2), and checks
+// ExposureOf reads the Ingress and Route the stack asks for, and checks
 // what the v1alpha2 CEL rules check (a v1alpha1 stack carries these fields
 // in an annotation, which no CEL rule reads).
 func ExposureOf(hub *v1alpha2.InferenceStack) (Exposure, error) {
@@ -84,7 +83,7 @@ func ExposureOf(hub *v1alpha2.InferenceStack) (Exposure, error) {
 // for the host when asked. When the server serves TLS the Ingress
 // controller must speak HTTPS to it: the operator sets ingress-nginx's
 // annotation for that; the user's annotations are added and win.
-func Ingress(stack *v1alpha1.InferenceStack, e Exposure) *networkingv1ac.IngressApplyConfiguration {
+func Ingress(stack *v1alpha2.InferenceStack, e Exposure) *networkingv1ac.IngressApplyConfiguration {
 	in := e.Ingress
 	if in == nil {
 		return nil
@@ -143,7 +142,7 @@ func IngressURL(e Exposure) string {
 // which re-encryption would lose; no key or CA goes into the Route), edge
 // otherwise (the router's certificate for the host, HTTP to the server).
 // Either way plain HTTP to the host is redirected to HTTPS.
-func Termination(stack *v1alpha1.InferenceStack) string {
+func Termination(stack *v1alpha2.InferenceStack) string {
 	if server.TLSEnabled(stack) {
 		return "passthrough"
 	}
@@ -153,7 +152,7 @@ func Termination(stack *v1alpha1.InferenceStack) string {
 // Route is the server's OpenShift Route, or nil when the stack asks for
 // none: to the server Service's port (by name), the host when set (else
 // the router chooses), TLS terminated as Termination says.
-func Route(stack *v1alpha1.InferenceStack, e Exposure) (*unstructured.Unstructured, error) {
+func Route(stack *v1alpha2.InferenceStack, e Exposure) (*unstructured.Unstructured, error) {
 	if e.Route == nil {
 		return nil, nil
 	}

@@ -27,7 +27,7 @@ func withV2Networking(t *testing.T, networking string) testutil.Option {
 	}
 }
 
-func exposure(t *testing.T, stack *v1alpha1.InferenceStack) network.Exposure {
+func exposure(t *testing.T, stack *v1alpha2.InferenceStack) network.Exposure {
 	t.Helper()
 	e, err := exposureOf(t, stack)
 	require.NoError(t, err)
@@ -40,11 +40,11 @@ func exposure(t *testing.T, stack *v1alpha1.InferenceStack) network.Exposure {
 // TLS gets ingress-nginx's HTTPS backend annotation, which the user's
 // annotations can override. The URL follows the Ingress's TLS.
 func TestIngress(t *testing.T) {
-	none := testutil.Stack("s")
+	none := testutil.Hub(testutil.Stack("s"))
 	require.Nil(t, network.Ingress(none, exposure(t, none)))
 	require.Empty(t, network.IngressURL(exposure(t, none)))
 
-	plain := testutil.Stack("s", testutil.WithPort(9000), withV2Networking(t, `{"ingress": {"host": "llama.example.com"}}`))
+	plain := testutil.Hub(testutil.Stack("s", testutil.WithPort(9000), withV2Networking(t, `{"ingress": {"host": "llama.example.com"}}`)))
 	ing := network.Ingress(plain, exposure(t, plain))
 	require.NotNil(t, ing)
 	require.Equal(t, "s", *ing.Name)
@@ -62,10 +62,10 @@ func TestIngress(t *testing.T) {
 	require.Equal(t, int32(9000), *path.Backend.Service.Port.Number, "the Service's port, not the container's")
 	require.Equal(t, "http://llama.example.com", network.IngressURL(exposure(t, plain)))
 
-	full := testutil.Stack("s", func(s *v1alpha1.InferenceStack) {
+	full := testutil.Hub(testutil.Stack("s", func(s *v1alpha1.InferenceStack) {
 		s.Spec.Networking = &v1alpha1.NetworkingSpec{TLS: &v1alpha1.TLSSpec{Enabled: true, SecretName: "server-tls"}}
 	}, withV2Networking(t, `{"ingress": {"host": "llama.example.com", "className": "nginx", "tls": {"secretName": "llama-tls"},
-		"annotations": {"cert-manager.io/cluster-issuer": "letsencrypt"}}}`))
+		"annotations": {"cert-manager.io/cluster-issuer": "letsencrypt"}}}`)))
 	ing = network.Ingress(full, exposure(t, full))
 	require.Equal(t, "nginx", *ing.Spec.IngressClassName)
 	require.Equal(t, []string{"llama.example.com"}, ing.Spec.TLS[0].Hosts)
@@ -73,9 +73,9 @@ func TestIngress(t *testing.T) {
 	require.Equal(t, map[string]string{network.AnnotationNginxBackendProtocol: "HTTPS", "cert-manager.io/cluster-issuer": "letsencrypt"}, ing.Annotations)
 	require.Equal(t, "https://llama.example.com", network.IngressURL(exposure(t, full)))
 
-	overridden := testutil.Stack("s", func(s *v1alpha1.InferenceStack) {
+	overridden := testutil.Hub(testutil.Stack("s", func(s *v1alpha1.InferenceStack) {
 		s.Spec.Networking = &v1alpha1.NetworkingSpec{TLS: &v1alpha1.TLSSpec{Enabled: true, SecretName: "server-tls"}}
-	}, withV2Networking(t, `{"ingress": {"host": "llama.example.com", "tls": {}, "annotations": {"`+network.AnnotationNginxBackendProtocol+`": "GRPCS"}}}`))
+	}, withV2Networking(t, `{"ingress": {"host": "llama.example.com", "tls": {}, "annotations": {"`+network.AnnotationNginxBackendProtocol+`": "GRPCS"}}}`)))
 	ing = network.Ingress(overridden, exposure(t, overridden))
 	require.Equal(t, "GRPCS", ing.Annotations[network.AnnotationNginxBackendProtocol], "the user's annotation wins")
 	require.Nil(t, ing.Spec.TLS[0].SecretName, "tls: {}: the controller's default certificate")
@@ -87,12 +87,12 @@ func TestIngress(t *testing.T) {
 // terminated; a server that serves TLS gets passthrough to its https port;
 // plain HTTP is redirected either way.
 func TestRoute(t *testing.T) {
-	none := testutil.Stack("s")
+	none := testutil.Hub(testutil.Stack("s"))
 	route, err := network.Route(none, exposure(t, none))
 	require.NoError(t, err)
 	require.Nil(t, route)
 
-	edge := testutil.Stack("s", testutil.WithNamespace("ns"), withV2Networking(t, `{"route": {}}`))
+	edge := testutil.Hub(testutil.Stack("s", testutil.WithNamespace("ns"), withV2Networking(t, `{"route": {}}`)))
 	route, err = network.Route(edge, exposure(t, edge))
 	require.NoError(t, err)
 	require.Equal(t, network.RouteGVK, route.GroupVersionKind())
@@ -104,9 +104,9 @@ func TestRoute(t *testing.T) {
 	require.JSONEq(t, `{"to": {"kind": "Service", "name": "s", "weight": 100}, "port": {"targetPort": "http"},
 		"tls": {"termination": "edge", "insecureEdgeTerminationPolicy": "Redirect"}}`, jsonOf(t, route.Object["spec"]))
 
-	passthrough := testutil.Stack("s", func(s *v1alpha1.InferenceStack) {
+	passthrough := testutil.Hub(testutil.Stack("s", func(s *v1alpha1.InferenceStack) {
 		s.Spec.Networking = &v1alpha1.NetworkingSpec{TLS: &v1alpha1.TLSSpec{Enabled: true, SecretName: "server-tls"}}
-	}, withV2Networking(t, `{"route": {"host": "llama.apps.example.com"}}`))
+	}, withV2Networking(t, `{"route": {"host": "llama.apps.example.com"}}`)))
 	route, err = network.Route(passthrough, exposure(t, passthrough))
 	require.NoError(t, err)
 	require.JSONEq(t, `{"host": "llama.apps.example.com", "to": {"kind": "Service", "name": "s", "weight": 100}, "port": {"targetPort": "https"},
@@ -135,13 +135,13 @@ func TestRouteURL(t *testing.T) {
 // builders: an Ingress whose controller allowedFrom would not admit, and
 // one host for the Ingress and the Route.
 func TestExposureChecks(t *testing.T) {
-	_, err := exposureOf(t, testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "allowedFrom": {}}`)))
+	_, err := exposureOf(t, testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "allowedFrom": {}}`))))
 	require.ErrorContains(t, err, "name it in allowedFrom.namespaces or allowedFrom.labels")
-	_, err = exposureOf(t, testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "allowedFrom": {"namespaces": ["ingress-nginx"]}}`)))
+	_, err = exposureOf(t, testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "allowedFrom": {"namespaces": ["ingress-nginx"]}}`))))
 	require.NoError(t, err)
-	_, err = exposureOf(t, testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "route": {"host": "a.example.com"}}`)))
+	_, err = exposureOf(t, testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "route": {"host": "a.example.com"}}`))))
 	require.ErrorContains(t, err, "the two would claim it")
-	_, err = exposureOf(t, testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "route": {}}`)))
+	_, err = exposureOf(t, testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "route": {}}`))))
 	require.NoError(t, err)
 }
 
@@ -151,17 +151,17 @@ func TestExposureChecks(t *testing.T) {
 // is no router peer.
 func TestServerPolicyAdmitsRouters(t *testing.T) {
 	routerPeer := map[string]string{network.RouterNamespaceLabel: network.RouterNamespaceValue}
-	narrowed, err := serverPolicy(t, testutil.Stack("s", withV2Networking(t, `{"route": {}, "allowedFrom": {"namespaces": ["clients"]}}`)))
+	narrowed, err := serverPolicy(t, testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"route": {}, "allowedFrom": {"namespaces": ["clients"]}}`))))
 	require.NoError(t, err)
 	from := narrowed.Spec.Ingress[0].From
 	require.Len(t, from, 3)
 	require.Equal(t, routerPeer, from[2].NamespaceSelector.MatchLabels)
 
-	open, err := serverPolicy(t, testutil.Stack("s", withV2Networking(t, `{"route": {}}`)))
+	open, err := serverPolicy(t, testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"route": {}}`))))
 	require.NoError(t, err)
 	require.Empty(t, open.Spec.Ingress[0].From, "no allowedFrom: every namespace")
 
-	noRoute, err := serverPolicy(t, testutil.Stack("s", withV2Networking(t, `{"allowedFrom": {"namespaces": ["clients"]}}`)))
+	noRoute, err := serverPolicy(t, testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"allowedFrom": {"namespaces": ["clients"]}}`))))
 	require.NoError(t, err)
 	require.Len(t, noRoute.Spec.Ingress[0].From, 2)
 }

@@ -17,17 +17,16 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
 
 // ServerPolicyName is the server's NetworkPolicy.
-func ServerPolicyName(stack *v1alpha1.InferenceStack) string { return stack.Name + "-server" }
+func ServerPolicyName(stack metav1.Object) string { return stack.GetName() + "-server" }
 
 // CachePolicyName is the cache's NetworkPolicy.
-func CachePolicyName(stack *v1alpha1.InferenceStack) string { return stack.Name + "-cache" }
+func CachePolicyName(stack metav1.Object) string { return stack.GetName() + "-cache" }
 
 // OperatorPeer is the operator's own pods, as the server's NetworkPolicy
 // admits them: the namespace they run in and labels only they carry there
@@ -76,17 +75,15 @@ func NewOperatorPeer(namespace string, podLabels map[string]string) (*OperatorPe
 
 // ServerPolicy admits traffic to the server pods on the server's port only:
 // from anywhere (clients reach it through its Service), or, when the stack
-// sets v1alpha2's networking.allowedFrom (read from hub, the stack as
-// v1alpha2 sees it: v1alpha1.InferenceStack.V1alpha2),
-// only from pods of the stack's namespace, of the namespaces it names and of
+// sets networking.allowedFrom, only from pods of the stack's namespace, of the namespaces it names and of
 // the namespaces carrying one of its label keys (and, with
 // networking.route, of OpenShift's router namespaces), and from the
 // operator's own pods (operator, when not nil: its namespace and pod labels
 // together), whose prober reads the server's version and providers
 // whatever allowedFrom says.
-func ServerPolicy(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack, operator *OperatorPeer) (*networkingv1ac.NetworkPolicyApplyConfiguration, error) {
+func ServerPolicy(stack *v1alpha2.InferenceStack, operator *OperatorPeer) (*networkingv1ac.NetworkPolicyApplyConfiguration, error) {
 	var allowed *v1alpha2.AllowedFromSpec
-	if n := hub.Spec.Networking; n != nil {
+	if n := stack.Spec.Networking; n != nil {
 		allowed = n.AllowedFrom
 	}
 	rule := networkingv1ac.NetworkPolicyIngressRule().
@@ -95,8 +92,8 @@ func ServerPolicy(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack, 
 			WithPort(intstr.FromInt32(runconfig.ServerPort)))
 	if allowed != nil {
 		if n := stack.Spec.Networking; n != nil && n.Expose != nil && *n.Expose {
-			return nil, fmt.Errorf("InferenceStack %s/%s: annotation %s (networking.allowedFrom) admits pods of namespaces, and networking.expose makes a LoadBalancer for clients outside the cluster, which it would refuse: set one or the other",
-				stack.Namespace, stack.Name, v1alpha2.SpecAnnotation)
+			return nil, fmt.Errorf("InferenceStack %s/%s: spec.networking.allowedFrom admits pods of namespaces, and spec.networking.expose makes a LoadBalancer for clients outside the cluster, which it would refuse: set one or the other",
+				stack.Namespace, stack.Name)
 		}
 		// The stack's own namespace: a pod selector alone selects there.
 		rule.WithFrom(networkingv1ac.NetworkPolicyPeer().WithPodSelector(metav1ac.LabelSelector()))
@@ -112,7 +109,7 @@ func ServerPolicy(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack, 
 				WithNamespaceSelector(metav1ac.LabelSelector().WithMatchExpressions(metav1ac.LabelSelectorRequirement().
 					WithKey(key).WithOperator(metav1.LabelSelectorOpExists))))
 		}
-		if hub.Spec.Networking.Route != nil {
+		if stack.Spec.Networking.Route != nil {
 			// A Route's traffic comes from OpenShift's routers, whose
 			// namespaces carry this label (as upstream's operator admits
 			// them too).
@@ -138,7 +135,7 @@ func ServerPolicy(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack, 
 
 // CachePolicy admits traffic to the cache pods on PostgreSQL's port from the
 // stack's server pods only.
-func CachePolicy(stack *v1alpha1.InferenceStack) *networkingv1ac.NetworkPolicyApplyConfiguration {
+func CachePolicy(stack *v1alpha2.InferenceStack) *networkingv1ac.NetworkPolicyApplyConfiguration {
 	return networkingv1ac.NetworkPolicy(CachePolicyName(stack), stack.Namespace).
 		WithLabels(components.Labels(stack, components.ComponentCache)).
 		WithOwnerReferences(components.OwnerReference(stack)).

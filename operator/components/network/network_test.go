@@ -14,7 +14,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components/network"
 	"github.com/inferencestack/inferencestack/test/testutil"
@@ -26,18 +25,16 @@ import (
 // namespaces and the namespaces carrying a listed label key. A LoadBalancer
 // beside it, or an annotation that is not allowedFrom's JSON, is an error.
 func TestServerPolicyAllowedFrom(t *testing.T) {
-	open, err := serverPolicy(t, testutil.Stack("s"))
+	open, err := serverPolicy(t, testutil.Hub(testutil.Stack("s")))
 	require.NoError(t, err)
 	require.Len(t, open.Spec.Ingress, 1)
 	require.Empty(t, open.Spec.Ingress[0].From, "no allowedFrom: every namespace")
 
-	through := func(networking *v1alpha2.NetworkingSpec) *v1alpha1.InferenceStack {
+	through := func(networking *v1alpha2.NetworkingSpec) *v1alpha2.InferenceStack {
 		t.Helper()
 		v2 := &v1alpha2.InferenceStack{Spec: v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Name: "starter"}, Networking: networking}}
 		v2.Name, v2.Namespace = "s", "ns"
-		var v1 v1alpha1.InferenceStack
-		require.NoError(t, v1.ConvertFrom(v2))
-		return &v1
+		return v2
 	}
 	narrowed, err := serverPolicy(t, through(&v1alpha2.NetworkingSpec{AllowedFrom: &v1alpha2.AllowedFromSpec{
 		Namespaces: []string{"clients", "batch"}, Labels: []string{"team.example.com/llm"}}}))
@@ -64,17 +61,9 @@ func TestServerPolicyAllowedFrom(t *testing.T) {
 	require.Len(t, only.Spec.Ingress[0].From, 1, "allowedFrom: {} admits the stack's namespace alone")
 
 	exposed := through(&v1alpha2.NetworkingSpec{AllowedFrom: &v1alpha2.AllowedFromSpec{Namespaces: []string{"clients"}}})
-	exposed.Spec.Networking.Expose = ptr.To(true) // through v1alpha1, which has no rule about the annotation
+	exposed.Spec.Networking.Expose = ptr.To(true) // as through v1alpha1, which has no rule about the annotation
 	_, err = serverPolicy(t, exposed)
 	require.ErrorContains(t, err, "set one or the other")
-
-	bad := testutil.Stack("s", func(s *v1alpha1.InferenceStack) {
-		s.Annotations = map[string]string{v1alpha2.SpecAnnotation: `{"networking": {"allowedFrom": {"namespaces": "clients"}}}`}
-	})
-	// The builders read the annotation through the conversion, which refuses
-	// a value of the wrong type.
-	_, err = bad.V1alpha2()
-	require.ErrorContains(t, err, "annotation "+v1alpha2.SpecAnnotation)
 }
 
 // TestServerPolicyAdmitsTheOperator: whatever allowedFrom says (nothing
@@ -108,8 +97,8 @@ func TestServerPolicyAdmitsTheOperator(t *testing.T) {
 		{name: "with a Route", networking: `{"route": {}, "allowedFrom": {"namespaces": ["clients"]}}`, others: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			stack := testutil.Stack("s", testutil.WithNamespace("team-a"), withV2Networking(t, tc.networking))
-			policy, err := network.ServerPolicy(stack, testutil.V1alpha2(t, stack), operator)
+			stack := testutil.Hub(testutil.Stack("s", testutil.WithNamespace("team-a"), withV2Networking(t, tc.networking)))
+			policy, err := network.ServerPolicy(stack, operator)
 			require.NoError(t, err)
 			require.Len(t, policy.Spec.Ingress, 1, "one rule: the server's port")
 			rule := policy.Spec.Ingress[0]
@@ -119,14 +108,14 @@ func TestServerPolicyAdmitsTheOperator(t *testing.T) {
 			require.Len(t, rule.From, tc.others+1)
 			operatorPeer(t, rule.From[tc.others])
 
-			without, err := network.ServerPolicy(stack, testutil.V1alpha2(t, stack), nil)
+			without, err := network.ServerPolicy(stack, nil)
 			require.NoError(t, err)
 			require.Equal(t, rule.From[:tc.others], without.Spec.Ingress[0].From, "the operator's peer is added, nothing else changes")
 		})
 	}
 
-	open := testutil.Stack("s", withV2Networking(t, `{"route": {}}`))
-	policy, err := network.ServerPolicy(open, testutil.V1alpha2(t, open), operator)
+	open := testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"route": {}}`)))
+	policy, err := network.ServerPolicy(open, operator)
 	require.NoError(t, err)
 	require.Empty(t, policy.Spec.Ingress[0].From, "no allowedFrom: every namespace, the operator's included")
 
@@ -136,8 +125,8 @@ func TestServerPolicyAdmitsTheOperator(t *testing.T) {
 	mine, err := network.NewOperatorPeer("ops", labels)
 	require.NoError(t, err)
 	labels["app"] = "other"
-	narrowed := testutil.Stack("s", withV2Networking(t, `{"allowedFrom": {}}`))
-	policy, err = network.ServerPolicy(narrowed, testutil.V1alpha2(t, narrowed), mine)
+	narrowed := testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"allowedFrom": {}}`)))
+	policy, err = network.ServerPolicy(narrowed, mine)
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"app": "op"}, policy.Spec.Ingress[0].From[1].PodSelector.MatchLabels)
 }
@@ -197,14 +186,13 @@ func TestDefaultOperatorPodLabelsSelectTheManager(t *testing.T) {
 // serverPolicy is the server's NetworkPolicy of stack, read as the
 // reconciler does: through the stack's v1alpha2 conversion (no operator
 // peer: TestServerPolicyAdmitsTheOperator has it).
-func serverPolicy(t *testing.T, stack *v1alpha1.InferenceStack) (*networkingv1ac.NetworkPolicyApplyConfiguration, error) {
+func serverPolicy(t *testing.T, stack *v1alpha2.InferenceStack) (*networkingv1ac.NetworkPolicyApplyConfiguration, error) {
 	t.Helper()
-	return network.ServerPolicy(stack, testutil.V1alpha2(t, stack), nil)
+	return network.ServerPolicy(stack, nil)
 }
 
-// exposureOf is the exposure stack asks for, read through its v1alpha2
-// conversion.
-func exposureOf(t *testing.T, stack *v1alpha1.InferenceStack) (network.Exposure, error) {
+// exposureOf is the exposure stack asks for.
+func exposureOf(t *testing.T, stack *v1alpha2.InferenceStack) (network.Exposure, error) {
 	t.Helper()
-	return network.ExposureOf(testutil.V1alpha2(t, stack))
+	return network.ExposureOf(stack)
 }

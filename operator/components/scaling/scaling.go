@@ -10,20 +10,20 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/components/server"
 )
 
 // HorizontalPodAutoscaler scales the server Deployment on the stack's
-// metrics (CPU, memory: v1alpha1.InferenceStack.AutoscalingMetrics), or is
-// nil when workload.autoscaling is unset.
-func HorizontalPodAutoscaler(stack *v1alpha1.InferenceStack) (*autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration, error) {
-	metrics, err := stack.AutoscalingMetrics()
-	if err != nil || metrics == nil {
-		return nil, err
+// metrics (CPU, memory: v1alpha2.ScalingSpec.MetricsOrDefault), or is nil
+// when scaling.autoscaling is unset.
+func HorizontalPodAutoscaler(stack *v1alpha2.InferenceStack) *autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration {
+	metrics := stack.Spec.Scaling.MetricsOrDefault()
+	if metrics == nil {
+		return nil
 	}
-	a := stack.Spec.Workload.Autoscaling
+	a := stack.Spec.Scaling.Autoscaling
 	minReplicas := int32(1)
 	if a.MinReplicas != nil {
 		minReplicas = *a.MinReplicas
@@ -45,13 +45,13 @@ func HorizontalPodAutoscaler(stack *v1alpha1.InferenceStack) (*autoscalingv2ac.H
 	return autoscalingv2ac.HorizontalPodAutoscaler(server.Name(stack), stack.Namespace).
 		WithLabels(components.Labels(stack, components.ComponentServer)).
 		WithOwnerReferences(components.OwnerReference(stack)).
-		WithSpec(spec), nil
+		WithSpec(spec)
 }
 
 // PodDisruptionBudget limits voluntary disruptions of the server pods, or is
-// nil when workload.podDisruptionBudget is unset.
-func PodDisruptionBudget(stack *v1alpha1.InferenceStack) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
-	w := stack.Spec.Workload
+// nil when scaling.podDisruptionBudget is unset.
+func PodDisruptionBudget(stack *v1alpha2.InferenceStack) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
+	w := stack.Spec.Scaling
 	if w == nil || w.PodDisruptionBudget == nil {
 		return nil
 	}

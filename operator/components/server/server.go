@@ -10,6 +10,8 @@ import (
 	"path"
 	"slices"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -19,7 +21,6 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
@@ -39,11 +40,11 @@ var ConfigPath = path.Join(ConfigDir, runconfig.ConfigKey)
 const HealthPath = "/v1/health"
 
 // Name is the name of the server's Deployment and Service.
-func Name(stack *v1alpha1.InferenceStack) string { return stack.Name }
+func Name(stack metav1.Object) string { return stack.GetName() }
 
 // ServiceAccountName is the ServiceAccount the server runs as: the user's
 // workload.serviceAccountName, or one the operator makes.
-func ServiceAccountName(stack *v1alpha1.InferenceStack) string {
+func ServiceAccountName(stack *v1alpha2.InferenceStack) string {
 	if w := stack.Spec.Workload; w != nil && w.ServiceAccountName != "" {
 		return w.ServiceAccountName
 	}
@@ -51,7 +52,7 @@ func ServiceAccountName(stack *v1alpha1.InferenceStack) string {
 }
 
 // Port is the port the server's Service exposes.
-func Port(stack *v1alpha1.InferenceStack) int32 {
+func Port(stack *v1alpha2.InferenceStack) int32 {
 	if n := stack.Spec.Networking; n != nil && n.Port != 0 {
 		return n.Port
 	}
@@ -107,7 +108,7 @@ func DefaultResources(operatorMajor string) corev1.ResourceRequirements {
 
 // ServiceAccount is the operator-made ServiceAccount, or nil when the user
 // names their own.
-func ServiceAccount(stack *v1alpha1.InferenceStack) *corev1ac.ServiceAccountApplyConfiguration {
+func ServiceAccount(stack *v1alpha2.InferenceStack) *corev1ac.ServiceAccountApplyConfiguration {
 	if w := stack.Spec.Workload; w != nil && w.ServiceAccountName != "" {
 		return nil
 	}
@@ -120,14 +121,14 @@ func ServiceAccount(stack *v1alpha1.InferenceStack) *corev1ac.ServiceAccountAppl
 // ProberName names the ServiceAccount the operator's prober authenticates
 // as to a server with kubernetes auth, and the Secret its tokens are bound
 // to: one identity per stack, made by the operator for the purpose alone.
-func ProberName(stack *v1alpha1.InferenceStack) string { return stack.Name + "-prober" }
+func ProberName(stack metav1.Object) string { return stack.GetName() + "-prober" }
 
 // ProberServiceAccount is the prober's identity for a stack with kubernetes
 // auth, nil without. It holds no RBAC at all: the server's auth only asks
 // the API server who the token's holder is (a SelfSubjectReview, open to
 // any authenticated principal), so a server that keeps the token learns an
 // identity that can do nothing but that.
-func ProberServiceAccount(stack *v1alpha1.InferenceStack) *corev1ac.ServiceAccountApplyConfiguration {
+func ProberServiceAccount(stack *v1alpha2.InferenceStack) *corev1ac.ServiceAccountApplyConfiguration {
 	if !AuthEnabled(stack) {
 		return nil
 	}
@@ -140,7 +141,7 @@ func ProberServiceAccount(stack *v1alpha1.InferenceStack) *corev1ac.ServiceAccou
 // ProberSecret is the object the prober's tokens are bound to (a
 // TokenRequest's boundObjectRef), nil without kubernetes auth: it holds no
 // data, and its deletion (with the stack) revokes every token bound to it.
-func ProberSecret(stack *v1alpha1.InferenceStack) *corev1ac.SecretApplyConfiguration {
+func ProberSecret(stack *v1alpha2.InferenceStack) *corev1ac.SecretApplyConfiguration {
 	if !AuthEnabled(stack) {
 		return nil
 	}
@@ -155,7 +156,7 @@ func ProberSecret(stack *v1alpha1.InferenceStack) *corev1ac.SecretApplyConfigura
 
 // Service exposes the server: ClusterIP, or LoadBalancer with
 // networking.expose.
-func Service(stack *v1alpha1.InferenceStack) *corev1ac.ServiceApplyConfiguration {
+func Service(stack *v1alpha2.InferenceStack) *corev1ac.ServiceApplyConfiguration {
 	typ := corev1.ServiceTypeClusterIP
 	if n := stack.Spec.Networking; n != nil && ptr.Deref(n.Expose, false) {
 		typ = corev1.ServiceTypeLoadBalancer
@@ -175,7 +176,7 @@ func Service(stack *v1alpha1.InferenceStack) *corev1ac.ServiceApplyConfiguration
 
 // URL is the in-cluster URL of the server's Service:
 // http(s)://<service>.<namespace>.svc:<port>, https when TLS is on.
-func URL(stack *v1alpha1.InferenceStack) string {
+func URL(stack *v1alpha2.InferenceStack) string {
 	scheme := "http"
 	if tlsEnabled(stack) {
 		scheme = "https"
@@ -185,19 +186,19 @@ func URL(stack *v1alpha1.InferenceStack) string {
 
 // PortName is the name of the server Service's port: https when the server
 // serves TLS, http otherwise (what an Ingress or a Route names as target).
-func PortName(stack *v1alpha1.InferenceStack) string { return portName(stack) }
+func PortName(stack *v1alpha2.InferenceStack) string { return portName(stack) }
 
 // TLSEnabled reports whether the server serves HTTPS (networking.tls).
-func TLSEnabled(stack *v1alpha1.InferenceStack) bool { return tlsEnabled(stack) }
+func TLSEnabled(stack *v1alpha2.InferenceStack) bool { return tlsEnabled(stack) }
 
-func portName(stack *v1alpha1.InferenceStack) string {
+func portName(stack *v1alpha2.InferenceStack) string {
 	if tlsEnabled(stack) {
 		return "https"
 	}
 	return "http"
 }
 
-func tlsEnabled(stack *v1alpha1.InferenceStack) bool {
+func tlsEnabled(stack *v1alpha2.InferenceStack) bool {
 	n := stack.Spec.Networking
 	return n != nil && n.TLS != nil && n.TLS.Enabled
 }
@@ -211,7 +212,7 @@ func tlsEnabled(stack *v1alpha1.InferenceStack) bool {
 //   - on Llama Stack 0.2 with authentication, the auth middleware demands a
 //     bearer token on every path, /v1/health included (v0.2.23; 0.3.0
 //     exempts /v1/health and /v1/version with require_authentication=False).
-func ProbesTCP(stack *v1alpha1.InferenceStack, line stackconfig.Line) bool {
+func ProbesTCP(stack *v1alpha2.InferenceStack, line stackconfig.Line) bool {
 	if tlsEnabled(stack) && stack.Spec.Networking.TLS.CABundle != nil {
 		return true
 	}
@@ -220,15 +221,15 @@ func ProbesTCP(stack *v1alpha1.InferenceStack, line stackconfig.Line) bool {
 
 // AuthEnabled reports whether the server validates callers' tokens against
 // the cluster.
-func AuthEnabled(stack *v1alpha1.InferenceStack) bool {
+func AuthEnabled(stack *v1alpha2.InferenceStack) bool {
 	return stack.Spec.Auth != nil && stack.Spec.Auth.Kubernetes != nil
 }
 
 // StateVolumeName is the PersistentVolumeClaim of workload.stateVolume.
-func StateVolumeName(stack *v1alpha1.InferenceStack) string { return stack.Name + "-state" }
+func StateVolumeName(stack metav1.Object) string { return stack.GetName() + "-state" }
 
 // stateVolume is workload.stateVolume, nil when unset.
-func stateVolume(stack *v1alpha1.InferenceStack) *v1alpha1.StateVolumeSpec {
+func stateVolume(stack *v1alpha2.InferenceStack) *v1alpha2.StateVolumeSpec {
 	if w := stack.Spec.Workload; w != nil {
 		return w.StateVolume
 	}
@@ -237,11 +238,11 @@ func stateVolume(stack *v1alpha1.InferenceStack) *v1alpha1.StateVolumeSpec {
 
 // HasStateVolume reports whether the stack asks for a state volume
 // (workload.stateVolume).
-func HasStateVolume(stack *v1alpha1.InferenceStack) bool { return stateVolume(stack) != nil }
+func HasStateVolume(stack *v1alpha2.InferenceStack) bool { return stateVolume(stack) != nil }
 
 // StateRetained reports whether the state volume outlives the stack
 // (workload.stateVolume.retainOnDelete, default true).
-func StateRetained(stack *v1alpha1.InferenceStack) bool {
+func StateRetained(stack *v1alpha2.InferenceStack) bool {
 	v := stateVolume(stack)
 	return v == nil || v.RetainOnDelete == nil || *v.RetainOnDelete
 }
@@ -249,7 +250,7 @@ func StateRetained(stack *v1alpha1.InferenceStack) bool {
 // StatePVC is the claim of workload.stateVolume, nil when unset. Like the
 // cache's, it has no owner reference: deleting the stack keeps it unless
 // retainOnDelete is false.
-func StatePVC(stack *v1alpha1.InferenceStack) *corev1ac.PersistentVolumeClaimApplyConfiguration {
+func StatePVC(stack *v1alpha2.InferenceStack) *corev1ac.PersistentVolumeClaimApplyConfiguration {
 	v := stateVolume(stack)
 	if v == nil {
 		return nil
@@ -269,17 +270,15 @@ func StatePVC(stack *v1alpha1.InferenceStack) *corev1ac.PersistentVolumeClaimApp
 		WithSpec(spec)
 }
 
-// Deployment runs the server; hub is the stack as v1alpha2 sees it
-// (v1alpha1.InferenceStack.V1alpha2). It fails on v1alpha2's
-// workload.workers and workload.podOverrides when they break a rule the
-// v1alpha2 CRD enforces (CheckOverrides): a v1alpha1 object carries them in
-// an annotation no CEL rule reads.
-func Deployment(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack, in Inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
+// Deployment runs the server. It fails on workload.workers and
+// workload.podOverrides when they break a rule the v1alpha2 CRD enforces
+// (CheckOverrides).
+func Deployment(stack *v1alpha2.InferenceStack, in Inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	w := stack.Spec.Workload
 	if w == nil {
-		w = &v1alpha1.WorkloadSpec{}
+		w = &v1alpha2.WorkloadSpec{}
 	}
-	x, err := extrasOf(stack, hub)
+	x, err := extrasOf(stack)
 	if err != nil {
 		return nil, err
 	}
@@ -290,11 +289,11 @@ func Deployment(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack, in
 		// A ReadWriteOnce volume: the old pod lets go before the new one starts.
 		spec.WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RecreateDeploymentStrategyType))
 	}
-	if w.Autoscaling == nil {
+	if s := stack.Spec.Scaling; s == nil || s.Autoscaling == nil {
 		// With autoscaling the HorizontalPodAutoscaler owns the replica count.
 		replicas := int32(1)
-		if w.Replicas != nil {
-			replicas = *w.Replicas
+		if s != nil && s.Replicas != nil {
+			replicas = *s.Replicas
 		}
 		spec.WithReplicas(replicas)
 	}
@@ -304,7 +303,7 @@ func Deployment(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack, in
 		WithSpec(spec), nil
 }
 
-func podTemplate(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, x extras, in Inputs) *corev1ac.PodTemplateSpecApplyConfiguration {
+func podTemplate(stack *v1alpha2.InferenceStack, w *v1alpha2.WorkloadSpec, x extras, in Inputs) *corev1ac.PodTemplateSpecApplyConfiguration {
 	security := corev1ac.PodSecurityContext().
 		WithRunAsNonRoot(true).
 		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
@@ -349,7 +348,7 @@ func podTemplate(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, x ext
 		WithSpec(pod)
 }
 
-func container(stack *v1alpha1.InferenceStack, w *v1alpha1.WorkloadSpec, x extras, in Inputs) *corev1ac.ContainerApplyConfiguration {
+func container(stack *v1alpha2.InferenceStack, w *v1alpha2.WorkloadSpec, x extras, in Inputs) *corev1ac.ContainerApplyConfiguration {
 	probe := func(period, failures int32) *corev1ac.ProbeApplyConfiguration {
 		p := corev1ac.Probe().WithPeriodSeconds(period).WithFailureThreshold(failures).WithTimeoutSeconds(5)
 		if ProbesTCP(stack, in.line()) {
@@ -425,7 +424,7 @@ const (
 	kubeRootCAConfigMap = "kube-root-ca.crt"
 )
 
-func volumeMounts(stack *v1alpha1.InferenceStack) []*corev1ac.VolumeMountApplyConfiguration {
+func volumeMounts(stack *v1alpha2.InferenceStack) []*corev1ac.VolumeMountApplyConfiguration {
 	m := []*corev1ac.VolumeMountApplyConfiguration{
 		corev1ac.VolumeMount().WithName(volumeConfig).WithMountPath(ConfigDir).WithReadOnly(true),
 		corev1ac.VolumeMount().WithName(volumeData).WithMountPath(runconfig.DataDir),
@@ -445,7 +444,7 @@ func volumeMounts(stack *v1alpha1.InferenceStack) []*corev1ac.VolumeMountApplyCo
 
 // dataVolume holds the server's state: the state volume's claim, or an
 // emptyDir.
-func dataVolume(stack *v1alpha1.InferenceStack) *corev1ac.VolumeApplyConfiguration {
+func dataVolume(stack *v1alpha2.InferenceStack) *corev1ac.VolumeApplyConfiguration {
 	if stateVolume(stack) != nil {
 		return corev1ac.Volume().WithName(volumeData).WithPersistentVolumeClaim(
 			corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(StateVolumeName(stack)))
@@ -453,7 +452,7 @@ func dataVolume(stack *v1alpha1.InferenceStack) *corev1ac.VolumeApplyConfigurati
 	return corev1ac.Volume().WithName(volumeData).WithEmptyDir(corev1ac.EmptyDirVolumeSource())
 }
 
-func volumes(stack *v1alpha1.InferenceStack, in Inputs) []*corev1ac.VolumeApplyConfiguration {
+func volumes(stack *v1alpha2.InferenceStack, in Inputs) []*corev1ac.VolumeApplyConfiguration {
 	v := []*corev1ac.VolumeApplyConfiguration{
 		corev1ac.Volume().WithName(volumeConfig).WithConfigMap(corev1ac.ConfigMapVolumeSource().
 			WithName(in.ConfigMapName).

@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/components/server"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
@@ -32,7 +32,7 @@ func inputs() server.Inputs {
 }
 
 func TestDeploymentIsRestrictedAndCarriesHashes(t *testing.T) {
-	d := deployment(t, testutil.Stack("s"), inputs())
+	d := deployment(t, testutil.Hub(testutil.Stack("s")), inputs())
 	pod := d.Spec.Template.Spec
 	if sc := pod.SecurityContext; sc == nil || !*sc.RunAsNonRoot || *sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("pod security context %+v", sc)
@@ -58,7 +58,7 @@ func TestDeploymentIsRestrictedAndCarriesHashes(t *testing.T) {
 }
 
 func TestDeploymentLeavesReplicasToTheAutoscaler(t *testing.T) {
-	d := deployment(t, testutil.Stack("s", testutil.WithAutoscaling(1, 4, 50)), inputs())
+	d := deployment(t, testutil.Hub(testutil.Stack("s", testutil.WithAutoscaling(1, 4, 50))), inputs())
 	if d.Spec.Replicas != nil {
 		t.Errorf("replicas %d set although the HorizontalPodAutoscaler owns them", *d.Spec.Replicas)
 	}
@@ -68,7 +68,7 @@ func TestDeploymentLeavesReplicasToTheAutoscaler(t *testing.T) {
 // SelfSubjectReview with the caller's token (auth_providers.py at v0.2.23
 // and v0.3.0), so the server gets no token, only the cluster CA.
 func TestAuthNeedsNoServiceAccountToken(t *testing.T) {
-	d := deployment(t, testutil.Stack("s", testutil.WithKubernetesAuth()), inputs())
+	d := deployment(t, testutil.Hub(testutil.Stack("s", testutil.WithKubernetesAuth())), inputs())
 	pod := d.Spec.Template.Spec
 	if *pod.AutomountServiceAccountToken {
 		t.Error("the server calls no API as itself: it must not get a ServiceAccount token")
@@ -83,7 +83,7 @@ func TestAuthNeedsNoServiceAccountToken(t *testing.T) {
 }
 
 func TestUserHomeWins(t *testing.T) {
-	d := deployment(t, testutil.Stack("s", testutil.WithEnv("HOME", "/data")), inputs())
+	d := deployment(t, testutil.Hub(testutil.Stack("s", testutil.WithEnv("HOME", "/data"))), inputs())
 	n := 0
 	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
 		if *e.Name == "HOME" {
@@ -105,7 +105,7 @@ func TestDefaultResourcesPerMajor(t *testing.T) {
 	for major, want := range map[string]string{"1": "requests cpu=250m memory=512Mi limits memory=", "2": "requests cpu=500m memory=1Gi limits memory=2Gi"} {
 		in := inputs()
 		in.OperatorMajor = major
-		r := deployment(t, testutil.Stack("s"), in).Spec.Template.Spec.Containers[0].Resources
+		r := deployment(t, testutil.Hub(testutil.Stack("s")), in).Spec.Template.Spec.Containers[0].Resources
 		got := "requests cpu=" + quantity(r.Requests, corev1.ResourceCPU) + " memory=" + quantity(r.Requests, corev1.ResourceMemory) +
 			" limits memory=" + quantity(r.Limits, corev1.ResourceMemory)
 		if got != want {
@@ -115,7 +115,7 @@ func TestDefaultResourcesPerMajor(t *testing.T) {
 	user := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}
 	in := inputs()
 	in.OperatorMajor = "2"
-	r := deployment(t, testutil.Stack("s", testutil.WithResources(user)), in).Spec.Template.Spec.Containers[0].Resources
+	r := deployment(t, testutil.Hub(testutil.Stack("s", testutil.WithResources(user))), in).Spec.Template.Spec.Containers[0].Resources
 	if quantity(r.Requests, corev1.ResourceCPU) != "4" || r.Limits != nil {
 		t.Errorf("the user's resources %v were not used as they are: %+v", user, r)
 	}
@@ -158,7 +158,7 @@ func TestProbesPerLine(t *testing.T) {
 			t.Run(tc.name+"/"+string(line), func(t *testing.T) {
 				in := inputs()
 				in.Config.Line = line
-				c := deployment(t, testutil.Stack("s", tc.opts...), in).Spec.Template.Spec.Containers[0]
+				c := deployment(t, testutil.Hub(testutil.Stack("s", tc.opts...)), in).Spec.Template.Spec.Containers[0]
 				for _, p := range []*corev1ac.ProbeApplyConfiguration{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
 					got := "tcp"
 					if p.HTTPGet != nil {
@@ -194,10 +194,7 @@ func TestEveryWrittenPathIsOnAWritableVolume(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var stack v1alpha1.InferenceStack
-		if err := yaml.UnmarshalStrict(data, &stack); err != nil {
-			t.Fatal(err)
-		}
+		stack := testutil.HubFromYAML(t, data)
 		for _, operand := range operands {
 			t.Run(filepath.Base(path)+"/"+operand.LlamaStackVersion, func(t *testing.T) {
 				if stack.Spec.OverrideConfig != nil {
@@ -214,7 +211,7 @@ func TestEveryWrittenPathIsOnAWritableVolume(t *testing.T) {
 				}
 				in := inputs()
 				in.Config = res
-				c := deployment(t, &stack, in).Spec.Template.Spec.Containers[0]
+				c := deployment(t, stack, in).Spec.Template.Spec.Containers[0]
 				if !*c.SecurityContext.ReadOnlyRootFilesystem {
 					t.Fatal("the root filesystem must stay read-only")
 				}
@@ -248,14 +245,14 @@ func onWritableMount(c *corev1ac.ContainerApplyConfiguration, dir string) bool {
 // Recreate so the ReadWriteOnce volume is let go first; without it, an
 // emptyDir.
 func TestStateVolume(t *testing.T) {
-	plain := testutil.Stack("s")
+	plain := testutil.Hub(testutil.Stack("s"))
 	if server.StatePVC(plain) != nil {
 		t.Error("a claim without workload.stateVolume")
 	}
 	size := resource.MustParse("5Gi")
-	stack := testutil.Stack("s", testutil.WithSpec(func(s *v1alpha1.InferenceStackSpec) {
+	stack := testutil.Hub(testutil.Stack("s", testutil.WithSpec(func(s *v1alpha1.InferenceStackSpec) {
 		s.Workload = &v1alpha1.WorkloadSpec{StateVolume: &v1alpha1.StateVolumeSpec{Size: &size}}
-	}))
+	})))
 	pvc := server.StatePVC(stack)
 	if pvc == nil || *pvc.Name != "s-state" || len(pvc.OwnerReferences) != 0 {
 		t.Fatalf("claim %+v: want s-state without owner", pvc)
@@ -287,7 +284,7 @@ func TestStateVolume(t *testing.T) {
 	in.FSGroup = &group
 	for _, tc := range []struct {
 		name  string
-		stack *v1alpha1.InferenceStack
+		stack *v1alpha2.InferenceStack
 		in    server.Inputs
 		want  *int64
 	}{
@@ -332,7 +329,7 @@ func TestURLAndServiceType(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			stack := testutil.Stack("s", append([]testutil.Option{testutil.WithNamespace("ns")}, tc.opts...)...)
+			stack := testutil.Hub(testutil.Stack("s", append([]testutil.Option{testutil.WithNamespace("ns")}, tc.opts...)...))
 			if got := server.URL(stack); got != tc.wantURL {
 				t.Errorf("URL = %s, want %s", got, tc.wantURL)
 			}
@@ -344,9 +341,9 @@ func TestURLAndServiceType(t *testing.T) {
 }
 
 // deployment builds the server Deployment, failing the test on an error.
-func deployment(t *testing.T, stack *v1alpha1.InferenceStack, in server.Inputs) *appsv1ac.DeploymentApplyConfiguration {
+func deployment(t *testing.T, stack *v1alpha2.InferenceStack, in server.Inputs) *appsv1ac.DeploymentApplyConfiguration {
 	t.Helper()
-	d, err := server.Deployment(stack, testutil.V1alpha2(t, stack), in)
+	d, err := server.Deployment(stack, in)
 	if err != nil {
 		t.Fatal(err)
 	}

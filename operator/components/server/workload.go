@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
@@ -22,15 +21,11 @@ type extras struct {
 	metrics   []v1alpha2.ResourceMetric
 }
 
-// extrasOf reads workload.workers and workload.podOverrides from hub, the
-// stack as v1alpha2 sees it, and checks them (CheckOverrides).
-func extrasOf(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack) (extras, error) {
-	metrics, err := stack.AutoscalingMetrics()
-	if err != nil {
-		return extras{}, err
-	}
-	x := extras{metrics: metrics}
-	if w := hub.Spec.Workload; w != nil {
+// extrasOf reads workload.workers and workload.podOverrides and checks them
+// (CheckOverrides).
+func extrasOf(stack *v1alpha2.InferenceStack) (extras, error) {
+	x := extras{metrics: stack.Spec.Scaling.MetricsOrDefault()}
+	if w := stack.Spec.Workload; w != nil {
 		x.workers, x.overrides = w.Workers, w.PodOverrides
 	}
 	if err := CheckOverrides(x.workers, x.overrides); err != nil {

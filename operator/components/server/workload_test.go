@@ -21,7 +21,7 @@ import (
 
 // generated is the server Inputs of a stack at a Llama Stack version, with
 // its generated run config.
-func generated(t *testing.T, stack *v1alpha1.InferenceStack, version string) server.Inputs {
+func generated(t *testing.T, stack *v1alpha2.InferenceStack, version string) server.Inputs {
 	t.Helper()
 	cfg, err := runconfig.Generate(stack.Name, stack.Spec, runconfig.Operand{LlamaStackVersion: version})
 	require.NoError(t, err)
@@ -43,7 +43,7 @@ func envOf(c corev1.Container) func(string) (string, bool) {
 }
 
 // container is the Deployment's server container as the API would hold it.
-func serverContainer(t *testing.T, stack *v1alpha1.InferenceStack, in server.Inputs) (corev1.PodSpec, corev1.Container) {
+func serverContainer(t *testing.T, stack *v1alpha2.InferenceStack, in server.Inputs) (corev1.PodSpec, corev1.Container) {
 	t.Helper()
 	var pod corev1.PodSpec
 	d := deployment(t, stack, in)
@@ -63,7 +63,7 @@ func TestWorkersCommand(t *testing.T) {
 		line, err := stackconfig.LineOf(version)
 		require.NoError(t, err)
 		t.Run(version, func(t *testing.T) {
-			plain := testutil.Stack("s")
+			plain := testutil.Hub(testutil.Stack("s"))
 			_, c := serverContainer(t, plain, generated(t, plain, version))
 			got, err := line.ParseCommand(c.Command, envOf(c))
 			require.NoError(t, err)
@@ -74,7 +74,7 @@ func TestWorkersCommand(t *testing.T) {
 			require.False(t, slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "providers" }),
 				"llama stack run makes the external providers folder itself")
 
-			for _, stack := range []*v1alpha1.InferenceStack{testutil.Stack("s", testutil.WithWorkers(3)), testutil.Stack("s", testutil.WithWorkers(3), tls)} {
+			for _, stack := range []*v1alpha2.InferenceStack{testutil.Hub(testutil.Stack("s", testutil.WithWorkers(3))), testutil.Hub(testutil.Stack("s", testutil.WithWorkers(3), tls))} {
 				in := generated(t, stack, version)
 				_, c := serverContainer(t, stack, in)
 				require.Equal(t, "uvicorn", c.Command[0], "%q", c.Command)
@@ -202,7 +202,7 @@ func TestPodOverrides(t *testing.T) {
 		Args:                          []string{"--port", "8321"},
 		TerminationGracePeriodSeconds: ptr.To[int64](90),
 	}
-	stack := testutil.Stack("s", testutil.WithPodOverrides(o))
+	stack := testutil.Hub(testutil.Stack("s", testutil.WithPodOverrides(o)))
 	pod, c := serverContainer(t, stack, generated(t, stack, "0.3.0"))
 	require.Equal(t, int64(90), *pod.TerminationGracePeriodSeconds)
 	require.Equal(t, "prompts", pod.Volumes[len(pod.Volumes)-1].Name)
@@ -215,14 +215,14 @@ func TestPodOverrides(t *testing.T) {
 
 	o.Command = []string{"llama", "stack", "run", server.ConfigPath, "--enable-ui"}
 	o.Args = nil
-	stack = testutil.Stack("s", testutil.WithPodOverrides(o))
+	stack = testutil.Hub(testutil.Stack("s", testutil.WithPodOverrides(o)))
 	_, c = serverContainer(t, stack, generated(t, stack, "0.3.0"))
 	require.Equal(t, o.Command, c.Command)
 	require.Empty(t, c.Args)
 
 	// With workers, args are uvicorn options after the operator's command.
 	o.Command, o.Args = nil, []string{"--timeout-keep-alive", "30"}
-	stack = testutil.Stack("s", testutil.WithPodOverrides(o), testutil.WithWorkers(2))
+	stack = testutil.Hub(testutil.Stack("s", testutil.WithPodOverrides(o), testutil.WithWorkers(2)))
 	_, c = serverContainer(t, stack, generated(t, stack, "0.3.0"))
 	require.Equal(t, "uvicorn", c.Command[0])
 	_, err = stackconfig.Line03.ParseCommand(append(c.Command, c.Args...), envOf(c))
@@ -266,8 +266,8 @@ func TestCheckOverrides(t *testing.T) {
 			if tc.workers != nil {
 				opts = append(opts, testutil.WithWorkers(*tc.workers))
 			}
-			refused := testutil.Stack("s", opts...)
-			_, err = server.Deployment(refused, testutil.V1alpha2(t, refused), inputs())
+			refused := testutil.Hub(testutil.Stack("s", opts...))
+			_, err = server.Deployment(refused, inputs())
 			require.ErrorContains(t, err, "InferenceStack default/s: ")
 			require.True(t, strings.Contains(err.Error(), tc.want), err.Error())
 		})

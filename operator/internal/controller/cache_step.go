@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/apply"
 	"github.com/inferencestack/inferencestack/operator/components"
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
@@ -66,7 +66,7 @@ func ensureCachePassword(ctx context.Context, s *state) error {
 		if components.Unowned(s.Stack)(existing) {
 			return nil
 		}
-		return errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonCacheNotReady,
+		return errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonCacheNotReady,
 			"Secret %s exists but was not made by the operator (label %s=%s missing): "+
 				"delete or rename it, or label it if it holds the cache password under key %s",
 			key, components.LabelManagedBy, components.ManagedBy, runconfig.CachePasswordKey)

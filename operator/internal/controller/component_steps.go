@@ -39,11 +39,7 @@ func serverStep(ctx context.Context, s *state, out rendered, fsGroup *int64) err
 		return err
 	}
 	in := server.Inputs{Image: out.Image, Config: out.Config, ConfigMapName: out.ConfigMapName, ReferencesHash: out.ReferencesHash, OperatorMajor: major, FSGroup: fsGroup}
-	hub, err := s.v1alpha2()
-	if err != nil {
-		return err
-	}
-	desired, err := server.Deployment(stack, hub, in)
+	desired, err := server.Deployment(stack, in)
 	if err != nil {
 		return err
 	}
@@ -86,11 +82,7 @@ func proberIdentity(ctx context.Context, s *state) error {
 // server).
 func networkStep(ctx context.Context, s *state, operator *network.OperatorPeer) error {
 	stack := s.Stack
-	hub, err := s.v1alpha2()
-	if err != nil {
-		return err
-	}
-	policy, err := network.ServerPolicy(stack, hub, operator)
+	policy, err := network.ServerPolicy(stack, operator)
 	if err != nil {
 		return err
 	}
@@ -112,11 +104,7 @@ func networkStep(ctx context.Context, s *state, operator *network.OperatorPeer) 
 func scalingStep(ctx context.Context, s *state) error {
 	stack := s.Stack
 	meta := metav1.ObjectMeta{Name: server.Name(stack), Namespace: stack.Namespace}
-	hpa, err := scaling.HorizontalPodAutoscaler(stack)
-	if err != nil {
-		return err
-	}
-	if hpa != nil {
+	if hpa := scaling.HorizontalPodAutoscaler(stack); hpa != nil {
 		if _, _, err := apply.Apply(ctx, s.Applier, apply.HorizontalPodAutoscaler, hpa); err != nil {
 			return err
 		}
@@ -127,6 +115,6 @@ func scalingStep(ctx context.Context, s *state) error {
 		_, _, err := apply.Apply(ctx, s.Applier, apply.PodDisruptionBudget, pdb)
 		return err
 	}
-	_, err = apply.Delete(ctx, s.Client, &policyv1.PodDisruptionBudget{ObjectMeta: meta}, components.Owned(stack))
+	_, err := apply.Delete(ctx, s.Client, &policyv1.PodDisruptionBudget{ObjectMeta: meta}, components.Owned(stack))
 	return err
 }

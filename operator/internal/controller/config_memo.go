@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
 
@@ -37,7 +37,7 @@ type memoEntry struct {
 
 // configInputs identifies what a stack's run config is made from; override
 // is the override's text, or nil without one.
-func configInputs(stack *v1alpha1.InferenceStack, llamaStackVersion string, override *string) string {
+func configInputs(stack *v1alpha2.InferenceStack, llamaStackVersion string, override *string) string {
 	key := strconv.FormatInt(stack.Generation, 10) + "\x00" + llamaStackVersion
 	if override != nil {
 		sum := sha256.Sum256([]byte(*override))

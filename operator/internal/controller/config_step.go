@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/apply"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/components/config"
@@ -28,7 +28,7 @@ func serverImage(s *state) (string, error) {
 	}
 	image, err := s.Pin.Image(runconfig.ImageDistribution(d.Name))
 	if err != nil {
-		return "", errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonDistributionNotPinned,
+		return "", errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonDistributionNotPinned,
 			"%v: choose another spec.distribution.name or upgrade the operator", err)
 	}
 	return image, nil
@@ -66,7 +66,7 @@ func configStep(ctx context.Context, s *state) (rendered, error) {
 	if o := stack.Spec.OverrideConfig; o != nil {
 		text, ok := data[config.IndexKey(config.KindConfigMap, o.ConfigMapName)][o.KeyOrDefault()]
 		if !ok {
-			return out, errorf(v1alpha1.TypeConfigGenerated, v1alpha1.ReasonOverrideConfigNotFound,
+			return out, errorf(v1alpha2.TypeConfigGenerated, v1alpha2.ReasonOverrideConfigNotFound,
 				"spec.overrideConfig: ConfigMap %s/%s with key %s not found: create it, or remove overrideConfig",
 				stack.Namespace, o.ConfigMapName, o.KeyOrDefault())
 		}
@@ -87,7 +87,7 @@ func configStep(ctx context.Context, s *state) (rendered, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return out, errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonSecretNotFound,
+		return out, errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonSecretNotFound,
 			"waiting for %s in namespace %s: create it (the server is not rolled out until it exists)",
 			strings.Join(missing, ", "), stack.Namespace)
 	}
@@ -95,7 +95,7 @@ func configStep(ctx context.Context, s *state) (rendered, error) {
 		uri := data[config.IndexKey(config.KindSecret, sql.Name)][sql.Key]
 		parts, err := runconfig.PostgresSecretData(uri)
 		if err != nil {
-			return out, errorf(v1alpha1.TypeConfigGenerated, v1alpha1.ReasonInvalidConfig,
+			return out, errorf(v1alpha2.TypeConfigGenerated, v1alpha2.ReasonInvalidConfig,
 				"spec.storage.sql.connectionString: Secret %s key %s: %v", sql.Name, sql.Key, err)
 		}
 		if _, _, err := apply.Apply(ctx, s.Applier, apply.Secret, config.SQLSecret(stack, parts)); err != nil {
@@ -132,12 +132,12 @@ func makeRunConfig(s *state, override *string) (runconfig.Result, error) {
 	}
 	var unknown *stackconfig.UnknownVersionError
 	if errors.As(err, &unknown) {
-		return result, errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonUnsupportedOperandVersion,
+		return result, errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonUnsupportedOperandVersion,
 			"operator %s: %v; no run config is written rather than a guessed one: install an operator release that pins a known version",
 			s.Pin.OperatorVersion, err)
 	}
 	if err != nil {
-		return result, errorf(v1alpha1.TypeConfigGenerated, v1alpha1.ReasonInvalidConfig, "%v", err)
+		return result, errorf(v1alpha2.TypeConfigGenerated, v1alpha2.ReasonInvalidConfig, "%v", err)
 	}
 	return result, nil
 }

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/apply"
 )
 
@@ -107,7 +107,7 @@ type reconcileRecord struct {
 	newest   map[types.NamespacedName]string
 }
 
-func (r *reconcileRecord) add(stack *v1alpha1.InferenceStack, err error) {
+func (r *reconcileRecord) add(stack *v1alpha2.InferenceStack, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.finished == nil {

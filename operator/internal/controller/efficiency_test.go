@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/apply"
 	"github.com/inferencestack/inferencestack/operator/components/config"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
@@ -110,8 +111,8 @@ func TestCreationWritesEachObjectOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v, ok := s.Labels[v1alpha1.LabelOperatorMajor]; ok {
-			t.Errorf("stack %s was labelled %s=%q: a stack the major takes unlabelled stays so", name, v1alpha1.LabelOperatorMajor, v)
+		if v, ok := s.Labels[v1alpha2.LabelOperatorMajor]; ok {
+			t.Errorf("stack %s was labelled %s=%q: a stack the major takes unlabelled stays so", name, v1alpha2.LabelOperatorMajor, v)
 		}
 		wantMetadata := 0
 		if controllerutil.ContainsFinalizer(s, controller.Finalizer) {
@@ -152,7 +153,7 @@ func TestLabelledStackCreationIsAtTheFloor(t *testing.T) {
 	op := startOperator(t, onlyMajor(t, "1"))
 	ns := namespace(t)
 	starter := starterSample(t, ns)
-	starter.Labels = map[string]string{v1alpha1.LabelOperatorMajor: "1"}
+	starter.Labels = map[string]string{v1alpha2.LabelOperatorMajor: "1"}
 	create(t, starter)
 	converged(t, ns, starter.Name)
 	op.reconcileAll(t, ns, []string{starter.Name}, "after-creation")
@@ -195,7 +196,7 @@ func TestLabelledStackCreationIsAtTheFloor(t *testing.T) {
 
 	withSecret := testutil.Stack("with-secret", testutil.WithNamespace(ns),
 		testutil.WithProviders("inference", testutil.Provider("openai", testutil.WithAPIKey("openai-key", "key"))))
-	withSecret.Labels = map[string]string{v1alpha1.LabelOperatorMajor: "1"}
+	withSecret.Labels = map[string]string{v1alpha2.LabelOperatorMajor: "1"}
 	create(t, secret(ns, "openai-key", map[string]string{"key": "sk-1"}))
 	create(t, withSecret)
 	got := converged(t, ns, "with-secret")
@@ -360,12 +361,12 @@ func TestRequeuesOnlyWhatNoEventBrings(t *testing.T) {
 		name: "missing Secret",
 		stack: testutil.Stack("missing", testutil.WithNamespace(ns),
 			testutil.WithProviders("inference", testutil.Provider("openai", testutil.WithAPIKey("absent", "key")))),
-		wantReason:  v1alpha1.ReasonSecretNotFound,
+		wantReason:  v1alpha2.ReasonSecretNotFound,
 		wantRequeue: true,
 	}, {
 		name:       "invalid override config",
 		stack:      testutil.Stack("invalid", testutil.WithNamespace(ns), testutil.WithOverrideConfig("broken-override")),
-		wantReason: v1alpha1.ReasonInvalidConfig,
+		wantReason: v1alpha2.ReasonInvalidConfig,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,7 +3,7 @@ package controller
 import (
 	"errors"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
@@ -11,7 +11,7 @@ import (
 // RunConfig is what the config step makes of a stack's generated run
 // config under a pin: the config, or the condition the reconcile sets
 // (its type and reason) with the error.
-func RunConfig(stack *v1alpha1.InferenceStack, p pin.Pin) (result runconfig.Result, conditionType, reason string, err error) {
+func RunConfig(stack *v1alpha2.InferenceStack, p pin.Pin) (result runconfig.Result, conditionType, reason string, err error) {
 	result, err = makeRunConfig(&state{Stack: stack, Pin: p}, nil)
 	var c *conditionError
 	if errors.As(err, &c) {
@@ -23,12 +23,12 @@ func RunConfig(stack *v1alpha1.InferenceStack, p pin.Pin) (result runconfig.Resu
 // OnReconciled makes r tell f of each finished reconcile of a stack its
 // cache holds: the stack as that reconcile read it, and the error it
 // returned. Call it before the manager starts.
-func OnReconciled(r *InferenceStackReconciler, f func(stack *v1alpha1.InferenceStack, err error)) {
+func OnReconciled(r *InferenceStackReconciler, f func(stack *v1alpha2.InferenceStack, err error)) {
 	r.reconciled = f
 }
 
 // StatusEvents is the Event recording of a status write from before to
 // after.
-func StatusEvents(r *InferenceStackReconciler, before, after *v1alpha1.InferenceStack) {
+func StatusEvents(r *InferenceStackReconciler, before, after *v1alpha2.InferenceStack) {
 	r.statusEvents(before, after)
 }

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/apply"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/components/network"
@@ -32,13 +32,9 @@ const routeSyncTimeout = 30 * time.Second
 // that the reconcile looks at again after the route check interval.
 func (r *InferenceStackReconciler) exposeStep(ctx context.Context, s *state) error {
 	stack := s.Stack
-	hub, err := s.v1alpha2()
+	e, err := network.ExposureOf(stack)
 	if err != nil {
-		return err
-	}
-	e, err := network.ExposureOf(hub)
-	if err != nil {
-		return errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonInvalidConfig, "%v", err)
+		return errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonInvalidConfig, "%v", err)
 	}
 	if ing := network.Ingress(stack, e); ing != nil {
 		if _, _, err := apply.Apply(ctx, s.Applier, apply.Ingress, ing); err != nil {
@@ -60,7 +56,7 @@ func (r *InferenceStackReconciler) exposeStep(ctx context.Context, s *state) err
 	case err != nil:
 		return err
 	case route != nil && !served:
-		return errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonRouteNotServed,
+		return errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonRouteNotServed,
 			"networking.route asks for an OpenShift Route, and this cluster does not serve %s (it is not OpenShift): remove networking.route, or use networking.ingress; the operator looks again every %s",
 			network.RouteGVK.GroupVersion(), r.routeCheckInterval())
 	case route != nil:
@@ -92,11 +88,7 @@ func (r *InferenceStackReconciler) exposureURLs(ctx context.Context, s *state) {
 	stack := s.Stack
 	st := &stack.Status
 	st.IngressURL, st.RouteURL = "", ""
-	hub, err := s.v1alpha2()
-	if err != nil {
-		return
-	}
-	e, err := network.ExposureOf(hub)
+	e, err := network.ExposureOf(stack)
 	if err != nil {
 		return
 	}

@@ -197,7 +197,7 @@ func TestRouteWhereTheAPIIsServed(t *testing.T) {
 	create(t, v2Stack(t, ns, "rt", &v1alpha2.NetworkingSpec{Route: &v1alpha2.RouteSpec{Host: "llama.apps.example.com"}}))
 	eventually(t, timeout, func() error {
 		c, _ := degradedOf(t, ns, "rt")
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonRouteNotServed ||
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha2.ReasonRouteNotServed ||
 			!strings.Contains(c.Message, "does not serve route.openshift.io/v1") {
 			return fmt.Errorf("Degraded %+v, want True, RouteNotServed", c)
 		}
@@ -216,7 +216,7 @@ func TestRouteWhereTheAPIIsServed(t *testing.T) {
 	}
 	if got := slices.Collect(func(yield func(string) bool) {
 		for _, r := range op.events.of(ns, "rt") {
-			if r == v1alpha1.ReasonRouteNotServed && !yield(r) {
+			if r == v1alpha2.ReasonRouteNotServed && !yield(r) {
 				return
 			}
 		}
@@ -315,7 +315,7 @@ func TestRouteWhereTheAPIIsServed(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if s.Status.RouteURL != "" || !meta.IsStatusConditionFalse(s.Status.Conditions, v1alpha1.TypeDegraded) {
+		if s.Status.RouteURL != "" || !meta.IsStatusConditionFalse(s.Status.Conditions, v1alpha2.TypeDegraded) {
 			return fmt.Errorf("status.routeURL %q, conditions %+v: want none, not Degraded", s.Status.RouteURL, s.Status.Conditions)
 		}
 		return nil

@@ -38,7 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/apply"
 	"github.com/inferencestack/inferencestack/operator/components"
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
@@ -66,11 +66,13 @@ const (
 
 // InferenceStackReconciler reconciles InferenceStacks.
 type InferenceStackReconciler struct {
-	// Client reads from the manager's cache and writes to the API server
-	// (InferenceStacks in APIVersion: wire.Client).
+	// Client reads from the manager's cache and writes to the API server;
+	// SetupWithManager makes it and APIReader read InferenceStacks in
+	// APIVersion as hub objects (wire.Client).
 	Client client.Client
 	// APIVersion is the InferenceStack version the operator reads, watches
-	// and indexes (zero: v1alpha1); Client and APIReader must read it too.
+	// and indexes (zero: v1alpha1, converted to the hub the reconciler works
+	// on).
 	APIVersion schema.GroupVersion
 	// APIReader reads user objects the cache does not hold yet.
 	APIReader client.Reader
@@ -110,7 +112,7 @@ type InferenceStackReconciler struct {
 	// it does not; 0 means DefaultRouteCheckInterval.
 	RouteCheckInterval time.Duration
 	// TakeUnlabeled, when set, selects InferenceStacks without the
-	// v1alpha1.LabelOperatorMajor label (Unlabeled) that this operator
+	// v1alpha2.LabelOperatorMajor label (Unlabeled) that this operator
 	// reconciles too, from a cache of their own, without labelling them:
 	// the operator of the one major whose release takes unlabelled stacks
 	// sets it. Its status (resolvedDistribution.operatorVersion) records
@@ -137,7 +139,7 @@ type InferenceStackReconciler struct {
 	// the cache holds: the stack as the reconcile read it, and the error it
 	// returned. Only tests set it (OnReconciled in export_test.go), to learn
 	// that a reconcile which saw a change has finished.
-	reconciled func(stack *v1alpha1.InferenceStack, err error)
+	reconciled func(stack *v1alpha2.InferenceStack, err error)
 }
 
 // RunConfigsMade is how many run configs the reconciler has made and applied
@@ -178,7 +180,7 @@ func concurrency(n int) int {
 
 // Reconcile brings one InferenceStack's objects and status to its spec.
 func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
-	original := &v1alpha1.InferenceStack{}
+	original := &v1alpha2.InferenceStack{}
 	if err := r.Client.Get(ctx, req.NamespacedName, original); err != nil {
 		// A stack gone from the cache was forgotten on its delete event
 		// (forget).
@@ -188,7 +190,7 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		// The cache has not seen this operator's last write of the stack
 		// yet; compared with an older status, the same status would be
 		// written again.
-		original = &v1alpha1.InferenceStack{}
+		original = &v1alpha2.InferenceStack{}
 		if err := r.APIReader.Get(ctx, req.NamespacedName, original); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
@@ -240,7 +242,7 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		// change, a watched object's change), that event brings the stack
 		// back; where it does not (an object the cache does not hold yet, or
 		// any more), look again now and then, without error backoff.
-		if ce.Reason == v1alpha1.ReasonRouteNotServed {
+		if ce.Reason == v1alpha2.ReasonRouteNotServed {
 			return ctrl.Result{RequeueAfter: r.routeCheckInterval()}, nil
 		}
 		if slices.Contains(waitingOutsideTheCache, ce.Reason) {
@@ -263,18 +265,18 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 // costs no Event. The last Event of each kind of each stack is remembered,
 // so a status written twice (a reconcile that read a stale stack) does not
 // record the same change twice.
-func (r *InferenceStackReconciler) statusEvents(before, after *v1alpha1.InferenceStack) {
+func (r *InferenceStackReconciler) statusEvents(before, after *v1alpha2.InferenceStack) {
 	from, to := before.Status.Phase, after.Status.Phase
-	was := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.TypeDegraded)
-	is := meta.FindStatusCondition(after.Status.Conditions, v1alpha1.TypeDegraded)
+	was := meta.FindStatusCondition(before.Status.Conditions, v1alpha2.TypeDegraded)
+	is := meta.FindStatusCondition(after.Status.Conditions, v1alpha2.TypeDegraded)
 	switch {
 	case is != nil && is.Status == metav1.ConditionTrue && (was == nil || was.Status != metav1.ConditionTrue || was.Reason != is.Reason):
 		r.event(after, eventPhase, corev1.EventTypeWarning, is.Reason, "Reconcile", fmt.Sprintf("phase %s: %s", to, is.Message))
 	case from != "" && from != to:
 		r.event(after, eventPhase, corev1.EventTypeNormal, "Phase"+string(to), "Reconcile", fmt.Sprintf("phase %s (was %s)", to, from))
 	}
-	was = meta.FindStatusCondition(before.Status.Conditions, v1alpha1.TypeProvidersHealthy)
-	is = meta.FindStatusCondition(after.Status.Conditions, v1alpha1.TypeProvidersHealthy)
+	was = meta.FindStatusCondition(before.Status.Conditions, v1alpha2.TypeProvidersHealthy)
+	is = meta.FindStatusCondition(after.Status.Conditions, v1alpha2.TypeProvidersHealthy)
 	switch {
 	case is != nil && is.Status == metav1.ConditionFalse && (was == nil || was.Status != metav1.ConditionFalse || was.Message != is.Message):
 		r.event(after, eventProviders, corev1.EventTypeWarning, is.Reason, "ReadServerStatus", is.Message)
@@ -298,7 +300,7 @@ type lastEvent struct {
 
 // event records an Event of kind on stack unless the last one of that kind
 // said the same.
-func (r *InferenceStackReconciler) event(stack *v1alpha1.InferenceStack, kind, eventType, reason, action, note string) {
+func (r *InferenceStackReconciler) event(stack *v1alpha2.InferenceStack, kind, eventType, reason, action, note string) {
 	if last, ok := r.lastEvents.Swap(lastEvent{stack.UID, kind}, reason+"\x00"+note); ok && last == reason+"\x00"+note {
 		return
 	}
@@ -314,7 +316,7 @@ func (r *InferenceStackReconciler) event(stack *v1alpha1.InferenceStack, kind, e
 // its creation no write of its metadata; the garbage collector removes its
 // objects. Once added, the finalizer stays until deletion: a cache or a
 // reference dropped from the spec leaves what it made.
-func needsFinalizer(stack *v1alpha1.InferenceStack) bool {
+func needsFinalizer(stack *v1alpha2.InferenceStack) bool {
 	return cachecomp.Enabled(stack) || server.HasStateVolume(stack) || len(config.References(stack.Spec)) > 0
 }
 
@@ -322,11 +324,11 @@ func needsFinalizer(stack *v1alpha1.InferenceStack) bool {
 // object that does not exist, or is not labelled, so no event of the cache
 // tells when it changes.
 var waitingOutsideTheCache = []string{
-	v1alpha1.ReasonSecretNotFound, v1alpha1.ReasonOverrideConfigNotFound, v1alpha1.ReasonCacheNotReady,
+	v1alpha2.ReasonSecretNotFound, v1alpha2.ReasonOverrideConfigNotFound, v1alpha2.ReasonCacheNotReady,
 }
 
 // finalize cleans up a deleted stack and removes the finalizer.
-func (r *InferenceStackReconciler) finalize(ctx context.Context, original, stack *v1alpha1.InferenceStack) (ctrl.Result, error) {
+func (r *InferenceStackReconciler) finalize(ctx context.Context, original, stack *v1alpha2.InferenceStack) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(stack, Finalizer) {
 		return ctrl.Result{}, nil
 	}
@@ -334,9 +336,9 @@ func (r *InferenceStackReconciler) finalize(ctx context.Context, original, stack
 		unwatch(ctx, r.Client, r.APIReader, stack, true))
 	if cleanupErr != nil {
 		if time.Since(stack.DeletionTimestamp.Time) < r.finalizerTimeout() {
-			stack.Status.Phase = v1alpha1.PhaseDeleting
+			stack.Status.Phase = v1alpha2.PhaseDeleting
 			meta.SetStatusCondition(&stack.Status.Conditions, metav1.Condition{
-				Type: v1alpha1.TypeDegraded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonDeleting,
+				Type: v1alpha2.TypeDegraded, Status: metav1.ConditionTrue, Reason: v1alpha2.ReasonDeleting,
 				ObservedGeneration: stack.Generation, Message: "cleanup failed, retrying: " + cleanupErr.Error(),
 			})
 			if !equality.Semantic.DeepEqual(original.Status, stack.Status) {
@@ -359,7 +361,7 @@ func (r *InferenceStackReconciler) finalize(ctx context.Context, original, stack
 // cleanupCache deletes the cache's volume claim and password Secret when
 // cache.retainOnDelete is false; otherwise it says, in an event, that they
 // were kept and how to delete them.
-func (r *InferenceStackReconciler) cleanupCache(ctx context.Context, stack *v1alpha1.InferenceStack) error {
+func (r *InferenceStackReconciler) cleanupCache(ctx context.Context, stack *v1alpha2.InferenceStack) error {
 	objs := []client.Object{
 		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: cachecomp.PVCName(stack), Namespace: stack.Namespace}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: cachecomp.SecretName(stack), Namespace: stack.Namespace}},
@@ -386,7 +388,7 @@ func (r *InferenceStackReconciler) cleanupCache(ctx context.Context, stack *v1al
 // cleanupState deletes the server's state volume claim when
 // workload.stateVolume.retainOnDelete is false; otherwise it says, in an
 // event, that it was kept and how to delete it.
-func (r *InferenceStackReconciler) cleanupState(ctx context.Context, stack *v1alpha1.InferenceStack) error {
+func (r *InferenceStackReconciler) cleanupState(ctx context.Context, stack *v1alpha2.InferenceStack) error {
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: server.StateVolumeName(stack), Namespace: stack.Namespace}}
 	if server.StateRetained(stack) {
 		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err == nil && components.Unowned(stack)(pvc) {
@@ -416,6 +418,9 @@ func (r *InferenceStackReconciler) finalizerTimeout() time.Duration {
 
 // SetupWithManager registers the controller, its index and its watches.
 func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	// The reconciler works on the hub: stacks read in another version are
+	// converted in the process.
+	r.Client, r.APIReader = wire.Client(r.Client, r.APIVersion), wire.Reader(r.APIReader, r.APIVersion)
 	err := mgr.GetFieldIndexer().IndexField(ctx, wire.Object(r.APIVersion), referencesIndex, indexReferences)
 	if err != nil {
 		return fmt.Errorf("indexing InferenceStacks by reference: %w", err)
@@ -505,12 +510,12 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 // indexReferences is the referencesIndex of a stack: the user objects it
 // references.
 func indexReferences(obj client.Object) []string {
-	internal, err := wire.Internal(obj)
+	hub, err := wire.Hub(obj)
 	if err != nil {
 		return nil // a stack that does not convert is refused by the reconcile
 	}
 	var keys []string
-	for _, ref := range config.References(internal.(*v1alpha1.InferenceStack).Spec) {
+	for _, ref := range config.References(hub.(*v1alpha2.InferenceStack).Spec) {
 		keys = append(keys, config.IndexKey(ref.Kind, ref.Name))
 	}
 	return keys
@@ -582,7 +587,7 @@ func (r *InferenceStackReconciler) forget(obj client.Object) {
 }
 
 // observe tells the Applier of a stack the cache saw, keyed as the
-// reconciler's writes are: as a v1alpha1 object.
+// reconciler's writes are: as a hub object.
 func (r *InferenceStackReconciler) observe(obj client.Object) {
 	r.applier.Observe(wire.Key(obj))
 }
@@ -646,14 +651,14 @@ func (r *InferenceStackReconciler) stacksOf(ctx context.Context, obj client.Obje
 	default:
 		return reqs
 	}
-	var stacks v1alpha1.InferenceStackList
+	var stacks v1alpha2.InferenceStackList
 	if err := r.Client.List(ctx, &stacks, client.InNamespace(obj.GetNamespace()),
 		client.MatchingFields{referencesIndex: config.IndexKey(kind, obj.GetName())}); err != nil {
 		log.FromContext(ctx).Error(err, "listing InferenceStacks that reference an object", "kind", kind, "name", obj.GetName())
 		return reqs
 	}
 	for _, s := range stacks.Items {
-		if arriving && !meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.TypeDegraded) {
+		if arriving && !meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha2.TypeDegraded) {
 			continue
 		}
 		add(s.Namespace, s.Name)

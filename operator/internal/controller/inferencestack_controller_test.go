@@ -73,9 +73,9 @@ func converged(t *testing.T, ns, name string) *v1alpha1.InferenceStack {
 		switch {
 		case st.ObservedGeneration != stack.Generation:
 			return fmt.Errorf("status is of generation %d, spec is %d", st.ObservedGeneration, stack.Generation)
-		case !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.TypeConfigGenerated):
+		case !meta.IsStatusConditionTrue(st.Conditions, v1alpha2.TypeConfigGenerated):
 			return fmt.Errorf("ConfigGenerated is not True: %+v", st.Conditions)
-		case !meta.IsStatusConditionFalse(st.Conditions, v1alpha1.TypeDegraded):
+		case !meta.IsStatusConditionFalse(st.Conditions, v1alpha2.TypeDegraded):
 			return fmt.Errorf("Degraded is not False: %+v", st.Conditions)
 		}
 		return nil
@@ -98,7 +98,7 @@ func reconciledAfterNow(t *testing.T, ns, name string) {
 		if s.Spec.Cache == nil {
 			t.Fatalf("stack %s has no spec.cache to change", name)
 		}
-		s.Spec.Cache.RetainOnDelete = ptr.To(!cache.Retained(s))
+		s.Spec.Cache.RetainOnDelete = ptr.To(!cache.Retained(testutil.Hub(s)))
 	})
 	converged(t, ns, name)
 }
@@ -111,7 +111,7 @@ func TestCreateMakesEveryObjectAndStatus(t *testing.T) {
 	stack := converged(t, ns, "full")
 
 	st := stack.Status
-	if st.Phase != v1alpha1.PhaseDeploying {
+	if st.Phase != v1alpha2.PhaseDeploying {
 		t.Errorf("phase = %s, want Deploying (no kubelet runs pods here)", st.Phase)
 	}
 	// The status describes the Deployment once the operator's cache holds it.
@@ -135,7 +135,7 @@ func TestCreateMakesEveryObjectAndStatus(t *testing.T) {
 	})
 	// ProvidersHealthy comes only once the server is Available
 	// (TestLiveServerStatus).
-	if want := slices.DeleteFunc(slices.Clone(v1alpha1.ConditionTypes), func(c string) bool { return c == v1alpha1.TypeProvidersHealthy }); len(st.Conditions) != len(want) {
+	if want := slices.DeleteFunc(slices.Clone(v1alpha2.ConditionTypes), func(c string) bool { return c == v1alpha2.TypeProvidersHealthy }); len(st.Conditions) != len(want) {
 		t.Errorf("conditions %+v, want one of each of %v", st.Conditions, want)
 	}
 
@@ -333,7 +333,7 @@ func TestStatusReportsTheDeployedServer(t *testing.T) {
 		if st.Replicas != 3 || st.ReadyReplicas != 2 || st.AvailableReplicas != 2 {
 			return fmt.Errorf("replicas %d, ready %d, available %d; want 3, 2, 2", st.Replicas, st.ReadyReplicas, st.AvailableReplicas)
 		}
-		if !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.TypeAvailable) {
+		if !meta.IsStatusConditionTrue(st.Conditions, v1alpha2.TypeAvailable) {
 			return fmt.Errorf("Available is not True with 2 replicas available: %+v", st.Conditions)
 		}
 		if rd := st.ResolvedDistribution; rd == nil || rd.OperandVersion != testPin.LlamaStackVersion {
@@ -489,8 +489,8 @@ func TestMissingSecretSetsConditionThenRecovers(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		c := meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded)
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonSecretNotFound ||
+		c := meta.FindStatusCondition(stack.Status.Conditions, v1alpha2.TypeDegraded)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha2.ReasonSecretNotFound ||
 			!strings.Contains(c.Message, "Secret openai-key") {
 			return fmt.Errorf("Degraded condition %+v, want True/SecretNotFound naming Secret openai-key", c)
 		}
@@ -732,14 +732,14 @@ func TestStatusChangesAreEvents(t *testing.T) {
 	create(t, testutil.Stack("ev", testutil.WithNamespace(ns),
 		testutil.WithProviders("inference", testutil.Provider("openai", testutil.WithAPIKey("openai-key", "key")))))
 	eventually(t, timeout, func() error {
-		if got := op.events.of(ns, "ev"); !slices.Equal(got, []string{v1alpha1.ReasonSecretNotFound}) {
-			return fmt.Errorf("events %q, want [%s]", got, v1alpha1.ReasonSecretNotFound)
+		if got := op.events.of(ns, "ev"); !slices.Equal(got, []string{v1alpha2.ReasonSecretNotFound}) {
+			return fmt.Errorf("events %q, want [%s]", got, v1alpha2.ReasonSecretNotFound)
 		}
 		return nil
 	})
 	create(t, secret(ns, "openai-key", map[string]string{"key": "sk-1"}))
 	converged(t, ns, "ev")
-	want := []string{v1alpha1.ReasonSecretNotFound, "Phase" + string(v1alpha1.PhaseDeploying)}
+	want := []string{v1alpha2.ReasonSecretNotFound, "Phase" + string(v1alpha2.PhaseDeploying)}
 	eventually(t, timeout, func() error { // recorded right after the status write the test saw
 		if got := op.events.of(ns, "ev"); !slices.Equal(got, want) {
 			return fmt.Errorf("events %q, want %q", got, want)

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/apply"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/components/network"
@@ -54,9 +53,10 @@ func routeObject() *unstructured.Unstructured {
 //   - of user Secrets and ConfigMaps and of InferenceStacks, all but the
 //     managed fields.
 //
-// A non-nil stacks selector also restricts the InferenceStacks it sees.
+// A non-nil stacks selector also restricts the InferenceStacks it sees,
+// which it caches in v1alpha1.
 func CacheOptions(stacks labels.Selector) cache.Options {
-	return CacheOptionsAt(stacks, v1alpha1.GroupVersion)
+	return CacheOptionsAt(stacks, schema.GroupVersion{}) // v1alpha1 (wire.Object)
 }
 
 // CacheOptionsAt is CacheOptions with the InferenceStacks cached in the API

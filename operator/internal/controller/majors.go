@@ -11,15 +11,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 )
 
 // StackSelector selects the InferenceStacks the operator of major reconciles:
-// those labelled v1alpha1.LabelOperatorMajor=major, narrowed by extra (nil:
+// those labelled v1alpha2.LabelOperatorMajor=major, narrowed by extra (nil:
 // no narrowing). The manager's cache holds only these (CacheOptions), so the
 // operator of another major never even sees them.
 func StackSelector(major string, extra labels.Selector) (labels.Selector, error) {
-	req, err := labels.NewRequirement(v1alpha1.LabelOperatorMajor, selection.Equals, []string{major})
+	req, err := labels.NewRequirement(v1alpha2.LabelOperatorMajor, selection.Equals, []string{major})
 	if err != nil {
 		return nil, fmt.Errorf("operator major %q: %w", major, err)
 	}
@@ -36,7 +36,7 @@ func StackSelector(major string, extra labels.Selector) (labels.Selector, error)
 // whose release takes unlabelled stacks reconciles besides its own
 // (InferenceStackReconciler.TakeUnlabeled).
 func Unlabeled(extra labels.Selector) labels.Selector {
-	req, _ := labels.NewRequirement(v1alpha1.LabelOperatorMajor, selection.DoesNotExist, nil)
+	req, _ := labels.NewRequirement(v1alpha2.LabelOperatorMajor, selection.DoesNotExist, nil)
 	sel := labels.NewSelector().Add(*req)
 	if extra != nil {
 		reqs, _ := extra.Requirements()
@@ -46,8 +46,8 @@ func Unlabeled(extra labels.Selector) labels.Selector {
 }
 
 // labelled reports whether stack is assigned a major by label.
-func labelled(stack *v1alpha1.InferenceStack) bool {
-	_, ok := stack.Labels[v1alpha1.LabelOperatorMajor]
+func labelled(stack *v1alpha2.InferenceStack) bool {
+	_, ok := stack.Labels[v1alpha2.LabelOperatorMajor]
 	return ok
 }
 
@@ -56,7 +56,7 @@ func labelled(stack *v1alpha1.InferenceStack) bool {
 // none did or it names no semantic version. For an unlabelled stack this is
 // the record of which major took it: writing it costs no write of its own,
 // it comes with the stack's first status.
-func reconciledBy(stack *v1alpha1.InferenceStack) string {
+func reconciledBy(stack *v1alpha2.InferenceStack) string {
 	rd := stack.Status.ResolvedDistribution
 	if rd == nil {
 		return ""
@@ -74,7 +74,7 @@ func reconciledBy(stack *v1alpha1.InferenceStack) string {
 // was upgraded to a release that takes them before the other to one that
 // does not, or the other way round for the one that keeps the stacks it
 // reconciled); the stacks one already reconciles stay with it.
-func (r *InferenceStackReconciler) takenByAnother(stack *v1alpha1.InferenceStack) (string, bool) {
+func (r *InferenceStackReconciler) takenByAnother(stack *v1alpha2.InferenceStack) (string, bool) {
 	if r.TakeUnlabeled == nil || labelled(stack) {
 		return "", false
 	}
@@ -87,7 +87,7 @@ func (r *InferenceStackReconciler) takenByAnother(stack *v1alpha1.InferenceStack
 // meanwhile, by the user or by that major, wins), which moves it from this
 // operator's cache of unlabelled stacks to that major's cache. A stack being
 // deleted is left as it is: its major finalizes it.
-func (r *InferenceStackReconciler) leave(ctx context.Context, stack *v1alpha1.InferenceStack, major string) error {
+func (r *InferenceStackReconciler) leave(ctx context.Context, stack *v1alpha2.InferenceStack, major string) error {
 	if !stack.DeletionTimestamp.IsZero() {
 		return nil
 	}
@@ -95,7 +95,7 @@ func (r *InferenceStackReconciler) leave(ctx context.Context, stack *v1alpha1.In
 	if labelledFor.Labels == nil {
 		labelledFor.Labels = map[string]string{}
 	}
-	labelledFor.Labels[v1alpha1.LabelOperatorMajor] = major
+	labelledFor.Labels[v1alpha2.LabelOperatorMajor] = major
 	patch := client.MergeFromWithOptions(stack, client.MergeFromWithOptimisticLock{})
 	if err := r.Client.Patch(ctx, labelledFor, patch); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -104,16 +104,16 @@ func (r *InferenceStackReconciler) leave(ctx context.Context, stack *v1alpha1.In
 			return nil
 		}
 		return fmt.Errorf("labelling InferenceStack %s/%s with %s=%s, the major that reconciles it: %w",
-			stack.Namespace, stack.Name, v1alpha1.LabelOperatorMajor, major, err)
+			stack.Namespace, stack.Name, v1alpha2.LabelOperatorMajor, major, err)
 	}
 	r.applier.Wrote(labelledFor)
 	log.FromContext(ctx).Info("unlabelled, but reconciled by another major (status.resolvedDistribution.operatorVersion), which both take unlabelled stacks: labelled for that major; set the label to move it",
-		"label", v1alpha1.LabelOperatorMajor, "major", major, "thisMajor", r.major)
+		"label", v1alpha2.LabelOperatorMajor, "major", major, "thisMajor", r.major)
 	return nil
 }
 
-// withUnlabeled is c reading InferenceStacks (v1alpha1, as the reconciler
-// does) from unlabeled too: Get from unlabeled what c does not hold, List
+// withUnlabeled is c reading InferenceStacks (as the reconciler does, in
+// the hub version) from unlabeled too: Get from unlabeled what c does not hold, List
 // from both. The two caches hold disjoint stacks (one selects a value of
 // the major label, the other its absence).
 func withUnlabeled(c client.Client, unlabeled client.Reader) client.Client {
@@ -127,7 +127,7 @@ type unionClient struct {
 
 func (c *unionClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	err := c.Client.Get(ctx, key, obj, opts...)
-	if _, ok := obj.(*v1alpha1.InferenceStack); ok && apierrors.IsNotFound(err) {
+	if _, ok := obj.(*v1alpha2.InferenceStack); ok && apierrors.IsNotFound(err) {
 		return c.unlabeled.Get(ctx, key, obj, opts...)
 	}
 	return err
@@ -137,11 +137,11 @@ func (c *unionClient) List(ctx context.Context, list client.ObjectList, opts ...
 	if err := c.Client.List(ctx, list, opts...); err != nil {
 		return err
 	}
-	stacks, ok := list.(*v1alpha1.InferenceStackList)
+	stacks, ok := list.(*v1alpha2.InferenceStackList)
 	if !ok {
 		return nil
 	}
-	more := &v1alpha1.InferenceStackList{}
+	more := &v1alpha2.InferenceStackList{}
 	if err := c.unlabeled.List(ctx, more, opts...); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/components/server"
 	"github.com/inferencestack/inferencestack/operator/pin"
@@ -45,7 +46,7 @@ func watchLabels(t *testing.T, ns string) *labelHistory {
 			if !ok || ev.Type == watch.Deleted {
 				continue
 			}
-			v := s.Labels[v1alpha1.LabelOperatorMajor]
+			v := s.Labels[v1alpha2.LabelOperatorMajor]
 			h.mu.Lock()
 			if vs := h.values[s.Name]; len(vs) == 0 || vs[len(vs)-1] != v {
 				h.values[s.Name] = append(vs, v)
@@ -108,7 +109,7 @@ func TestTwoTakersLeaveEachStackToOne(t *testing.T) {
 		var s *v1alpha1.InferenceStack
 		eventually(t, timeout, func() error {
 			s = converged(t, ns, name)
-			major, by := s.Labels[v1alpha1.LabelOperatorMajor], s.Status.ResolvedDistribution
+			major, by := s.Labels[v1alpha2.LabelOperatorMajor], s.Status.ResolvedDistribution
 			switch {
 			case major == "":
 				return fmt.Errorf("stack %s is not labelled yet", name)
@@ -120,9 +121,9 @@ func TestTwoTakersLeaveEachStackToOne(t *testing.T) {
 			return nil
 		})
 		if vs := history.of(name); len(vs) != 2 || vs[0] != "" {
-			t.Errorf("stack %s: label %s took the values %q, want unset then one major", name, v1alpha1.LabelOperatorMajor, vs)
+			t.Errorf("stack %s: label %s took the values %q, want unset then one major", name, v1alpha2.LabelOperatorMajor, vs)
 		}
-		won[s.Labels[v1alpha1.LabelOperatorMajor]]++
+		won[s.Labels[v1alpha2.LabelOperatorMajor]]++
 	}
 	t.Logf("stacks per major: %v", won)
 	if got := history.of("old"); got[len(got)-1] != "1" {
@@ -153,8 +154,8 @@ func TestTakerKeepsToItsSelector(t *testing.T) {
 	create(t, b)
 	create(t, a)
 	got := converged(t, ns, "a")
-	if v, ok := got.Labels[v1alpha1.LabelOperatorMajor]; ok {
-		t.Errorf("stack a was labelled %s=%q", v1alpha1.LabelOperatorMajor, v)
+	if v, ok := got.Labels[v1alpha2.LabelOperatorMajor]; ok {
+		t.Errorf("stack a was labelled %s=%q", v1alpha2.LabelOperatorMajor, v)
 	}
 	// b, created first, would have been reconciled first.
 	got, err = get(t, &v1alpha1.InferenceStack{}, ns, "b")
@@ -173,7 +174,7 @@ func keyStack(ns, name, keySecret, major string) *v1alpha1.InferenceStack {
 		testutil.WithDistribution(v1alpha1.DistributionRemoteVLLM),
 		testutil.WithProviders("inference", testutil.Provider("vllm",
 			testutil.WithEndpoint("http://vllm:8000/v1"), testutil.WithAPIKey(keySecret, "token"))))
-	s.Labels = map[string]string{v1alpha1.LabelOperatorMajor: major}
+	s.Labels = map[string]string{v1alpha2.LabelOperatorMajor: major}
 	return s
 }
 
@@ -252,7 +253,7 @@ func TestUnreferencedObjectsAreUnwatched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other.Labels[v1alpha1.LabelOperatorMajor] = "1"
+	other.Labels[v1alpha2.LabelOperatorMajor] = "1"
 	if err := env.Client.Update(ctx, other); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/components/server"
 )
@@ -35,7 +35,7 @@ var pullFailureReasons = []string{
 // pods of the Deployments' current pod templates count: an image the spec
 // no longer names does not keep the stack degraded while the rollout
 // replaces its pods.
-func (r *InferenceStackReconciler) podFailure(ctx context.Context, stack *v1alpha1.InferenceStack) (reason, message string, err error) {
+func (r *InferenceStackReconciler) podFailure(ctx context.Context, stack *v1alpha2.InferenceStack) (reason, message string, err error) {
 	names := []string{server.Name(stack)}
 	if cachecomp.Enabled(stack) {
 		names = append(names, cachecomp.Name(stack))
@@ -79,7 +79,7 @@ func (r *InferenceStackReconciler) podFailure(ctx context.Context, stack *v1alph
 func containerFailure(pod *corev1.Pod) (reason, image, message string, ok bool) {
 	if c, msg, ok := pullFailure(pod); ok {
 		image := specImage(pod, c)
-		return v1alpha1.ReasonImagePullFailed, image, fmt.Sprintf("pod %s cannot pull image %s: %s", pod.Name, image, msg), true
+		return v1alpha2.ReasonImagePullFailed, image, fmt.Sprintf("pod %s cannot pull image %s: %s", pod.Name, image, msg), true
 	}
 	if c, ok := crashLoop(pod); ok {
 		image := specImage(pod, c)
@@ -92,7 +92,7 @@ func containerFailure(pod *corev1.Pod) (reason, image, message string, ok bool) 
 			msg += ": " + m
 		}
 		msg += fmt.Sprintf(" and the kubelet keeps restarting it; `kubectl logs -n %s %s -c %s --previous` shows why", pod.Namespace, pod.Name, c.Name)
-		return v1alpha1.ReasonCrashLooping, image, msg, true
+		return v1alpha2.ReasonCrashLooping, image, msg, true
 	}
 	return "", "", "", false
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
 	"github.com/inferencestack/inferencestack/test/testutil"
@@ -112,7 +113,7 @@ func TestImagePullFailureDegradesTheStack(t *testing.T) {
 
 	failing := pod("pull-abc", image, "ErrImagePull", pullError)
 	want := fmt.Sprintf("pod pull-abc cannot pull image %s: %s", image, pullError)
-	waitDegraded(t, ns, "pull", v1alpha1.ReasonImagePullFailed, want)
+	waitDegraded(t, ns, "pull", v1alpha2.ReasonImagePullFailed, want)
 
 	// The kubelet backs off: same error, another reason and wording.
 	op.writes.Reset()
@@ -142,8 +143,8 @@ func TestImagePullFailureDegradesTheStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, timeout, func() error {
-		if c, _ := degraded(); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonAsExpected {
-			return fmt.Errorf("Degraded %+v after the container started, want False/%s", c, v1alpha1.ReasonAsExpected)
+		if c, _ := degraded(); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha2.ReasonAsExpected {
+			return fmt.Errorf("Degraded %+v after the container started, want False/%s", c, v1alpha2.ReasonAsExpected)
 		}
 		return nil
 	})
@@ -156,7 +157,7 @@ func degradedOf(t *testing.T, ns, name string) (*metav1.Condition, *v1alpha1.Inf
 	if err != nil {
 		t.Fatal(err)
 	}
-	return meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded), stack
+	return meta.FindStatusCondition(stack.Status.Conditions, v1alpha2.TypeDegraded), stack
 }
 
 // waitDegraded waits until stack name is Degraded (condition and phase)
@@ -168,7 +169,7 @@ func waitDegraded(t *testing.T, ns, name, reason, message string) {
 		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason || c.Message != message {
 			return fmt.Errorf("Degraded %+v, want True/%s %q", c, reason, message)
 		}
-		if stack.Status.Phase != v1alpha1.PhaseDegraded {
+		if stack.Status.Phase != v1alpha2.PhaseDegraded {
 			return fmt.Errorf("phase %s, want Degraded", stack.Status.Phase)
 		}
 		return nil
@@ -235,7 +236,7 @@ func TestCrashLoopDegradesTheStack(t *testing.T) {
 	status(backOff("10s"), 1, false)
 	want := fmt.Sprintf("container server of pod crash-abc exits with code 1 and the kubelet keeps restarting it; "+
 		"`kubectl logs -n %s crash-abc -c server --previous` shows why", ns)
-	waitDegraded(t, ns, "crash", v1alpha1.ReasonCrashLooping, want)
+	waitDegraded(t, ns, "crash", v1alpha2.ReasonCrashLooping, want)
 
 	// The loop turns: the container runs (not ready), exits again, waits
 	// longer. Each turn is read by a reconcile that began once the
@@ -248,7 +249,7 @@ func TestCrashLoopDegradesTheStack(t *testing.T) {
 		status(turn.state, turn.restarts, false)
 		op.cached(t, pod)
 		op.reconcileAll(t, ns, []string{"crash"}, fmt.Sprintf("turn-%d", i))
-		if c, _ := degraded(); c.Reason != v1alpha1.ReasonCrashLooping || c.Message != want {
+		if c, _ := degraded(); c.Reason != v1alpha2.ReasonCrashLooping || c.Message != want {
 			t.Errorf("after turn %d of the loop: Degraded %+v, want it unchanged", i, c)
 		}
 	}
@@ -259,8 +260,8 @@ func TestCrashLoopDegradesTheStack(t *testing.T) {
 	// The container stays up and passes its readiness probe.
 	status(running, 3, true)
 	eventually(t, timeout, func() error {
-		if c, _ := degraded(); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonAsExpected {
-			return fmt.Errorf("Degraded %+v after the container became ready, want False/%s", c, v1alpha1.ReasonAsExpected)
+		if c, _ := degraded(); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha2.ReasonAsExpected {
+			return fmt.Errorf("Degraded %+v after the container became ready, want False/%s", c, v1alpha2.ReasonAsExpected)
 		}
 		return nil
 	})

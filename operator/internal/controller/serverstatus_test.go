@@ -256,7 +256,7 @@ func providersHealthy(t *testing.T, ns, name string, status metav1.ConditionStat
 	var stack *v1alpha1.InferenceStack
 	eventually(t, timeout, func() error {
 		stack, _ = get(t, &v1alpha1.InferenceStack{}, ns, name)
-		c := meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeProvidersHealthy)
+		c := meta.FindStatusCondition(stack.Status.Conditions, v1alpha2.TypeProvidersHealthy)
 		if c == nil || c.Status != status || c.Reason != reason {
 			return fmt.Errorf("ProvidersHealthy is %+v, want %s %s (status.server %+v)", c, status, reason, stack.Status.Server)
 		}
@@ -355,7 +355,7 @@ func liveServerStatus(t *testing.T, operand pin.Pin) {
 	}
 	available(t, ns, "live")
 
-	stack = providersHealthy(t, ns, "live", metav1.ConditionTrue, v1alpha1.ReasonProvidersHealthy)
+	stack = providersHealthy(t, ns, "live", metav1.ConditionTrue, v1alpha2.ReasonProvidersHealthy)
 	notImplemented := v1alpha1.ProviderHealth{Status: "Not Implemented", Message: "Provider does not implement health check"}
 	want := &v1alpha1.ServerStatus{Version: version, Providers: []v1alpha1.ProviderStatus{
 		{API: "inference", ProviderID: "ollama", ProviderType: "remote::ollama", Health: notImplemented},
@@ -364,7 +364,7 @@ func liveServerStatus(t *testing.T, operand pin.Pin) {
 	if got := stack.Status.Server; got == nil || got.Version != want.Version || !slices.Equal(got.Providers, want.Providers) {
 		t.Fatalf("status.server = %+v, want %+v", got, want)
 	}
-	if stack.Status.Phase != v1alpha1.PhaseReady {
+	if stack.Status.Phase != v1alpha2.PhaseReady {
 		t.Errorf("phase %s, want Ready", stack.Status.Phase)
 	}
 	if _, ok := dialled.Load(host + ":8321"); !ok {
@@ -399,39 +399,39 @@ func liveServerStatus(t *testing.T, operand pin.Pin) {
 	if err := srv.setHealth("vllm", "Error", "Health check failed: connection refused"); err != nil {
 		t.Fatal(err)
 	}
-	stack = providersHealthy(t, ns, "live", metav1.ConditionFalse, v1alpha1.ReasonProviderUnhealthy)
-	c := meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeProvidersHealthy)
+	stack = providersHealthy(t, ns, "live", metav1.ConditionFalse, v1alpha2.ReasonProviderUnhealthy)
+	c := meta.FindStatusCondition(stack.Status.Conditions, v1alpha2.TypeProvidersHealthy)
 	if !strings.Contains(c.Message, "vllm (inference, remote::vllm): Health check failed: connection refused") {
 		t.Errorf("ProvidersHealthy message %q does not name the provider and its error", c.Message)
 	}
 	eventually(t, timeout, func() error {
-		if got := op.events.of(ns, "live"); !slices.Contains(got, v1alpha1.ReasonProviderUnhealthy) {
-			return fmt.Errorf("events %q, want a %s", got, v1alpha1.ReasonProviderUnhealthy)
+		if got := op.events.of(ns, "live"); !slices.Contains(got, v1alpha2.ReasonProviderUnhealthy) {
+			return fmt.Errorf("events %q, want a %s", got, v1alpha2.ReasonProviderUnhealthy)
 		}
 		return nil
 	})
 	quiet(t, op, p, ns, "live", 6, "unhealthy")
 	op.reconcileAll(t, ns, []string{"live"}, "idle-unhealthy")
-	if got := op.events.of(ns, "live"); slices.Index(got, v1alpha1.ReasonProviderUnhealthy) != len(got)-1 ||
-		len(slices.DeleteFunc(slices.Clone(got), func(r string) bool { return r != v1alpha1.ReasonProviderUnhealthy })) != 1 {
-		t.Errorf("events %q, want exactly one %s", got, v1alpha1.ReasonProviderUnhealthy)
+	if got := op.events.of(ns, "live"); slices.Index(got, v1alpha2.ReasonProviderUnhealthy) != len(got)-1 ||
+		len(slices.DeleteFunc(slices.Clone(got), func(r string) bool { return r != v1alpha2.ReasonProviderUnhealthy })) != 1 {
+		t.Errorf("events %q, want exactly one %s", got, v1alpha2.ReasonProviderUnhealthy)
 	}
 
 	// It recovers: one Normal event.
 	if err := srv.setHealth("vllm", "OK", ""); err != nil {
 		t.Fatal(err)
 	}
-	providersHealthy(t, ns, "live", metav1.ConditionTrue, v1alpha1.ReasonProvidersHealthy)
+	providersHealthy(t, ns, "live", metav1.ConditionTrue, v1alpha2.ReasonProvidersHealthy)
 	eventually(t, timeout, func() error {
-		if got := op.events.of(ns, "live"); got[len(got)-1] != v1alpha1.ReasonProvidersHealthy {
-			return fmt.Errorf("events %q, want a last %s", got, v1alpha1.ReasonProvidersHealthy)
+		if got := op.events.of(ns, "live"); got[len(got)-1] != v1alpha2.ReasonProvidersHealthy {
+			return fmt.Errorf("events %q, want a last %s", got, v1alpha2.ReasonProvidersHealthy)
 		}
 		return nil
 	})
 
 	// The server stops answering: Unknown once, then quiet.
 	srv.proc.Stop(5 * time.Second)
-	stack = providersHealthy(t, ns, "live", metav1.ConditionUnknown, v1alpha1.ReasonServerUnreachable)
+	stack = providersHealthy(t, ns, "live", metav1.ConditionUnknown, v1alpha2.ReasonServerUnreachable)
 	if stack.Status.Server == nil {
 		t.Errorf("status.server was cleared while the server was unreachable; want the last read kept")
 	}

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
 	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
@@ -103,14 +104,14 @@ func TestAdmittedSpecs(t *testing.T) {
 		for _, p := range []pin.Pin{testPin, pin03} {
 			line, err := stackconfig.LineOf(p.LlamaStackVersion)
 			require.NoError(t, err)
-			res, typ, reason, err := controller.RunConfig(s.DeepCopy(), p)
+			res, typ, reason, err := controller.RunConfig(testutil.Hub(s), p)
 			if err != nil {
-				require.Equal(t, []string{v1alpha1.TypeConfigGenerated, v1alpha1.ReasonInvalidConfig}, []string{typ, reason},
+				require.Equal(t, []string{v1alpha2.TypeConfigGenerated, v1alpha2.ReasonInvalidConfig}, []string{typ, reason},
 					"spec %d on %s: the reconcile gives no InvalidConfig condition for: %v", i, line, err)
 				genReasons[line.Tag()+": "+generatorReason(err)]++
 				continue
 			}
-			env := runconfig.ContainerEnv(s.Spec, res.Env)
+			env := runconfig.ContainerEnv(testutil.Hub(s).Spec, res.Env)
 			_, err = stackconfig.Check(line, res.YAML, stackconfig.Options{Env: stackconfig.MapEnv(env), Home: runconfig.HomeDir})
 			require.NoError(t, err, "spec %d: the operator accepted it on %s and the model refuses its config\nspec: %s\nconfig:\n%s",
 				i, line, specYAML(t, s), res.YAML)

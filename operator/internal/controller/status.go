@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/components/server"
@@ -38,23 +37,23 @@ func (r *InferenceStackReconciler) setStatus(ctx context.Context, s *state, step
 	isCondition := errors.As(stepErr, &ce)
 	switch {
 	case s.rendered.ConfigMapName != "":
-		set(v1alpha1.TypeConfigGenerated, metav1.ConditionTrue, v1alpha1.ReasonSucceeded,
+		set(v1alpha2.TypeConfigGenerated, metav1.ConditionTrue, v1alpha2.ReasonSucceeded,
 			fmt.Sprintf("run config %.12s is in ConfigMap %s", s.rendered.Config.Hash, s.rendered.ConfigMapName))
-		st.Config = &v1alpha1.ConfigStatus{Hash: s.rendered.Config.Hash, ConfigMapName: s.rendered.ConfigMapName}
-	case isCondition && ce.Type == v1alpha1.TypeConfigGenerated:
-		set(v1alpha1.TypeConfigGenerated, metav1.ConditionFalse, ce.Reason, ce.Message)
+		st.Config = &v1alpha2.ConfigStatus{Hash: s.rendered.Config.Hash, ConfigMapName: s.rendered.ConfigMapName}
+	case isCondition && ce.Type == v1alpha2.TypeConfigGenerated:
+		set(v1alpha2.TypeConfigGenerated, metav1.ConditionFalse, ce.Reason, ce.Message)
 	case isCondition:
 		// The config was generated but a later check stopped the step (a
 		// missing Secret): the condition keeps what it said before.
-		if meta.FindStatusCondition(st.Conditions, v1alpha1.TypeConfigGenerated) == nil {
-			set(v1alpha1.TypeConfigGenerated, metav1.ConditionFalse, ce.Reason, ce.Message)
+		if meta.FindStatusCondition(st.Conditions, v1alpha2.TypeConfigGenerated) == nil {
+			set(v1alpha2.TypeConfigGenerated, metav1.ConditionFalse, ce.Reason, ce.Message)
 		}
 	}
 	switch {
 	case isCondition:
-		set(v1alpha1.TypeDegraded, metav1.ConditionTrue, ce.Reason, ce.Message)
+		set(v1alpha2.TypeDegraded, metav1.ConditionTrue, ce.Reason, ce.Message)
 	case stepErr != nil:
-		set(v1alpha1.TypeDegraded, metav1.ConditionTrue, v1alpha1.ReasonApplyFailed, stepErr.Error())
+		set(v1alpha2.TypeDegraded, metav1.ConditionTrue, v1alpha2.ReasonApplyFailed, stepErr.Error())
 	default:
 		// The objects match the spec, but a pod may not run: its image
 		// cannot be pulled (a typo, a private registry, an offline node),
@@ -63,13 +62,13 @@ func (r *InferenceStackReconciler) setStatus(ctx context.Context, s *state, step
 		switch {
 		case err != nil:
 			log.FromContext(ctx).Error(err, "reading the stack's pods for image pull errors and crash loops")
-			if c := meta.FindStatusCondition(st.Conditions, v1alpha1.TypeDegraded); c == nil || (c.Reason != v1alpha1.ReasonImagePullFailed && c.Reason != v1alpha1.ReasonCrashLooping) {
-				set(v1alpha1.TypeDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, "the stack's objects match its spec")
+			if c := meta.FindStatusCondition(st.Conditions, v1alpha2.TypeDegraded); c == nil || (c.Reason != v1alpha2.ReasonImagePullFailed && c.Reason != v1alpha2.ReasonCrashLooping) {
+				set(v1alpha2.TypeDegraded, metav1.ConditionFalse, v1alpha2.ReasonAsExpected, "the stack's objects match its spec")
 			}
 		case failure != "":
-			set(v1alpha1.TypeDegraded, metav1.ConditionTrue, reason, failure)
+			set(v1alpha2.TypeDegraded, metav1.ConditionTrue, reason, failure)
 		default:
-			set(v1alpha1.TypeDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, "the stack's objects match its spec")
+			set(v1alpha2.TypeDegraded, metav1.ConditionFalse, v1alpha2.ReasonAsExpected, "the stack's objects match its spec")
 		}
 	}
 
@@ -97,29 +96,25 @@ func (r *InferenceStackReconciler) setServer(s *state, set func(string, metav1.C
 	stack := s.Stack
 	st := &stack.Status
 	line, err := stackconfig.LineOf(s.Pin.LlamaStackVersion)
-	if err != nil || !stack.DeletionTimestamp.IsZero() || !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.TypeAvailable) {
+	if err != nil || !stack.DeletionTimestamp.IsZero() || !meta.IsStatusConditionTrue(st.Conditions, v1alpha2.TypeAvailable) {
 		r.Prober.Forget(client.ObjectKeyFromObject(stack))
 		st.Server = nil
-		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.TypeProvidersHealthy)
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha2.TypeProvidersHealthy)
 		return
 	}
-	hub, err := s.v1alpha2()
-	if err != nil {
-		return // the steps failed on it, and said so
-	}
-	res, ok := r.Prober.Watch(serverTarget(stack, hub, line))
+	res, ok := r.Prober.Watch(serverTarget(stack, line))
 	switch {
 	case !ok:
 	case res.Err != "":
 		// The last providers read stay: the condition says they may be stale.
-		set(v1alpha1.TypeProvidersHealthy, metav1.ConditionUnknown, v1alpha1.ReasonServerUnreachable, res.Err)
+		set(v1alpha2.TypeProvidersHealthy, metav1.ConditionUnknown, v1alpha2.ReasonServerUnreachable, res.Err)
 	default:
-		st.Server = &v1alpha1.ServerStatus{Version: res.Version, Providers: res.Providers}
+		st.Server = &v1alpha2.ServerStatus{Version: res.Version, Providers: res.Providers}
 		if bad := res.Unhealthy(line); len(bad) > 0 {
-			set(v1alpha1.TypeProvidersHealthy, metav1.ConditionFalse, v1alpha1.ReasonProviderUnhealthy,
+			set(v1alpha2.TypeProvidersHealthy, metav1.ConditionFalse, v1alpha2.ReasonProviderUnhealthy,
 				"the server reports unhealthy providers: "+strings.Join(bad, "; "))
 		} else {
-			set(v1alpha1.TypeProvidersHealthy, metav1.ConditionTrue, v1alpha1.ReasonProvidersHealthy,
+			set(v1alpha2.TypeProvidersHealthy, metav1.ConditionTrue, v1alpha2.ReasonProvidersHealthy,
 				fmt.Sprintf("none of the server's %d providers reports an error", len(res.Providers)))
 		}
 	}
@@ -128,8 +123,8 @@ func (r *InferenceStackReconciler) setServer(s *state, set func(string, metav1.C
 // serverTarget is how the prober reaches the stack's server: its Service,
 // its TLS Secret, and, with auth, the identity the operator made for the
 // prober (never the ServiceAccount the server runs as, which the stack's
-// author may choose); hub is the stack as v1alpha2 sees it.
-func serverTarget(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack, line stackconfig.Line) serverstatus.Target {
+// author may choose).
+func serverTarget(stack *v1alpha2.InferenceStack, line stackconfig.Line) serverstatus.Target {
 	t := serverstatus.Target{
 		Stack: client.ObjectKeyFromObject(stack), UID: stack.UID, Line: line,
 		Host: server.Name(stack) + "." + stack.Namespace + ".svc", Port: server.Port(stack),
@@ -137,9 +132,9 @@ func serverTarget(stack *v1alpha1.InferenceStack, hub *v1alpha2.InferenceStack, 
 	if n := stack.Spec.Networking; n != nil && n.TLS != nil && n.TLS.Enabled {
 		t.TLS = &serverstatus.TLS{SecretName: n.TLS.SecretName}
 		// With mutual TLS, the client certificate the user gave the
-		// operator (a v1alpha2 field, in the spec annotation of v1alpha1).
-		if hn := hub.Spec.Networking; n.TLS.CABundle != nil && hn != nil && hn.TLS != nil {
-			t.TLS.ClientSecretName = hn.TLS.OperatorClientSecretName
+		// operator.
+		if n.TLS.CABundle != nil {
+			t.TLS.ClientSecretName = n.TLS.OperatorClientSecretName
 		}
 	}
 	if server.AuthEnabled(stack) {
@@ -165,8 +160,8 @@ func (r *InferenceStackReconciler) setRollout(ctx context.Context, s *state,
 	}
 	if dep == nil {
 		st.Replicas, st.ReadyReplicas, st.AvailableReplicas = 0, 0, 0
-		set(v1alpha1.TypeAvailable, metav1.ConditionFalse, v1alpha1.ReasonDeploying, "the server Deployment does not exist yet")
-		set(v1alpha1.TypeProgressing, metav1.ConditionTrue, v1alpha1.ReasonDeploying, "creating the server Deployment")
+		set(v1alpha2.TypeAvailable, metav1.ConditionFalse, v1alpha2.ReasonDeploying, "the server Deployment does not exist yet")
+		set(v1alpha2.TypeProgressing, metav1.ConditionTrue, v1alpha2.ReasonDeploying, "creating the server Deployment")
 		return
 	}
 	st.ResolvedDistribution = resolvedDistribution(s, dep)
@@ -176,25 +171,25 @@ func (r *InferenceStackReconciler) setRollout(ctx context.Context, s *state,
 	}
 	st.Replicas, st.ReadyReplicas, st.AvailableReplicas = desired, dep.Status.ReadyReplicas, dep.Status.AvailableReplicas
 	if desired == 0 {
-		set(v1alpha1.TypeAvailable, metav1.ConditionFalse, v1alpha1.ReasonScaledToZero, "workload.replicas is 0")
-		set(v1alpha1.TypeProgressing, metav1.ConditionFalse, v1alpha1.ReasonScaledToZero, "workload.replicas is 0")
+		set(v1alpha2.TypeAvailable, metav1.ConditionFalse, v1alpha2.ReasonScaledToZero, "workload.replicas is 0")
+		set(v1alpha2.TypeProgressing, metav1.ConditionFalse, v1alpha2.ReasonScaledToZero, "workload.replicas is 0")
 		return
 	}
 	ds := dep.Status
 	if ds.ObservedGeneration < dep.Generation || ds.UpdatedReplicas < desired || ds.AvailableReplicas < ds.Replicas {
-		set(v1alpha1.TypeProgressing, metav1.ConditionTrue, v1alpha1.ReasonDeploying,
+		set(v1alpha2.TypeProgressing, metav1.ConditionTrue, v1alpha2.ReasonDeploying,
 			fmt.Sprintf("rolling out: %d of %d server replicas updated, %d available", ds.UpdatedReplicas, desired, ds.AvailableReplicas))
 	} else {
-		set(v1alpha1.TypeProgressing, metav1.ConditionFalse, v1alpha1.ReasonSucceeded, "the server is rolled out")
+		set(v1alpha2.TypeProgressing, metav1.ConditionFalse, v1alpha2.ReasonSucceeded, "the server is rolled out")
 	}
 	switch {
 	case ds.AvailableReplicas < 1:
-		set(v1alpha1.TypeAvailable, metav1.ConditionFalse, v1alpha1.ReasonMinimumReplicasUnavailable,
+		set(v1alpha2.TypeAvailable, metav1.ConditionFalse, v1alpha2.ReasonMinimumReplicasUnavailable,
 			fmt.Sprintf("no server replica is ready (0 of %d)", desired))
 	case cachecomp.Enabled(stack) && !r.cacheAvailable(ctx, s):
-		set(v1alpha1.TypeAvailable, metav1.ConditionFalse, v1alpha1.ReasonCacheNotReady, "the PostgreSQL cache is not ready")
+		set(v1alpha2.TypeAvailable, metav1.ConditionFalse, v1alpha2.ReasonCacheNotReady, "the PostgreSQL cache is not ready")
 	default:
-		set(v1alpha1.TypeAvailable, metav1.ConditionTrue, v1alpha1.ReasonMinimumReplicasAvailable,
+		set(v1alpha2.TypeAvailable, metav1.ConditionTrue, v1alpha2.ReasonMinimumReplicasAvailable,
 			fmt.Sprintf("%d of %d server replicas ready", ds.AvailableReplicas, desired))
 	}
 }
@@ -203,7 +198,7 @@ func (r *InferenceStackReconciler) setRollout(ctx context.Context, s *state,
 // operand version is the pin's when it is the image this operator chose,
 // unknown otherwise (a custom image, or a Deployment the operator has not
 // updated yet).
-func resolvedDistribution(s *state, dep *appsv1.Deployment) *v1alpha1.ResolvedDistribution {
+func resolvedDistribution(s *state, dep *appsv1.Deployment) *v1alpha2.ResolvedDistribution {
 	var image string
 	for _, c := range dep.Spec.Template.Spec.Containers {
 		if c.Name == server.ContainerName {
@@ -211,14 +206,14 @@ func resolvedDistribution(s *state, dep *appsv1.Deployment) *v1alpha1.ResolvedDi
 		}
 	}
 	name := string(s.Stack.Spec.Distribution.Name)
-	version := v1alpha1.UnknownVersion
+	version := v1alpha2.UnknownVersion
 	switch {
 	case name == "":
-		name = v1alpha1.CustomDistributionName
+		name = v1alpha2.CustomDistributionName
 	case image != "" && image == s.rendered.Image && s.Pin.LlamaStackVersion != "":
 		version = s.Pin.LlamaStackVersion
 	}
-	return &v1alpha1.ResolvedDistribution{
+	return &v1alpha2.ResolvedDistribution{
 		Name: name, Image: image, OperandVersion: version, OperatorVersion: s.Pin.OperatorVersion,
 	}
 }
@@ -233,18 +228,18 @@ func (r *InferenceStackReconciler) cacheAvailable(ctx context.Context, s *state)
 }
 
 // phase sums up the conditions in one word.
-func phase(stack *v1alpha1.InferenceStack) v1alpha1.Phase {
+func phase(stack *v1alpha2.InferenceStack) v1alpha2.Phase {
 	c := stack.Status.Conditions
 	switch {
 	case !stack.DeletionTimestamp.IsZero():
-		return v1alpha1.PhaseDeleting
-	case !meta.IsStatusConditionTrue(c, v1alpha1.TypeConfigGenerated):
-		return v1alpha1.PhasePending
-	case meta.IsStatusConditionTrue(c, v1alpha1.TypeDegraded):
-		return v1alpha1.PhaseDegraded
-	case meta.IsStatusConditionTrue(c, v1alpha1.TypeAvailable) && !meta.IsStatusConditionTrue(c, v1alpha1.TypeProgressing):
-		return v1alpha1.PhaseReady
+		return v1alpha2.PhaseDeleting
+	case !meta.IsStatusConditionTrue(c, v1alpha2.TypeConfigGenerated):
+		return v1alpha2.PhasePending
+	case meta.IsStatusConditionTrue(c, v1alpha2.TypeDegraded):
+		return v1alpha2.PhaseDegraded
+	case meta.IsStatusConditionTrue(c, v1alpha2.TypeAvailable) && !meta.IsStatusConditionTrue(c, v1alpha2.TypeProgressing):
+		return v1alpha2.PhaseReady
 	default:
-		return v1alpha1.PhaseDeploying
+		return v1alpha2.PhaseDeploying
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/apply"
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
@@ -32,7 +31,7 @@ type state struct {
 	// Recorder emits events on the InferenceStack.
 	Recorder events.EventRecorder
 	// Stack is the working copy.
-	Stack *v1alpha1.InferenceStack
+	Stack *v1alpha2.InferenceStack
 	// Pin is the operand pin of this operator release.
 	Pin pin.Pin
 	// Applier applies the builders' objects, skipping writes that would
@@ -49,22 +48,6 @@ type state struct {
 	// (read, or as the API server answered their write), so the status
 	// written after a step wrote them need not wait for the cache.
 	live live
-	// hub and hubErr are Stack as v1alpha2 sees it, once converted
-	// (v1alpha2).
-	hub    *v1alpha2.InferenceStack
-	hubErr error
-}
-
-// v1alpha2 is the stack as v1alpha2 sees it, through which the builders
-// read the spec fields only v1alpha2 has (v1alpha1 carries them in an
-// annotation): converted once per reconcile. The steps change the working
-// copy's status and metadata only, never its spec, so the conversion stays
-// true for the whole reconcile.
-func (s *state) v1alpha2() (*v1alpha2.InferenceStack, error) {
-	if s.hub == nil && s.hubErr == nil {
-		s.hub, s.hubErr = s.Stack.V1alpha2()
-	}
-	return s.hub, s.hubErr
 }
 
 // live are the objects the status describes; nil: not applied by this
@@ -153,7 +136,7 @@ func stepError(name string, err error) error {
 		return err
 	}
 	if fe := (*apply.ForeignError)(nil); errors.As(err, &fe) {
-		return errorf(v1alpha1.TypeDegraded, v1alpha1.ReasonNameTaken, "%s", fe.Error())
+		return errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonNameTaken, "%s", fe.Error())
 	}
 	return fmt.Errorf("step %s: %w", name, err)
 }

@@ -150,26 +150,26 @@ func TestTenantGetsNothingThroughTheOperator(t *testing.T) {
 	}
 	converged(t, a, "tok")
 	available(t, a, "tok")
-	providersHealthy(t, a, "tok", metav1.ConditionTrue, v1alpha1.ReasonProvidersHealthy)
+	providersHealthy(t, a, "tok", metav1.ConditionTrue, v1alpha2.ReasonProvidersHealthy)
 	// What each attempt comes to: refused with a condition, or (an API key
 	// from a Secret of the namespace) what a Deployment referencing it
 	// would do, the value passed to the pod by secretKeyRef.
 	for name, reason := range map[string]string{
-		"evil":  v1alpha1.ReasonNameTaken,
-		"key":   v1alpha1.ReasonAsExpected,
-		"cross": v1alpha1.ReasonApplyFailed, // client-go refuses the name before any request
-		"bad":   v1alpha1.ReasonInvalidConfig,
+		"evil":  v1alpha2.ReasonNameTaken,
+		"key":   v1alpha2.ReasonAsExpected,
+		"cross": v1alpha2.ReasonApplyFailed, // client-go refuses the name before any request
+		"bad":   v1alpha2.ReasonInvalidConfig,
 		// Names are of the stack's namespace: the operator's Secrets are not.
-		"own":    v1alpha1.ReasonSecretNotFound,
-		"cached": v1alpha1.ReasonAsExpected,
-		"host":   v1alpha1.ReasonApplyFailed,
+		"own":    v1alpha2.ReasonSecretNotFound,
+		"cached": v1alpha2.ReasonAsExpected,
+		"host":   v1alpha2.ReasonApplyFailed,
 	} {
 		settled(t, a, name)
 		got, err := get(t, &v1alpha1.InferenceStack{}, a, name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c := findCondition(got, v1alpha1.TypeDegraded); c == nil || c.Reason != reason {
+		if c := findCondition(got, v1alpha2.TypeDegraded); c == nil || c.Reason != reason {
 			t.Errorf("stack %s: Degraded %+v, want reason %s", name, c, reason)
 		}
 	}
@@ -186,9 +186,9 @@ func TestTenantGetsNothingThroughTheOperator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := findCondition(s, v1alpha1.TypeDegraded)
-		if c == nil || c.Reason != v1alpha1.ReasonNameTaken || !strings.Contains(c.Message, "ServiceAccount "+a+"/evil-prober") {
-			t.Errorf("Degraded %+v, want reason %s naming ServiceAccount %s/evil-prober", c, v1alpha1.ReasonNameTaken, a)
+		c := findCondition(s, v1alpha2.TypeDegraded)
+		if c == nil || c.Reason != v1alpha2.ReasonNameTaken || !strings.Contains(c.Message, "ServiceAccount "+a+"/evil-prober") {
+			t.Errorf("Degraded %+v, want reason %s naming ServiceAccount %s/evil-prober", c, v1alpha2.ReasonNameTaken, a)
 		}
 		sa, err := get(t, &corev1.ServiceAccount{}, a, "evil-prober")
 		if err != nil {

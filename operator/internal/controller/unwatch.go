@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/components/config"
 )
@@ -27,14 +27,14 @@ import (
 // none of them references is checked against every stack of the namespace,
 // read from the API server. The operator's own objects (managed-by label)
 // are left alone, and the only write is the label's removal.
-func unwatch(ctx context.Context, c client.Client, reader client.Reader, stack *v1alpha1.InferenceStack, deleting bool) error {
+func unwatch(ctx context.Context, c client.Client, reader client.Reader, stack *v1alpha2.InferenceStack, deleting bool) error {
 	namespace := stack.Namespace
 	candidates, err := watchedUserObjects(ctx, c, namespace)
 	if err != nil || len(candidates) == 0 {
 		return err
 	}
 	if !deleting {
-		dropReferenced(candidates, []v1alpha1.InferenceStack{*stack}, "")
+		dropReferenced(candidates, []v1alpha2.InferenceStack{*stack}, "")
 	}
 	if len(candidates) == 0 {
 		return nil
@@ -44,19 +44,19 @@ func unwatch(ctx context.Context, c client.Client, reader client.Reader, stack *
 	for key := range candidates {
 		// The index finds the stacks that reference the object; two are
 		// enough to know whether one is not stack.
-		referencing := &v1alpha1.InferenceStackList{}
+		referencing := &v1alpha2.InferenceStackList{}
 		if err := c.List(ctx, referencing, client.InNamespace(namespace), client.MatchingFields{referencesIndex: key},
 			client.Limit(2), client.UnsafeDisableDeepCopy); err != nil {
 			return err
 		}
-		if slices.ContainsFunc(referencing.Items, func(s v1alpha1.InferenceStack) bool { return s.UID != gone }) {
+		if slices.ContainsFunc(referencing.Items, func(s v1alpha2.InferenceStack) bool { return s.UID != gone }) {
 			delete(candidates, key)
 		}
 	}
 	if len(candidates) == 0 {
 		return nil
 	}
-	all := &v1alpha1.InferenceStackList{}
+	all := &v1alpha2.InferenceStackList{}
 	if err := reader.List(ctx, all, client.InNamespace(namespace)); err != nil {
 		return fmt.Errorf("listing the InferenceStacks of namespace %s: %w", namespace, err)
 	}
@@ -104,7 +104,7 @@ func watchedUserObjects(ctx context.Context, c client.Client, namespace string) 
 
 // dropReferenced removes from candidates what a stack of stacks (but the one
 // with UID skip) references.
-func dropReferenced(candidates map[string]client.Object, stacks []v1alpha1.InferenceStack, skip types.UID) {
+func dropReferenced(candidates map[string]client.Object, stacks []v1alpha2.InferenceStack, skip types.UID) {
 	for _, s := range stacks {
 		if skip != "" && s.UID == skip {
 			continue

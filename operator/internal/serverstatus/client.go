@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
@@ -152,15 +152,15 @@ func (c *serverClient) version(ctx context.Context) (string, error) {
 }
 
 // providers lists the server's providers without their config.
-func (c *serverClient) providers(ctx context.Context) ([]v1alpha1.ProviderStatus, error) {
+func (c *serverClient) providers(ctx context.Context) ([]v1alpha2.ProviderStatus, error) {
 	var list stackconfig.ListProvidersResponse
 	if err := c.get(ctx, stackconfig.EndpointListProviders, &list); err != nil {
 		return nil, err
 	}
-	out := make([]v1alpha1.ProviderStatus, 0, len(list.Data))
+	out := make([]v1alpha2.ProviderStatus, 0, len(list.Data))
 	for _, p := range list.Data {
-		out = append(out, v1alpha1.ProviderStatus{API: p.API, ProviderID: p.ProviderID, ProviderType: p.ProviderType,
-			Health: v1alpha1.ProviderHealth{Status: p.Health.Status, Message: p.Health.Message}})
+		out = append(out, v1alpha2.ProviderStatus{API: p.API, ProviderID: p.ProviderID, ProviderType: p.ProviderType,
+			Health: v1alpha2.ProviderHealth{Status: p.Health.Status, Message: p.Health.Message}})
 	}
 	return out, nil
 }

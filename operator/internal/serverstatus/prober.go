@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
@@ -97,7 +97,7 @@ type TLS struct {
 type Result struct {
 	// Version and Providers are what the server reported (Err == "").
 	Version   string
-	Providers []v1alpha1.ProviderStatus
+	Providers []v1alpha2.ProviderStatus
 	// Err says why the server could not be read, "" when it was: a
 	// classified cause (describe), the same from poll to poll while the
 	// cause is, whatever ephemeral detail the error carried.
@@ -467,7 +467,7 @@ func (p *Prober) read(ctx context.Context, t Target, material *tlsMaterial, hc *
 		line: t.Line, token: token, count: func() { p.mu.Lock(); p.requests++; p.mu.Unlock(); requestsTotal.Inc() }}
 	version, err := c.version(ctx)
 	if err == nil {
-		var providers []v1alpha1.ProviderStatus
+		var providers []v1alpha2.ProviderStatus
 		if providers, err = c.providers(ctx); err == nil {
 			return Result{Version: version, Providers: providers}, material, hc, false
 		}

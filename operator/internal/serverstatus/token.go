@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components"
 )
 
@@ -95,7 +95,7 @@ func (p *Prober) token(ctx context.Context, t Target) (string, error) {
 		return tok, nil
 	}
 	key := client.ObjectKey{Namespace: t.Stack.Namespace, Name: t.Identity}
-	ours := components.Owned(&v1alpha1.InferenceStack{ObjectMeta: metav1.ObjectMeta{
+	ours := components.Owned(&v1alpha2.InferenceStack{ObjectMeta: metav1.ObjectMeta{
 		Namespace: t.Stack.Namespace, Name: t.Stack.Name, UID: t.UID}})
 	sa := &corev1.ServiceAccount{}
 	secret := &corev1.Secret{}

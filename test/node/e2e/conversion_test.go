@@ -243,7 +243,7 @@ func reconciledBy(t *testing.T, c client.Client, ns, name, major string) int64 {
 	for {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s); err == nil && majorOf(&s) == major &&
 			s.Status.Phase != "" && s.Status.ObservedGeneration == s.Generation &&
-			!meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.TypeDegraded) &&
+			!meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha2.TypeDegraded) &&
 			c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &dep) == nil {
 			break
 		}
@@ -258,7 +258,7 @@ func reconciledBy(t *testing.T, c client.Client, ns, name, major string) int64 {
 // majorOf is the major that reconciles s: its label's, or for an
 // unlabelled stack the major of the release its status names.
 func majorOf(s *v1alpha1.InferenceStack) string {
-	if major, ok := s.Labels[v1alpha1.LabelOperatorMajor]; ok {
+	if major, ok := s.Labels[v1alpha2.LabelOperatorMajor]; ok {
 		return major
 	}
 	if rd := s.Status.ResolvedDistribution; rd != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 	testnode "github.com/inferencestack/inferencestack/test/node"
 	"github.com/inferencestack/inferencestack/test/testenv"
+	"github.com/inferencestack/inferencestack/test/testutil"
 )
 
 // Timeouts of the NetworkPolicy test.
@@ -99,7 +100,7 @@ func networkPolicies(t *testing.T, in *install) {
 	waitStack(t, s, readyTimeout, "Ready", isReady)
 	svc := &corev1.Service{}
 	require.NoError(t, node.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: server.Name(s)}, svc))
-	addr := net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(server.Port(s))))
+	addr := net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(server.Port(testutil.Hub(s)))))
 
 	// The signal that the policy is enforced: np-others' connection is
 	// refused (until the policy controller has synced the new server pod,
@@ -179,10 +180,10 @@ func networkPolicies(t *testing.T, in *install) {
 	require.Equal(t, http.StatusOK, status, "PUT the stand-in's health of %s", provider)
 	start = time.Now()
 	got = waitStack(t, s, proberTimeout, "read again by the operator (ProvidersHealthy False)", func(got *v1alpha1.InferenceStack) bool {
-		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.TypeProvidersHealthy)
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha2.TypeProvidersHealthy)
 		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, message)
 	})
-	c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.TypeProvidersHealthy)
+	c := meta.FindStatusCondition(got.Status.Conditions, v1alpha2.TypeProvidersHealthy)
 	t.Logf("the operator read the server again %s after the change: ProvidersHealthy %s: %s", time.Since(start).Round(100*time.Millisecond), c.Status, c.Message)
 	last = dial(ctx, otherDial, addr)
 	require.ErrorIs(t, last, syscall.ECONNREFUSED, "the %s client, after the operator's reading", others)

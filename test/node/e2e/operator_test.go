@@ -26,6 +26,7 @@ import (
 	"github.com/inferencestack/inferencestack/internal/release"
 	"github.com/inferencestack/inferencestack/internal/validate"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/pin"
 	testnode "github.com/inferencestack/inferencestack/test/node"
 	"github.com/inferencestack/inferencestack/test/olm"
@@ -216,7 +217,7 @@ func (in *install) label(s *v1alpha1.InferenceStack) {
 	if s.Labels == nil {
 		s.Labels = map[string]string{}
 	}
-	s.Labels[v1alpha1.LabelOperatorMajor] = in.major
+	s.Labels[v1alpha2.LabelOperatorMajor] = in.major
 }
 
 // pushOperator pushes the operator binary bin as the image ref (its copy

@@ -27,6 +27,7 @@ import (
 	"github.com/inferencestack/inferencestack/internal/image"
 	"github.com/inferencestack/inferencestack/internal/release"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components"
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
 	"github.com/inferencestack/inferencestack/operator/components/config"
@@ -35,6 +36,7 @@ import (
 	testnode "github.com/inferencestack/inferencestack/test/node"
 	"github.com/inferencestack/inferencestack/test/olm"
 	"github.com/inferencestack/inferencestack/test/testenv"
+	"github.com/inferencestack/inferencestack/test/testutil"
 )
 
 // The test-only stand-in images (test/standin), named as such: the Llama
@@ -111,7 +113,7 @@ func imagePullFailure(t *testing.T, in *install) {
 	s.Spec.Distribution = v1alpha1.DistributionSpec{Image: missing}
 	in.label(s)
 	require.NoError(t, kube.Create(ctx, s))
-	c := waitDegraded(t, s, v1alpha1.ReasonImagePullFailed)
+	c := waitDegraded(t, s, v1alpha2.ReasonImagePullFailed)
 	require.Contains(t, c.Message, "cannot pull image "+missing+": ")
 	require.Contains(t, c.Message, "not found", "the kubelet's pull error")
 
@@ -119,7 +121,7 @@ func imagePullFailure(t *testing.T, in *install) {
 	update(t, s, func(st *v1alpha1.InferenceStack) { st.Spec.Distribution.Image = in.standIn })
 	stack := waitStack(t, s, podTimeout, "Ready", isReady)
 	t.Logf("stack %s Ready %s after its image was fixed; Degraded: %s", s.Name, time.Since(start).Round(100*time.Millisecond),
-		meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded).Reason)
+		meta.FindStatusCondition(stack.Status.Conditions, v1alpha2.TypeDegraded).Reason)
 	deleteStack(t, s)
 }
 
@@ -138,7 +140,7 @@ func crashLoop(t *testing.T, in *install, images standIns) {
 	s.Spec.Distribution = v1alpha1.DistributionSpec{Image: images.postgres}
 	in.label(s)
 	require.NoError(t, kube.Create(ctx, s))
-	c := waitDegraded(t, s, v1alpha1.ReasonCrashLooping)
+	c := waitDegraded(t, s, v1alpha2.ReasonCrashLooping)
 	require.Regexp(t, `^container server of pod crash-[a-z0-9]+-[a-z0-9]+ exits with code [1-9][0-9]*`, c.Message)
 	require.Contains(t, c.Message, "the kubelet keeps restarting it; `kubectl logs -n crash ")
 
@@ -146,7 +148,7 @@ func crashLoop(t *testing.T, in *install, images standIns) {
 	update(t, s, func(st *v1alpha1.InferenceStack) { st.Spec.Distribution.Image = in.standIn })
 	stack := waitStack(t, s, podTimeout, "Ready", isReady)
 	t.Logf("stack %s Ready %s after its image was fixed; Degraded: %s", s.Name, time.Since(start).Round(100*time.Millisecond),
-		meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded).Reason)
+		meta.FindStatusCondition(stack.Status.Conditions, v1alpha2.TypeDegraded).Reason)
 	deleteStack(t, s)
 }
 
@@ -156,12 +158,12 @@ func waitDegraded(t *testing.T, s *v1alpha1.InferenceStack, reason string) *meta
 	t.Helper()
 	start := time.Now()
 	stack := waitStack(t, s, podTimeout, "Degraded=True reason "+reason, func(st *v1alpha1.InferenceStack) bool {
-		c := meta.FindStatusCondition(st.Status.Conditions, v1alpha1.TypeDegraded)
+		c := meta.FindStatusCondition(st.Status.Conditions, v1alpha2.TypeDegraded)
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason
 	})
-	c := meta.FindStatusCondition(stack.Status.Conditions, v1alpha1.TypeDegraded)
+	c := meta.FindStatusCondition(stack.Status.Conditions, v1alpha2.TypeDegraded)
 	t.Logf("stack %s %s in %s: %s", s.Name, stack.Status.Phase, time.Since(start).Round(100*time.Millisecond), c.Message)
-	require.Equal(t, v1alpha1.PhaseDegraded, stack.Status.Phase)
+	require.Equal(t, v1alpha2.PhaseDegraded, stack.Status.Phase)
 	return c
 }
 
@@ -219,7 +221,7 @@ func readyStack(t *testing.T, in *install, s *v1alpha1.InferenceStack, images st
 	wantServer := s.Spec.Distribution.Image
 	if wantServer == "" {
 		var err error
-		wantServer, err = in.pin.Image(runconfig.ImageDistribution(s.Spec.Distribution.Name))
+		wantServer, err = in.pin.Image(runconfig.ImageDistribution(v1alpha2.DistributionName(s.Spec.Distribution.Name)))
 		require.NoError(t, err)
 	}
 	var probes, times []string
@@ -336,7 +338,7 @@ func variants(t *testing.T) []*v1alpha1.InferenceStack {
 
 // isReady: the stack is Ready at its generation.
 func isReady(s *v1alpha1.InferenceStack) bool {
-	return s.Status.Phase == v1alpha1.PhaseReady && s.Status.ObservedGeneration == s.Generation
+	return s.Status.Phase == v1alpha2.PhaseReady && s.Status.ObservedGeneration == s.Generation
 }
 
 // waitStack polls s until done accepts it and returns it; on timeout it
@@ -450,7 +452,7 @@ func references(t *testing.T, s *v1alpha1.InferenceStack, runConfig string, cert
 	if n := s.Spec.Networking; n != nil && n.TLS != nil && n.TLS.Enabled {
 		tls = n.TLS
 	}
-	for _, ref := range config.References(s.Spec) {
+	for _, ref := range config.References(testutil.Hub(s).Spec) {
 		data := map[string]string{}
 		for _, k := range ref.Keys {
 			data[k] = "stand-in"
@@ -467,9 +469,9 @@ func references(t *testing.T, s *v1alpha1.InferenceStack, runConfig string, cert
 			switch {
 			case s.Spec.OverrideConfig != nil && ref.Name == s.Spec.OverrideConfig.ConfigMapName:
 				require.NotEmpty(t, runConfig, "no run config for the override of %s", s.Name)
-				data[s.Spec.OverrideConfig.KeyOrDefault()] = runConfig
+				data[testutil.Hub(s).Spec.OverrideConfig.KeyOrDefault()] = runConfig
 			case tls != nil && tls.CABundle != nil && ref.Name == tls.CABundle.ConfigMapName:
-				data[tls.CABundle.KeyOrDefault()] = certs.ca
+				data[testutil.Hub(s).Spec.Networking.TLS.CABundle.KeyOrDefault()] = certs.ca
 			}
 			obj = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: s.Namespace}, Data: data}
 		default:
@@ -488,7 +490,7 @@ func volumes(t *testing.T, s *v1alpha1.InferenceStack) {
 	t.Helper()
 	ctx := context.Background()
 	claims := map[string]*resource.Quantity{}
-	if cachecomp.Enabled(s) {
+	if cachecomp.Enabled(testutil.Hub(s)) {
 		claims[cachecomp.PVCName(s)] = s.Spec.Cache.StorageSize
 	}
 	if w := s.Spec.Workload; w != nil && w.StateVolume != nil {

@@ -27,12 +27,14 @@ import (
 	"github.com/inferencestack/inferencestack/internal/bundle"
 	"github.com/inferencestack/inferencestack/internal/validate"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components/config"
 	"github.com/inferencestack/inferencestack/operator/components/network"
 	"github.com/inferencestack/inferencestack/operator/components/server"
 	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/test/olm"
 	"github.com/inferencestack/inferencestack/test/testenv"
+	"github.com/inferencestack/inferencestack/test/testutil"
 )
 
 // reconcileTimeout bounds the operator's way from start to a stack ready
@@ -90,22 +92,22 @@ func TestInstalledOperatorReconcilesWithBundleRBAC(t *testing.T) {
 
 	stack := starterSample(t)
 	stack.SetNamespace(stackNS.GetName())
-	stack.SetLabels(map[string]string{v1alpha1.LabelOperatorMajor: "1"})
+	stack.SetLabels(map[string]string{v1alpha2.LabelOperatorMajor: "1"})
 	apply(t, stack)
 	start = time.Now()
 	_, waitErr := cluster.WaitFor(ctx, stack, reconcileTimeout, func(conds []metav1.Condition) (metav1.Condition, bool) {
 		if op.Exited() || len(op.refusals()) > 0 {
 			return metav1.Condition{}, true // fails below, without waiting for the timeout
 		}
-		c := meta.FindStatusCondition(conds, v1alpha1.TypeConfigGenerated)
+		c := meta.FindStatusCondition(conds, v1alpha2.TypeConfigGenerated)
 		phase, _, _ := unstructured.NestedString(stack.Object, "status", "phase")
 		return metav1.Condition{}, c != nil && c.Status == metav1.ConditionTrue &&
-			c.ObservedGeneration == stack.GetGeneration() && phase == string(v1alpha1.PhaseDeploying)
+			c.ObservedGeneration == stack.GetGeneration() && phase == string(v1alpha2.PhaseDeploying)
 	})
 	op.requireNoRefusals(t)
 	require.False(t, op.Exited(), "the operator exited; its log is below")
-	require.NoError(t, waitErr, "the operator did not bring the stack to %s", v1alpha1.PhaseDeploying)
-	t.Logf("InferenceStack %s/%s %s in %s", stack.GetNamespace(), stack.GetName(), v1alpha1.PhaseDeploying, time.Since(start).Round(100*time.Millisecond))
+	require.NoError(t, waitErr, "the operator did not bring the stack to %s", v1alpha2.PhaseDeploying)
+	t.Logf("InferenceStack %s/%s %s in %s", stack.GetNamespace(), stack.GetName(), v1alpha2.PhaseDeploying, time.Since(start).Round(100*time.Millisecond))
 
 	typed := &v1alpha1.InferenceStack{}
 	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(stack.Object, typed))
@@ -114,7 +116,7 @@ func TestInstalledOperatorReconcilesWithBundleRBAC(t *testing.T) {
 		dep,
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: server.Name(typed)}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: config.ConfigMapName(typed.Name)}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: server.ServiceAccountName(typed)}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: server.ServiceAccountName(testutil.Hub(typed))}},
 		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: network.ServerPolicyName(typed)}},
 	} {
 		key := client.ObjectKey{Namespace: typed.Namespace, Name: want.GetName()}

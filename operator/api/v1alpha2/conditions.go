@@ -1,8 +1,4 @@
-package v1alpha1
-
-// Phase summarises an InferenceStack's conditions in one word.
-// +kubebuilder:validation:Enum=Pending;Deploying;Ready;Degraded;Deleting
-type Phase string
+package v1alpha2
 
 // The phases.
 const (

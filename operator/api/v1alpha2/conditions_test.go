@@ -1,4 +1,4 @@
-package v1alpha1_test
+package v1alpha2_test
 
 import (
 	"go/ast"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 )
 
 // TestConditionListsAreComplete: every Type* and Reason* constant of
@@ -41,14 +41,14 @@ func TestConditionListsAreComplete(t *testing.T) {
 		}
 	}
 	var phases []string
-	for _, p := range v1alpha1.Phases {
+	for _, p := range v1alpha2.Phases {
 		phases = append(phases, string(p))
 	}
-	for prefix, list := range map[string][]string{"Type": v1alpha1.ConditionTypes, "Reason": v1alpha1.Reasons, "Phase": phases} {
+	for prefix, list := range map[string][]string{"Type": v1alpha2.ConditionTypes, "Reason": v1alpha2.Reasons, "Phase": phases} {
 		want := slices.Sorted(slices.Values(consts[prefix]))
 		got := slices.Sorted(slices.Values(list))
 		require.Equal(t, want, got, "the %s constants and their list differ", prefix)
 		require.Len(t, slices.Compact(got), len(list), "duplicates in the %s list", prefix)
 	}
-	require.Subset(t, v1alpha1.ConditionTypes, []string{"ConfigGenerated", "Available", "Progressing", "Degraded"})
+	require.Subset(t, v1alpha2.ConditionTypes, []string{"ConfigGenerated", "Available", "Progressing", "Degraded"})
 }

@@ -1,4 +1,4 @@
-package v1alpha1
+package v1alpha2
 
 // LabelOperatorMajor assigns an InferenceStack to one major version of the
 // operator, when several run side by side: the operator of major N reconciles
