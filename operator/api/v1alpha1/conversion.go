@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2/validation"
 )
 
 // v1alpha1 converts through the hub, v1alpha2. The two versions differ in
@@ -113,7 +114,7 @@ func AnnotationProblems(hub *v1alpha2.InferenceStack) field.ErrorList {
 	}
 	carried := fromHub(hub, true)
 	again, problems := carried.toHub()
-	if !sameSpec(again, hub) {
+	if !sameSpec(again, hub, true) {
 		return nil
 	}
 	return problems
@@ -171,7 +172,7 @@ func specFields(in InferenceStackSpec, metrics []v1alpha2.ResourceMetric) v1alph
 	s := &v1alpha2.ScalingSpec{Replicas: w.Replicas, PodDisruptionBudget: (*v1alpha2.PodDisruptionBudgetSpec)(w.PodDisruptionBudget)}
 	if a := w.Autoscaling; a != nil {
 		s.Autoscaling = &v1alpha2.AutoscalingSpec{MinReplicas: a.MinReplicas, MaxReplicas: a.MaxReplicas,
-			Metrics: withCPU(metrics, a.TargetCPUUtilizationPercentage)}
+			Metrics: withCPU(metrics, cpuTarget(metrics, a.TargetCPUUtilizationPercentage))}
 	}
 	out.Scaling = s.DeepCopy()
 	if reflect.DeepEqual(*out.Workload, v1alpha2.WorkloadSpec{}) {
@@ -329,7 +330,11 @@ func fromHub(hub *v1alpha2.InferenceStack, carried bool) *InferenceStack {
 			} else {
 				candidate.setSpecAnnotation(hub.Spec)
 			}
-			if again, _ := candidate.toHub(); sameSpec(again, hub) {
+			// The API server's defaults inside what the carried spec
+			// annotation sets (a volume type's defaults in podOverrides)
+			// do not make it stale; a canonical one computed here is
+			// exact or nothing.
+			if again, _ := candidate.toHub(); sameSpec(again, hub, hasSpec) {
 				return candidate
 			}
 		}
@@ -387,8 +392,14 @@ func specToV1alpha1(spec v1alpha2.InferenceStackSpec, prune bool) InferenceStack
 	w.PodDisruptionBudget = (*PodDisruptionBudgetSpec)(s.PodDisruptionBudget.DeepCopy())
 	if a := s.Autoscaling; a != nil {
 		w.Autoscaling = &AutoscalingSpec{MinReplicas: a.MinReplicas, MaxReplicas: a.MaxReplicas}
-		if i := slices.IndexFunc(a.Metrics, func(m v1alpha2.ResourceMetric) bool { return m.Resource == v1alpha2.ResourceCPU }); i >= 0 {
+		switch i := slices.IndexFunc(a.Metrics, func(m v1alpha2.ResourceMetric) bool { return m.Resource == v1alpha2.ResourceCPU }); {
+		case i >= 0:
 			w.Autoscaling.TargetCPUUtilizationPercentage = new(a.Metrics[i].AverageUtilization)
+		case a.Metrics != nil:
+			// No CPU target: the metrics annotation says so, and the
+			// field holds v1alpha1's default, which the API server would
+			// fill in anyway (cpuTarget).
+			w.Autoscaling.TargetCPUUtilizationPercentage = new(int32(defaultCPU))
 		}
 	}
 	return out
@@ -408,10 +419,20 @@ func metricsAnnotation(s *v1alpha2.ScalingSpec) string {
 	return mustJSONString(m)
 }
 
-// sameSpec reports whether a and b have the same spec, byte for byte in
-// JSON.
-func sameSpec(a, b *v1alpha2.InferenceStack) bool {
-	return bytes.Equal(mustJSON(a.Spec), mustJSON(b.Spec))
+// sameSpec reports whether converted, what a v1alpha1 object converts to,
+// has hub's spec, byte for byte in JSON: as it is, or (withDefaults) with
+// the v1alpha2 defaults the API server applies to what it stores (hub may
+// come from storage, converted never does).
+func sameSpec(converted, hub *v1alpha2.InferenceStack, withDefaults bool) bool {
+	want := mustJSON(hub.Spec)
+	if bytes.Equal(mustJSON(converted.Spec), want) {
+		return true
+	}
+	if !withDefaults {
+		return false
+	}
+	defaulted, err := validation.Defaulted(converted.Spec)
+	return err == nil && bytes.Equal(mustJSON(defaulted), want)
 }
 
 // mustDiff is the JSON merge patch (RFC 7386) from one spec to another,
@@ -507,11 +528,30 @@ func (src *InferenceStack) AutoscalingMetrics() ([]v1alpha2.ResourceMetric, erro
 		}
 		seen[m.Resource] = true
 	}
-	metrics := withCPU(kept, w.Autoscaling.TargetCPUUtilizationPercentage)
+	metrics := withCPU(kept, cpuTarget(kept, w.Autoscaling.TargetCPUUtilizationPercentage))
 	if len(metrics) == 0 {
 		metrics = []v1alpha2.ResourceMetric{{Resource: v1alpha2.ResourceCPU, AverageUtilization: 80}}
 	}
 	return metrics, nil
+}
+
+// defaultCPU is v1alpha1's default targetCPUUtilizationPercentage, which
+// the API server fills in wherever workload.autoscaling has none.
+const defaultCPU = 80
+
+// cpuTarget is the CPU target of a v1alpha1 autoscaling beside the metrics
+// of the annotation (nil without it): none when the annotation lists
+// metrics but no CPU target and targetCPUUtilizationPercentage is
+// v1alpha1's default. v1alpha2 metrics without a CPU target (a memory
+// target alone) have no v1alpha1 spelling but the annotation: the field
+// holds the default, which the API server fills in wherever it is unset,
+// and which must not add a CPU target on the way back.
+func cpuTarget(kept []v1alpha2.ResourceMetric, cpu *int32) *int32 {
+	if cpu != nil && *cpu == defaultCPU && kept != nil &&
+		!slices.ContainsFunc(kept, func(m v1alpha2.ResourceMetric) bool { return m.Resource == v1alpha2.ResourceCPU }) {
+		return nil
+	}
+	return cpu
 }
 
 // withCPU is the v1alpha2 metrics of a v1alpha1 autoscaling: kept, the ones

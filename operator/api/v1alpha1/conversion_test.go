@@ -263,11 +263,11 @@ func TestConversionEditsThroughV1alpha1(t *testing.T) {
 // it).
 func TestConversionKeepsABrokenAnnotation(t *testing.T) {
 	for annotation, want := range map[string]string{
-		`inferencestack.io/v1alpha2-autoscaling-metrics: 'memory=60'`:                                     "metadata.annotations[inferencestack.io/v1alpha2-autoscaling-metrics]: Invalid value: \"memory=60\": annotation inferencestack.io/v1alpha2-autoscaling-metrics is not the JSON of spec.scaling.autoscaling.metrics",
+		`inferencestack.io/v1alpha2-autoscaling-metrics: 'memory=60'`:                                       "metadata.annotations[inferencestack.io/v1alpha2-autoscaling-metrics]: Invalid value: \"memory=60\": annotation inferencestack.io/v1alpha2-autoscaling-metrics is not the JSON of spec.scaling.autoscaling.metrics",
 		`inferencestack.io/v1alpha2-autoscaling-metrics: '[{"resource":"memory","averageUtilisation":60}]'`: `json: unknown field "averageUtilisation"`,
-		`inferencestack.io/v1alpha2-spec: 'allowedFrom=clients'`:                                          "metadata.annotations[inferencestack.io/v1alpha2-spec]: Invalid value: \"allowedFrom=clients\": annotation inferencestack.io/v1alpha2-spec is not a JSON merge patch of v1alpha2 spec fields (not a JSON object), so it is not applied",
-		`inferencestack.io/v1alpha2-spec: '{"networking":{"allowedFrm":{"namespaces":["a"]}}}'`:           `annotation inferencestack.io/v1alpha2-spec is not a JSON merge patch of v1alpha2 spec fields (json: unknown field "allowedFrm")`,
-		`inferencestack.io/v1alpha2-spec: '{"networking":{"allowedFrom":{"namespaces":"a"}}}'`:            "(json: cannot unmarshal string",
+		`inferencestack.io/v1alpha2-spec: 'allowedFrom=clients'`:                                            "metadata.annotations[inferencestack.io/v1alpha2-spec]: Invalid value: \"allowedFrom=clients\": annotation inferencestack.io/v1alpha2-spec is not a JSON merge patch of v1alpha2 spec fields (not a JSON object), so it is not applied",
+		`inferencestack.io/v1alpha2-spec: '{"networking":{"allowedFrm":{"namespaces":["a"]}}}'`:             `annotation inferencestack.io/v1alpha2-spec is not a JSON merge patch of v1alpha2 spec fields (json: unknown field "allowedFrm")`,
+		`inferencestack.io/v1alpha2-spec: '{"networking":{"allowedFrom":{"namespaces":"a"}}}'`:              "(json: cannot unmarshal string",
 	} {
 		t.Run(annotation, func(t *testing.T) {
 			var v1 v1alpha1.InferenceStack

@@ -114,3 +114,24 @@ func (v *validator) validate(hub *v1alpha2.InferenceStack) field.ErrorList {
 	}
 	return errs
 }
+
+// Defaulted is spec with the v1alpha2 schema's defaults applied, as the API
+// server applies them to every v1alpha2 object it stores or reads from
+// storage. (Conversion compares with it: a spec the API server defaulted
+// differs from the one a v1alpha1 annotation gave only by those defaults.)
+func Defaulted(spec v1alpha2.InferenceStackSpec) (v1alpha2.InferenceStackSpec, error) {
+	v, err := load()
+	if err != nil {
+		return spec, err
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha2.InferenceStack{Spec: *spec.DeepCopy()})
+	if err != nil {
+		return spec, err
+	}
+	structuraldefaulting.Default(obj, v.structural)
+	var out v1alpha2.InferenceStack
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &out); err != nil {
+		return spec, err
+	}
+	return out.Spec, nil
+}
