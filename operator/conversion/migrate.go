@@ -2,6 +2,7 @@ package conversion
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -42,6 +43,9 @@ func Migrate(ctx context.Context, dyn dynamic.Interface, ext apiextensionsclient
 		return m, fmt.Errorf("CRD %s has no storage version", crdName)
 	}
 	res := dyn.Resource(schema.GroupVersionResource{Group: crd.Spec.Group, Version: m.Storage, Resource: crd.Spec.Names.Plural})
+	// One object the API server refuses to write back fails that object
+	// only: the others are rewritten, and storedVersions is not trimmed.
+	var failed []error
 	cont := ""
 	for {
 		list, err := res.List(ctx, metav1.ListOptions{Limit: 250, Continue: cont})
@@ -60,19 +64,24 @@ func Migrate(ctx context.Context, dyn dynamic.Interface, ext apiextensionsclient
 					break
 				}
 				if !apierrors.IsConflict(err) {
-					return m, fmt.Errorf("rewriting %s %s/%s: %w", crd.Spec.Names.Kind, obj.GetNamespace(), obj.GetName(), err)
+					failed = append(failed, fmt.Errorf("rewriting %s %s/%s: %w", crd.Spec.Names.Kind, obj.GetNamespace(), obj.GetName(), err))
+					break
 				}
 				if obj, err = res.Namespace(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{}); err != nil {
-					if apierrors.IsNotFound(err) {
-						break
+					if !apierrors.IsNotFound(err) {
+						failed = append(failed, fmt.Errorf("reading %s %s/%s again: %w", crd.Spec.Names.Kind, item.GetNamespace(), item.GetName(), err))
 					}
-					return m, err
+					break
 				}
 			}
 		}
 		if cont = list.GetContinue(); cont == "" {
 			break
 		}
+	}
+	if len(failed) > 0 {
+		return m, fmt.Errorf("%d objects of CRD %s were not rewritten through %s (%d were), so status.storedVersions stays %v: "+
+			"fix or delete them and run the migration again: %w", len(failed), crdName, m.Storage, m.Rewritten, m.Before, errors.Join(failed...))
 	}
 	for {
 		crd.Status.StoredVersions = []string{m.Storage}

@@ -11,10 +11,12 @@ import (
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2/validation"
 )
 
 // v1alpha1 converts through the hub, v1alpha2. The two versions differ in
@@ -29,198 +31,456 @@ import (
 // What v1alpha1 cannot express (metrics besides one CPU target, their
 // order) travels in the v1alpha2.MetricsAnnotation annotation, as
 // autoscaling/v1 keeps autoscaling/v2's metrics; every other v1alpha2 field
-// v1alpha1 lacks, in the v1alpha2.SpecAnnotation. An empty workload: {} is
-// kept; one that held only moved fields comes back absent when it is empty
-// in v1alpha2 too; an empty scaling: {} (the same as none: both mean the
-// defaults) is kept in the spec annotation.
+// v1alpha1 lacks, in the v1alpha2.SpecAnnotation.
+//
+// The two annotations are conversion's own: only conversion reads and
+// writes them, and conversion never fails because of them (one object's
+// annotation must never fail a ConversionReview, and with it every list and
+// watch of the cluster). The rules (docs/api-versions.md):
+//
+//   - ConvertTo applies an annotation field by field: a field v1alpha1 has
+//     is v1alpha1's (its own field wins over what the spec annotation says
+//     of it), and an annotation that cannot be read (not JSON, not of the
+//     v1alpha2 shape, a field v1alpha2 does not have) is not applied at all.
+//     AnnotationProblems reports both, on the v1alpha2 object.
+//   - The hub carries an annotation's bytes, under the same key, whenever
+//     ConvertFrom would not write those exact bytes again (an annotation
+//     that is pretty-printed, `{}`, inert, partly ignored or unreadable), so
+//     that a v1alpha1 client's annotation is never rewritten.
+//   - ConvertFrom writes the carried bytes back when they still describe the
+//     v1alpha2 spec exactly (ConvertTo of the result gives that spec), and
+//     the canonical annotations (the compact merge patch, the metrics' JSON)
+//     otherwise: a v1alpha2 client's change of the spec replaces them.
 
 var _ conversion.Convertible = &InferenceStack{}
 
-// ConvertTo converts this InferenceStack to the hub version.
+// ConvertTo converts this InferenceStack to the hub version. It fails only
+// for another hub type: an annotation that cannot be applied is kept on the
+// hub as it is and reported by AnnotationProblems.
 func (src *InferenceStack) ConvertTo(dstRaw conversion.Hub) error {
 	dst, ok := dstRaw.(*v1alpha2.InferenceStack)
 	if !ok {
 		return fmt.Errorf("v1alpha1 converts only to v1alpha2, not %T", dstRaw)
 	}
-	if err := src.convertTo(dst); err != nil {
-		return err
+	hub, _ := src.toHub()
+	hub.TypeMeta = dst.TypeMeta
+	*dst = *hub
+	// What ConvertFrom would not write back byte for byte rides on the hub.
+	canonical := fromHub(hub, false)
+	for _, key := range []string{v1alpha2.MetricsAnnotation, v1alpha2.SpecAnnotation} {
+		value, ok := src.Annotations[key]
+		if !ok {
+			continue
+		}
+		if again, ok := canonical.Annotations[key]; ok && again == value {
+			continue
+		}
+		if dst.Annotations == nil {
+			dst.Annotations = map[string]string{}
+		}
+		dst.Annotations[key] = value
 	}
-	return src.applySpecAnnotation(dst)
+	return nil
 }
 
-// V1alpha2 is the stack as v1alpha2 sees it: what ConvertTo gives. The
-// reconciler, which works on v1alpha1 objects, reads the spec fields only
-// v1alpha2 has through it.
+// V1alpha2 is the stack as v1alpha2 sees it: what ConvertTo gives, or an
+// error naming what AnnotationProblems finds. (Kept for the reconciler that
+// still works on v1alpha1 objects; new code converts with ConvertTo and
+// reports AnnotationProblems.)
 func (src *InferenceStack) V1alpha2() (*v1alpha2.InferenceStack, error) {
 	hub := &v1alpha2.InferenceStack{}
 	if err := src.ConvertTo(hub); err != nil {
 		return nil, err
 	}
+	if errs := AnnotationProblems(hub); len(errs) > 0 {
+		return nil, fmt.Errorf("InferenceStack %s/%s: %w", src.Namespace, src.Name, errs.ToAggregate())
+	}
 	return hub, nil
 }
 
-// convertTo is ConvertTo without the v1alpha2.SpecAnnotation: the v1alpha2
-// object the fields v1alpha1 has convert to.
-func (src *InferenceStack) convertTo(dst *v1alpha2.InferenceStack) error {
+// AnnotationProblems is nil when hub carries no v1alpha1 annotation
+// (v1alpha2.SpecAnnotation, v1alpha2.MetricsAnnotation) that conversion
+// could not apply; otherwise one error for each: an unreadable annotation
+// (its path names it), and each field of the spec annotation that v1alpha1
+// has as a field of its own, which wins (its path is the v1alpha2 field, the
+// message names the annotation and the v1alpha1 field). An annotation that
+// no longer describes hub's spec (a v1alpha2 client changed the spec since)
+// is no problem: the next conversion to v1alpha1 replaces it.
+func AnnotationProblems(hub *v1alpha2.InferenceStack) field.ErrorList {
+	_, spec := hub.Annotations[v1alpha2.SpecAnnotation]
+	_, metrics := hub.Annotations[v1alpha2.MetricsAnnotation]
+	if !spec && !metrics {
+		return nil
+	}
+	carried := fromHub(hub, true)
+	again, problems := carried.toHub()
+	if !sameSpec(again, hub, true) {
+		return nil
+	}
+	return problems
+}
+
+// annotationPath is where a field error about an annotation points.
+func annotationPath(key string) *field.Path {
+	return field.NewPath("metadata", "annotations").Key(key)
+}
+
+// toHub is the hub object src converts to, without the carried annotations,
+// and what of src's annotations could not be applied.
+func (src *InferenceStack) toHub() (*v1alpha2.InferenceStack, field.ErrorList) {
+	var problems field.ErrorList
 	metrics, err := src.annotatedMetrics()
 	if err != nil {
-		return err
+		problems = append(problems, field.Invalid(annotationPath(v1alpha2.MetricsAnnotation), src.Annotations[v1alpha2.MetricsAnnotation],
+			fmt.Sprintf("annotation %s is not the JSON of spec.scaling.autoscaling.metrics (%v), so it is not applied: "+
+				"remove it, or set the metrics through v1alpha2", v1alpha2.MetricsAnnotation, err)))
+		metrics = nil
 	}
+	hub := src.fieldsToHub(metrics)
+	if patch, ok := src.Annotations[v1alpha2.SpecAnnotation]; ok {
+		problems = append(problems, applySpecAnnotation(src, hub, metrics, patch)...)
+	}
+	return hub, problems
+}
+
+// fieldsToHub is the hub object src's fields (and metrics, those of the
+// metrics annotation) convert to, without the spec annotation.
+func (src *InferenceStack) fieldsToHub(metrics []v1alpha2.ResourceMetric) *v1alpha2.InferenceStack {
 	annotations := maps.Clone(src.Annotations)
 	for _, key := range []string{v1alpha2.MetricsAnnotation, v1alpha2.SpecAnnotation} {
-		if _, ok := annotations[key]; ok {
-			delete(annotations, key)
-			if len(annotations) == 0 && src.Annotations != nil {
-				annotations = nil
+		delete(annotations, key)
+	}
+	if len(annotations) == 0 {
+		annotations = nil
+	}
+	dst := &v1alpha2.InferenceStack{}
+	src.ObjectMeta.DeepCopyInto(&dst.ObjectMeta)
+	dst.Annotations = annotations
+	dst.Spec = specFields(src.Spec, metrics)
+	mustViaJSON(src.Status, &dst.Status)
+	return dst
+}
+
+// specFields is the v1alpha2 spec of a v1alpha1 spec's fields.
+func specFields(in InferenceStackSpec, metrics []v1alpha2.ResourceMetric) v1alpha2.InferenceStackSpec {
+	var out v1alpha2.InferenceStackSpec
+	mustViaJSON(in, &out)
+	w := in.Workload
+	if w == nil || (w.Replicas == nil && w.Autoscaling == nil && w.PodDisruptionBudget == nil) {
+		return out
+	}
+	s := &v1alpha2.ScalingSpec{Replicas: w.Replicas, PodDisruptionBudget: (*v1alpha2.PodDisruptionBudgetSpec)(w.PodDisruptionBudget)}
+	if a := w.Autoscaling; a != nil {
+		s.Autoscaling = &v1alpha2.AutoscalingSpec{MinReplicas: a.MinReplicas, MaxReplicas: a.MaxReplicas,
+			Metrics: withCPU(metrics, cpuTarget(metrics, a.TargetCPUUtilizationPercentage))}
+	}
+	out.Scaling = s.DeepCopy()
+	if reflect.DeepEqual(*out.Workload, v1alpha2.WorkloadSpec{}) {
+		// Only moved fields: v1alpha2 has no workload.
+		out.Workload = nil
+	}
+	return out
+}
+
+// applySpecAnnotation merges the spec annotation (a JSON merge patch onto
+// the v1alpha2 spec) into hub's spec, field by field: only what v1alpha1
+// has no field for is taken from it. An annotation that is not a merge
+// patch of v1alpha2 fields is not applied at all.
+func applySpecAnnotation(src *InferenceStack, hub *v1alpha2.InferenceStack, metrics []v1alpha2.ResourceMetric, patch string) field.ErrorList {
+	at := annotationPath(v1alpha2.SpecAnnotation)
+	unreadable := func(err error) field.ErrorList {
+		return field.ErrorList{field.Invalid(at, patch, fmt.Sprintf("annotation %s is not a JSON merge patch of v1alpha2 spec fields (%v), so it is not applied: "+
+			"remove it, or set these fields through v1alpha2 (docs/api-versions.md)", v1alpha2.SpecAnnotation, err))}
+	}
+	if !json.Valid([]byte(patch)) || !strings.HasPrefix(strings.TrimSpace(patch), "{") {
+		return unreadable(errors.New("not a JSON object"))
+	}
+	base := mustJSON(hub.Spec)
+	mergedJSON, err := jsonpatch.MergePatch(base, []byte(patch))
+	if err != nil {
+		return unreadable(err)
+	}
+	var merged v1alpha2.InferenceStackSpec
+	dec := json.NewDecoder(bytes.NewReader(mergedJSON))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&merged); err != nil {
+		return unreadable(err)
+	}
+	// What of the merged spec v1alpha1 can say with its fields (expressible)
+	// must be what its fields say: a difference is the annotation setting
+	// a field of v1alpha1's, which v1alpha1 wins.
+	expressible := specFields(specToV1alpha1(merged, false), metrics)
+	var problems field.ErrorList
+	for _, p := range leaves(mustDiff(hub.Spec, expressible), nil) {
+		problems = append(problems, field.Forbidden(field.NewPath("spec", p...),
+			fmt.Sprintf("set by %s in v1alpha1, which wins: annotation %s may hold only fields v1alpha1 lacks, so this one is ignored "+
+				"(remove it from the annotation, or write the stack through v1alpha2)", v1alpha1Field(p), v1alpha2.SpecAnnotation)))
+	}
+	// The rest, what only v1alpha2 has, applies. (The metrics are
+	// v1alpha1's targetCPUUtilizationPercentage and the metrics
+	// annotation: a merge patch replaces a list whole.)
+	only := object(mustDiff(expressible, merged))
+	if only == nil {
+		only = map[string]any{}
+	}
+	if scaling, ok := only["scaling"].(map[string]any); ok {
+		if a, ok := scaling["autoscaling"].(map[string]any); ok {
+			if _, ok := a["metrics"]; ok {
+				delete(a, "metrics")
+				if len(a) == 0 {
+					delete(scaling, "autoscaling")
+					if len(scaling) == 0 {
+						delete(only, "scaling")
+					}
+				}
 			}
 		}
 	}
-	*dst = v1alpha2.InferenceStack{TypeMeta: dst.TypeMeta}
-	src.ObjectMeta.DeepCopyInto(&dst.ObjectMeta)
-	dst.Annotations = annotations
-	if err := viaJSON(src.Spec, &dst.Spec); err != nil {
-		return err
+	result, err := jsonpatch.MergePatch(base, mustJSON(only))
+	var spec v1alpha2.InferenceStackSpec
+	if err == nil {
+		err = json.Unmarshal(result, &spec)
 	}
-	if err := viaJSON(src.Status, &dst.Status); err != nil {
-		return err
+	if err != nil || len(leaves(mustDiff(hub.Spec, specFields(specToV1alpha1(spec, false), metrics)), nil)) > 0 {
+		// A field v1alpha1 has, changed through a list the annotation
+		// replaces: nothing of it applies.
+		return append(problems, field.Invalid(at, patch, fmt.Sprintf("annotation %s changes fields v1alpha1 has through a list it replaces, so it is not applied: "+
+			"remove it, or set these fields through v1alpha2", v1alpha2.SpecAnnotation)))
 	}
-	w := src.Spec.Workload
-	if w == nil {
-		return nil
-	}
-	if w.Replicas != nil || w.Autoscaling != nil || w.PodDisruptionBudget != nil {
-		s := &v1alpha2.ScalingSpec{Replicas: w.Replicas, PodDisruptionBudget: (*v1alpha2.PodDisruptionBudgetSpec)(w.PodDisruptionBudget)}
-		if a := w.Autoscaling; a != nil {
-			s.Autoscaling = &v1alpha2.AutoscalingSpec{MinReplicas: a.MinReplicas, MaxReplicas: a.MaxReplicas,
-				Metrics: withCPU(metrics, a.TargetCPUUtilizationPercentage)}
-		}
-		dst.Spec.Scaling = s.DeepCopy()
-		if reflect.DeepEqual(*dst.Spec.Workload, v1alpha2.WorkloadSpec{}) {
-			// Only moved fields: v1alpha2 has no workload.
-			dst.Spec.Workload = nil
-		}
-	}
-	return nil
+	hub.Spec = spec
+	return problems
 }
 
-// applySpecAnnotation merges the v1alpha2.SpecAnnotation into dst's spec.
-// What the merge gives must be a v1alpha2 spec: a field v1alpha2 does not
-// have (a typo in a hand-written annotation) is an error naming the
-// annotation.
-func (src *InferenceStack) applySpecAnnotation(dst *v1alpha2.InferenceStack) error {
-	patch, ok := src.Annotations[v1alpha2.SpecAnnotation]
-	if !ok {
-		return nil
+// v1alpha1Field names the v1alpha1 field a v1alpha2 spec path (below spec)
+// is.
+func v1alpha1Field(p []string) string {
+	if p[0] != "scaling" {
+		return "spec." + strings.Join(p, ".")
 	}
-	invalid := func(err error) error {
-		return fmt.Errorf("InferenceStack %s/%s: annotation %s: %w: remove it, or set these fields through v1alpha2 (its value is a JSON merge patch onto the v1alpha2 spec, docs/api-versions.md)",
-			src.Namespace, src.Name, v1alpha2.SpecAnnotation, err)
+	switch {
+	case len(p) == 1:
+		return "spec.workload.replicas, autoscaling and podDisruptionBudget"
+	case len(p) >= 3 && p[1] == "autoscaling" && p[2] == "metrics":
+		return "spec.workload.autoscaling.targetCPUUtilizationPercentage (and annotation " + v1alpha2.MetricsAnnotation + ")"
+	default:
+		return "spec.workload." + strings.Join(p[1:], ".")
 	}
-	if !json.Valid([]byte(patch)) || !strings.HasPrefix(strings.TrimSpace(patch), "{") {
-		return invalid(errors.New("not a JSON object"))
-	}
-	doc, err := json.Marshal(dst.Spec)
-	if err != nil {
-		return err
-	}
-	merged, err := jsonpatch.MergePatch(doc, []byte(patch))
-	if err != nil {
-		return invalid(err)
-	}
-	spec := v1alpha2.InferenceStackSpec{}
-	dec := json.NewDecoder(bytes.NewReader(merged))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil {
-		return invalid(err)
-	}
-	dst.Spec = spec
-	return nil
 }
 
-// ConvertFrom converts from the hub version to this InferenceStack.
+// leaves are the paths a JSON merge patch sets or removes; creating an
+// empty object (a container for fields only v1alpha2 has) sets nothing.
+func leaves(patch []byte, prefix []string) [][]string {
+	var doc map[string]any
+	if patch == nil || json.Unmarshal(patch, &doc) != nil {
+		return nil
+	}
+	return leavesOf(doc, prefix)
+}
+
+func leavesOf(doc map[string]any, prefix []string) [][]string {
+	var out [][]string
+	for _, k := range slices.Sorted(maps.Keys(doc)) {
+		p := append(slices.Clone(prefix), k)
+		switch v := doc[k].(type) {
+		case map[string]any:
+			out = append(out, leavesOf(v, p)...)
+		default:
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ConvertFrom converts from the hub version to this InferenceStack. It
+// fails only for another hub type.
 func (dst *InferenceStack) ConvertFrom(srcRaw conversion.Hub) error {
 	src, ok := srcRaw.(*v1alpha2.InferenceStack)
 	if !ok {
 		return fmt.Errorf("v1alpha1 converts only from v1alpha2, not %T", srcRaw)
 	}
-	*dst = InferenceStack{TypeMeta: dst.TypeMeta}
-	src.ObjectMeta.DeepCopyInto(&dst.ObjectMeta)
-	// Only this conversion writes it (a v1alpha2 object has the fields).
+	out := fromHub(src, true)
+	out.TypeMeta = dst.TypeMeta
+	*dst = *out
+	return nil
+}
+
+// fromHub is the v1alpha1 object of hub. With carried, the annotations hub
+// carries are written back as they are when they still describe hub's spec
+// exactly; otherwise (and without carried) the canonical ones are written.
+func fromHub(hub *v1alpha2.InferenceStack, carried bool) *InferenceStack {
+	out := &InferenceStack{}
+	hub.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	delete(out.Annotations, v1alpha2.SpecAnnotation)
+	delete(out.Annotations, v1alpha2.MetricsAnnotation)
+	out.Spec = specToV1alpha1(hub.Spec, true)
+	mustViaJSON(hub.Status, &out.Status)
+	if raw := metricsAnnotation(hub.Spec.Scaling); raw != "" {
+		out.setAnnotation(v1alpha2.MetricsAnnotation, raw)
+	}
+	if carried {
+		spec, hasSpec := hub.Annotations[v1alpha2.SpecAnnotation]
+		metrics, hasMetrics := hub.Annotations[v1alpha2.MetricsAnnotation]
+		if hasSpec || hasMetrics {
+			candidate := out.DeepCopy()
+			if hasMetrics {
+				candidate.setAnnotation(v1alpha2.MetricsAnnotation, metrics)
+			}
+			if hasSpec {
+				candidate.setAnnotation(v1alpha2.SpecAnnotation, spec)
+			} else {
+				candidate.setSpecAnnotation(hub.Spec)
+			}
+			// The API server's defaults inside what the carried spec
+			// annotation sets (a volume type's defaults in podOverrides)
+			// do not make it stale; a canonical one computed here is
+			// exact or nothing.
+			if again, _ := candidate.toHub(); sameSpec(again, hub, hasSpec) {
+				return candidate
+			}
+		}
+	}
+	out.setSpecAnnotation(hub.Spec)
+	if len(out.Annotations) == 0 && hub.Annotations == nil {
+		out.Annotations = nil
+	}
+	return out
+}
+
+// setSpecAnnotation sets the spec annotation to the canonical merge patch
+// from what the rest of the object converts to onto spec (none when that
+// is spec already).
+func (dst *InferenceStack) setSpecAnnotation(spec v1alpha2.InferenceStackSpec) {
 	delete(dst.Annotations, v1alpha2.SpecAnnotation)
-	if err := viaJSON(src.Spec, &dst.Spec); err != nil {
-		return err
+	metrics, _ := dst.annotatedMetrics()
+	patch := mustDiff(specFields(dst.Spec, metrics), spec)
+	if patch != nil {
+		dst.setAnnotation(v1alpha2.SpecAnnotation, string(patch))
 	}
-	if err := viaJSON(src.Status, &dst.Status); err != nil {
-		return err
-	}
-	if err := dst.scalingFrom(src.Spec.Scaling); err != nil {
-		return err
-	}
-	// What the fields above do not carry back travels in the annotation.
-	back := &v1alpha2.InferenceStack{}
-	if err := dst.convertTo(back); err != nil {
-		return err
-	}
-	patch, err := mergePatch(back.Spec, src.Spec)
-	if err != nil || patch == nil {
-		return err
-	}
+}
+
+func (dst *InferenceStack) setAnnotation(key, value string) {
 	if dst.Annotations == nil {
 		dst.Annotations = map[string]string{}
 	}
-	dst.Annotations[v1alpha2.SpecAnnotation] = string(patch)
-	return nil
+	dst.Annotations[key] = value
 }
 
-// scalingFrom moves v1alpha2's spec.scaling into the workload, and the
-// metrics v1alpha1 cannot express into the v1alpha2.MetricsAnnotation.
-func (dst *InferenceStack) scalingFrom(scaling *v1alpha2.ScalingSpec) error {
-	s := scaling.DeepCopy()
+// specToV1alpha1 is the v1alpha1 spec of what v1alpha1 has fields for in
+// spec. With prune, an object that only holds fields v1alpha1 lacks
+// (networking with only allowedFrom, workload with only workers) is left
+// out rather than written empty: it is the spec annotation's.
+func specToV1alpha1(spec v1alpha2.InferenceStackSpec, prune bool) InferenceStackSpec {
+	var out InferenceStackSpec
+	mustViaJSON(spec, &out)
+	if prune {
+		if out.Networking != nil && mustJSONString(out.Networking) == "{}" && mustJSONString(spec.Networking) != "{}" {
+			out.Networking = nil
+		}
+		if out.Workload != nil && mustJSONString(out.Workload) == "{}" && mustJSONString(spec.Workload) != "{}" {
+			out.Workload = nil
+		}
+	}
+	s := spec.Scaling
 	if s == nil || (*s == v1alpha2.ScalingSpec{}) {
-		return nil
+		return out
 	}
-	if dst.Spec.Workload == nil {
-		dst.Spec.Workload = &WorkloadSpec{}
+	if out.Workload == nil {
+		out.Workload = &WorkloadSpec{}
 	}
-	w := dst.Spec.Workload
+	w := out.Workload
 	w.Replicas = s.Replicas
-	w.PodDisruptionBudget = (*PodDisruptionBudgetSpec)(s.PodDisruptionBudget)
+	w.PodDisruptionBudget = (*PodDisruptionBudgetSpec)(s.PodDisruptionBudget.DeepCopy())
 	if a := s.Autoscaling; a != nil {
 		w.Autoscaling = &AutoscalingSpec{MinReplicas: a.MinReplicas, MaxReplicas: a.MaxReplicas}
-		i := slices.IndexFunc(a.Metrics, func(m v1alpha2.ResourceMetric) bool { return m.Resource == v1alpha2.ResourceCPU })
-		if i >= 0 {
-			w.Autoscaling.TargetCPUUtilizationPercentage = &a.Metrics[i].AverageUtilization
-		}
-		if a.Metrics != nil && (len(a.Metrics) != 1 || i != 0) {
-			raw, err := json.Marshal(a.Metrics)
-			if err != nil {
-				return err
-			}
-			if dst.Annotations == nil {
-				dst.Annotations = map[string]string{}
-			}
-			dst.Annotations[v1alpha2.MetricsAnnotation] = string(raw)
+		switch i := slices.IndexFunc(a.Metrics, func(m v1alpha2.ResourceMetric) bool { return m.Resource == v1alpha2.ResourceCPU }); {
+		case i >= 0:
+			w.Autoscaling.TargetCPUUtilizationPercentage = new(a.Metrics[i].AverageUtilization)
+		case a.Metrics != nil:
+			// No CPU target: the metrics annotation says so, and the
+			// field holds v1alpha1's default, which the API server would
+			// fill in anyway (cpuTarget).
+			w.Autoscaling.TargetCPUUtilizationPercentage = new(int32(defaultCPU))
 		}
 	}
-	return nil
+	return out
 }
 
-// mergePatch is the JSON merge patch from one spec to another, nil when
-// they are the same.
-func mergePatch(from, to v1alpha2.InferenceStackSpec) ([]byte, error) {
-	a, err := json.Marshal(from)
-	if err != nil {
-		return nil, err
+// metricsAnnotation is the canonical metrics annotation of scaling: the
+// JSON of its metrics when v1alpha1's one CPU target cannot say them, ""
+// otherwise.
+func metricsAnnotation(s *v1alpha2.ScalingSpec) string {
+	if s == nil || s.Autoscaling == nil || s.Autoscaling.Metrics == nil {
+		return ""
 	}
-	b, err := json.Marshal(to)
-	if err != nil {
-		return nil, err
+	m := s.Autoscaling.Metrics
+	if len(m) == 1 && m[0].Resource == v1alpha2.ResourceCPU {
+		return ""
 	}
-	patch, err := jsonpatch.CreateMergePatch(a, b)
-	if err != nil || string(patch) == "{}" {
-		return nil, err
+	return mustJSONString(m)
+}
+
+// sameSpec reports whether converted, what a v1alpha1 object converts to,
+// has hub's spec, byte for byte in JSON: as it is, or (withDefaults) with
+// the v1alpha2 defaults the API server applies to what it stores (hub may
+// come from storage, converted never does).
+func sameSpec(converted, hub *v1alpha2.InferenceStack, withDefaults bool) bool {
+	want := mustJSON(hub.Spec)
+	if bytes.Equal(mustJSON(converted.Spec), want) {
+		return true
 	}
-	return patch, nil
+	if !withDefaults {
+		return false
+	}
+	defaulted, err := validation.Defaulted(converted.Spec)
+	return err == nil && bytes.Equal(mustJSON(defaulted), want)
+}
+
+// mustDiff is the JSON merge patch (RFC 7386) from one spec to another,
+// nil when they are the same. (Numbers keep their digits: evanphx's
+// CreateMergePatch reads them as float64.)
+func mustDiff(from, to v1alpha2.InferenceStackSpec) []byte {
+	patch := mergePatchOf(object(mustJSON(from)), object(mustJSON(to)))
+	if len(patch) == 0 {
+		return nil
+	}
+	return mustJSON(patch)
+}
+
+// mergePatchOf is the merge patch that turns a into b.
+func mergePatchOf(a, b map[string]any) map[string]any {
+	patch := map[string]any{}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			patch[k] = nil
+		}
+	}
+	for k, vb := range b {
+		va, ok := a[k]
+		oa, aIsObject := va.(map[string]any)
+		ob, bIsObject := vb.(map[string]any)
+		switch {
+		case ok && aIsObject && bIsObject:
+			if sub := mergePatchOf(oa, ob); len(sub) > 0 {
+				patch[k] = sub
+			}
+		case !ok || !reflect.DeepEqual(va, vb):
+			patch[k] = vb
+		}
+	}
+	return patch
+}
+
+// object is the JSON object data, its numbers as json.Number.
+func object(data []byte) map[string]any {
+	var out map[string]any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if data != nil {
+		if err := dec.Decode(&out); err != nil {
+			panic(fmt.Sprintf("decoding a JSON object: %v", err))
+		}
+	}
+	return out
 }
 
 // annotatedMetrics is the metrics list of the v1alpha2.MetricsAnnotation
@@ -231,9 +491,15 @@ func (src *InferenceStack) annotatedMetrics() ([]v1alpha2.ResourceMetric, error)
 		return nil, nil
 	}
 	var metrics []v1alpha2.ResourceMetric
-	if err := json.Unmarshal([]byte(raw), &metrics); err != nil {
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&metrics); err != nil {
 		return nil, fmt.Errorf("InferenceStack %s/%s: annotation %s: %w: remove it, or set it to the JSON of spec.scaling.autoscaling.metrics of v1alpha2",
 			src.Namespace, src.Name, v1alpha2.MetricsAnnotation, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("InferenceStack %s/%s: annotation %s: more than one JSON value: remove it, or set it to the JSON of spec.scaling.autoscaling.metrics of v1alpha2",
+			src.Namespace, src.Name, v1alpha2.MetricsAnnotation)
 	}
 	return metrics, nil
 }
@@ -262,11 +528,30 @@ func (src *InferenceStack) AutoscalingMetrics() ([]v1alpha2.ResourceMetric, erro
 		}
 		seen[m.Resource] = true
 	}
-	metrics := withCPU(kept, w.Autoscaling.TargetCPUUtilizationPercentage)
+	metrics := withCPU(kept, cpuTarget(kept, w.Autoscaling.TargetCPUUtilizationPercentage))
 	if len(metrics) == 0 {
 		metrics = []v1alpha2.ResourceMetric{{Resource: v1alpha2.ResourceCPU, AverageUtilization: 80}}
 	}
 	return metrics, nil
+}
+
+// defaultCPU is v1alpha1's default targetCPUUtilizationPercentage, which
+// the API server fills in wherever workload.autoscaling has none.
+const defaultCPU = 80
+
+// cpuTarget is the CPU target of a v1alpha1 autoscaling beside the metrics
+// of the annotation (nil without it): none when the annotation lists
+// metrics but no CPU target and targetCPUUtilizationPercentage is
+// v1alpha1's default. v1alpha2 metrics without a CPU target (a memory
+// target alone) have no v1alpha1 spelling but the annotation: the field
+// holds the default, which the API server fills in wherever it is unset,
+// and which must not add a CPU target on the way back.
+func cpuTarget(kept []v1alpha2.ResourceMetric, cpu *int32) *int32 {
+	if cpu != nil && *cpu == defaultCPU && kept != nil &&
+		!slices.ContainsFunc(kept, func(m v1alpha2.ResourceMetric) bool { return m.Resource == v1alpha2.ResourceCPU }) {
+		return nil
+	}
+	return cpu
 }
 
 // withCPU is the v1alpha2 metrics of a v1alpha1 autoscaling: kept, the ones
@@ -290,13 +575,31 @@ func withCPU(kept []v1alpha2.ResourceMetric, cpu *int32) []v1alpha2.ResourceMetr
 	return out
 }
 
-// viaJSON copies in to out through their JSON (the parts the two versions
-// share have the same JSON shape; fields only one of them has are dropped
-// here and moved by the callers).
-func viaJSON(in, out any) error {
-	data, err := json.Marshal(in)
+// The API types always marshal (no channels, funcs or cyclic values), and
+// the JSON they marshal to always unmarshals into the other version's
+// types (they share that shape): a failure is a bug of the types, not of
+// an object's content.
+
+func mustJSON(v any) []byte {
+	data, err := json.Marshal(v)
 	if err != nil {
-		return err
+		panic(fmt.Sprintf("marshalling %T: %v", v, err))
 	}
-	return json.Unmarshal(data, out)
+	return data
 }
+
+func mustJSONString(v any) string { return string(mustJSON(v)) }
+
+func mustUnmarshal(data []byte, out any) {
+	if data == nil {
+		return
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		panic(fmt.Sprintf("unmarshalling into %T: %v", out, err))
+	}
+}
+
+// mustViaJSON copies in to out through their JSON (the parts the two
+// versions share have the same JSON shape; fields only one of them has are
+// dropped here and moved by the callers).
+func mustViaJSON(in, out any) { mustUnmarshal(mustJSON(in), out) }

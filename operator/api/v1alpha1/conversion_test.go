@@ -1,12 +1,15 @@
 package v1alpha1_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
 	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
@@ -55,6 +58,14 @@ func normalized[T any](t *testing.T, obj *T) *T {
 	return out
 }
 
+// mergePatch is the JSON merge patch from a to b (for messages).
+func mergePatch(t *testing.T, a, b string) string {
+	t.Helper()
+	patch, err := jsonpatch.CreateMergePatch([]byte(a), []byte(b))
+	require.NoError(t, err)
+	return string(patch)
+}
+
 func jsonOf(t *testing.T, obj any) string {
 	t.Helper()
 	data, err := json.Marshal(obj)
@@ -74,7 +85,7 @@ func TestRoundTripFromV1alpha1(t *testing.T) {
 		require.NoError(t, in.ConvertTo(hub), "object %d", i)
 		out := &v1alpha1.InferenceStack{}
 		require.NoError(t, out.ConvertFrom(hub), "object %d", i)
-		require.JSONEq(t, jsonOf(t, in), jsonOf(t, normalized(t, out)), "object %d, through v1alpha2 %s", i, jsonOf(t, hub))
+		require.Equal(t, jsonOf(t, in), jsonOf(t, normalized(t, out)), "object %d, through v1alpha2 %s", i, jsonOf(t, hub))
 	}
 }
 
@@ -100,7 +111,7 @@ func TestRoundTripFromV1alpha2(t *testing.T) {
 		require.NoError(t, spoke.ConvertFrom(in), "object %d", i)
 		out := &v1alpha2.InferenceStack{}
 		require.NoError(t, normalized(t, spoke).ConvertTo(out), "object %d", i)
-		require.JSONEq(t, jsonOf(t, in), jsonOf(t, normalized(t, out)), "object %d, through v1alpha1 %s", i, jsonOf(t, spoke))
+		require.Equal(t, jsonOf(t, in), jsonOf(t, normalized(t, out)), "object %d, through v1alpha1 %s", i, jsonOf(t, spoke))
 	}
 }
 
@@ -215,10 +226,10 @@ func TestConversionCases(t *testing.T) {
 
 			var got2 v1alpha2.InferenceStack
 			require.NoError(t, v1.ConvertTo(&got2))
-			require.JSONEq(t, jsonOf(t, want2), jsonOf(t, got2), "v1alpha1 -> v1alpha2")
+			require.Equal(t, jsonOf(t, want2), jsonOf(t, got2), "v1alpha1 -> v1alpha2")
 			var got1 v1alpha1.InferenceStack
 			require.NoError(t, got1.ConvertFrom(&v2))
-			require.JSONEq(t, jsonOf(t, want1), jsonOf(t, got1), "v1alpha2 -> v1alpha1")
+			require.Equal(t, jsonOf(t, want1), jsonOf(t, got1), "v1alpha2 -> v1alpha1")
 		})
 	}
 }
@@ -244,22 +255,181 @@ func TestConversionEditsThroughV1alpha1(t *testing.T) {
 	require.Equal(t, []v1alpha2.ResourceMetric{{Resource: "memory", AverageUtilization: 60}}, got.Spec.Scaling.Autoscaling.Metrics)
 }
 
-// TestConversionRefusesABrokenAnnotation: an annotation that is not the
-// JSON of the metrics, or a spec annotation that is not a merge patch of
-// v1alpha2 fields (a typo), is an error naming the object and the
-// annotation.
-func TestConversionRefusesABrokenAnnotation(t *testing.T) {
+// TestConversionKeepsABrokenAnnotation: an annotation conversion cannot
+// read (not JSON, not the v1alpha2 shape, a field v1alpha2 does not have)
+// fails no conversion: the v1alpha1 fields convert, the annotation rides on
+// the hub as it is, comes back byte for byte, and AnnotationProblems names
+// it (V1alpha2, for the reconciler that still reads v1alpha1, fails with
+// it).
+func TestConversionKeepsABrokenAnnotation(t *testing.T) {
 	for annotation, want := range map[string]string{
-		`inferencestack.io/v1alpha2-autoscaling-metrics: 'memory=60'`:                           "annotation inferencestack.io/v1alpha2-autoscaling-metrics",
-		`inferencestack.io/v1alpha2-spec: 'allowedFrom=clients'`:                                "annotation inferencestack.io/v1alpha2-spec: not a JSON object",
-		`inferencestack.io/v1alpha2-spec: '{"networking":{"allowedFrm":{"namespaces":["a"]}}}'`: `annotation inferencestack.io/v1alpha2-spec: json: unknown field "allowedFrm"`,
-		`inferencestack.io/v1alpha2-spec: '{"networking":{"allowedFrom":{"namespaces":"a"}}}'`:  "annotation inferencestack.io/v1alpha2-spec: json: cannot unmarshal string",
+		`inferencestack.io/v1alpha2-autoscaling-metrics: 'memory=60'`:                                       "metadata.annotations[inferencestack.io/v1alpha2-autoscaling-metrics]: Invalid value: \"memory=60\": annotation inferencestack.io/v1alpha2-autoscaling-metrics is not the JSON of spec.scaling.autoscaling.metrics",
+		`inferencestack.io/v1alpha2-autoscaling-metrics: '[{"resource":"memory","averageUtilisation":60}]'`: `json: unknown field "averageUtilisation"`,
+		`inferencestack.io/v1alpha2-spec: 'allowedFrom=clients'`:                                            "metadata.annotations[inferencestack.io/v1alpha2-spec]: Invalid value: \"allowedFrom=clients\": annotation inferencestack.io/v1alpha2-spec is not a JSON merge patch of v1alpha2 spec fields (not a JSON object), so it is not applied",
+		`inferencestack.io/v1alpha2-spec: '{"networking":{"allowedFrm":{"namespaces":["a"]}}}'`:             `annotation inferencestack.io/v1alpha2-spec is not a JSON merge patch of v1alpha2 spec fields (json: unknown field "allowedFrm")`,
+		`inferencestack.io/v1alpha2-spec: '{"networking":{"allowedFrom":{"namespaces":"a"}}}'`:              "(json: cannot unmarshal string",
 	} {
-		var v1 v1alpha1.InferenceStack
-		require.NoError(t, yaml.UnmarshalStrict([]byte(`{metadata: {name: s, namespace: ns, annotations: {`+annotation+`}},
-		spec: {distribution: {name: starter}, workload: {autoscaling: {maxReplicas: 5}}}}`), &v1))
-		var v2 v1alpha2.InferenceStack
-		require.ErrorContains(t, v1.ConvertTo(&v2), "InferenceStack ns/s: "+want)
+		t.Run(annotation, func(t *testing.T) {
+			var v1 v1alpha1.InferenceStack
+			require.NoError(t, yaml.UnmarshalStrict([]byte(`{metadata: {name: s, namespace: ns, annotations: {`+annotation+`}},
+				spec: {distribution: {name: starter}, workload: {autoscaling: {maxReplicas: 5, targetCPUUtilizationPercentage: 70}}}}`), &v1))
+			var hub v1alpha2.InferenceStack
+			require.NoError(t, v1.ConvertTo(&hub))
+			require.Equal(t, `{"distribution":{"name":"starter"},"scaling":{"autoscaling":{"maxReplicas":5,"metrics":[{"resource":"cpu","averageUtilization":70}]}}}`,
+				jsonOf(t, hub.Spec), "the v1alpha1 fields convert")
+			require.Equal(t, v1.Annotations, hub.Annotations, "the annotation rides on the hub as it is")
+			problems := v1alpha1.AnnotationProblems(&hub)
+			require.Len(t, problems, 1)
+			require.Contains(t, problems.ToAggregate().Error(), want)
+			_, err := v1.V1alpha2()
+			require.ErrorContains(t, err, "InferenceStack ns/s: "+problems[0].Error())
+
+			var back v1alpha1.InferenceStack
+			require.NoError(t, back.ConvertFrom(&hub))
+			require.Equal(t, jsonOf(t, &v1), jsonOf(t, &back), "back through v1alpha1, byte for byte")
+		})
+	}
+}
+
+// TestConversionFindings: each finding of issue 35 on the annotation, as a
+// v1alpha1 object that a round trip through the hub must give back byte
+// for byte, the hub it must convert to, and what AnnotationProblems must
+// say of it.
+func TestConversionFindings(t *testing.T) {
+	tests := []struct {
+		name     string
+		v1alpha1 string
+		// spec is the hub's spec, annotations the hub's annotations.
+		spec, annotations string
+		problems          []string
+	}{{
+		name: "two views: the annotation's replicas beside workload.replicas; v1alpha1's field wins",
+		v1alpha1: `{metadata: {annotations: {inferencestack.io/v1alpha2-spec: '{"scaling":{"replicas":7}}'}},
+			spec: {distribution: {name: starter}, workload: {replicas: 2}}}`,
+		spec:        `{"distribution":{"name":"starter"},"scaling":{"replicas":2}}`,
+		annotations: `{"inferencestack.io/v1alpha2-spec":"{\"scaling\":{\"replicas\":7}}"}`,
+		problems:    []string{"spec.scaling.replicas: Forbidden: set by spec.workload.replicas in v1alpha1, which wins: annotation inferencestack.io/v1alpha2-spec may hold only fields v1alpha1 lacks"},
+	}, {
+		name: "two views: the annotation's port beside networking.port; v1alpha1's field wins, the rest of the annotation applies",
+		v1alpha1: `{metadata: {annotations: {inferencestack.io/v1alpha2-spec: '{"networking":{"port":1,"allowedFrom":{"namespaces":["a"]}}}'}},
+			spec: {distribution: {name: starter}, networking: {port: 8443}}}`,
+		spec:        `{"distribution":{"name":"starter"},"networking":{"port":8443,"allowedFrom":{"namespaces":["a"]}}}`,
+		annotations: `{"inferencestack.io/v1alpha2-spec":"{\"networking\":{\"port\":1,\"allowedFrom\":{\"namespaces\":[\"a\"]}}}"}`,
+		problems:    []string{"spec.networking.port: Forbidden: set by spec.networking.port in v1alpha1"},
+	}, {
+		name: "a pretty-printed annotation comes back as it was",
+		v1alpha1: `{metadata: {annotations: {inferencestack.io/v1alpha2-spec: "{\n  \"networking\": {\n    \"allowedFrom\": {}\n  }\n}\n"}},
+			spec: {distribution: {name: starter}, networking: {port: 8321}}}`,
+		spec:        `{"distribution":{"name":"starter"},"networking":{"port":8321,"allowedFrom":{}}}`,
+		annotations: `{"inferencestack.io/v1alpha2-spec":"{\n  \"networking\": {\n    \"allowedFrom\": {}\n  }\n}\n"}`,
+	}, {
+		name:        "an empty annotation {} comes back",
+		v1alpha1:    `{metadata: {annotations: {inferencestack.io/v1alpha2-spec: '{}'}}, spec: {distribution: {name: starter}}}`,
+		spec:        `{"distribution":{"name":"starter"}}`,
+		annotations: `{"inferencestack.io/v1alpha2-spec":"{}"}`,
+	}, {
+		name: "a metrics annotation without autoscaling comes back",
+		v1alpha1: `{metadata: {annotations: {inferencestack.io/v1alpha2-autoscaling-metrics: '[{"resource":"memory","averageUtilization":60}]'}},
+			spec: {distribution: {name: starter}, workload: {replicas: 1}}}`,
+		spec:        `{"distribution":{"name":"starter"},"scaling":{"replicas":1}}`,
+		annotations: `{"inferencestack.io/v1alpha2-autoscaling-metrics":"[{\"resource\":\"memory\",\"averageUtilization\":60}]"}`,
+	}, {
+		name: "no stray networking: {} in the spec",
+		v1alpha1: `{metadata: {annotations: {inferencestack.io/v1alpha2-spec: '{"networking":{"allowedFrom":{"namespaces":["a"]}}}'}},
+			spec: {distribution: {name: starter}}}`,
+		spec: `{"distribution":{"name":"starter"},"networking":{"allowedFrom":{"namespaces":["a"]}}}`,
+	}, {
+		name: "a CPU target changed through v1alpha1 beside the metrics annotation: the annotation stays as the client left it",
+		v1alpha1: `{metadata: {annotations: {inferencestack.io/v1alpha2-autoscaling-metrics: '[{"resource":"memory","averageUtilization":60},{"resource":"cpu","averageUtilization":75}]'}},
+			spec: {distribution: {name: starter}, workload: {autoscaling: {maxReplicas: 5, targetCPUUtilizationPercentage: 90}}}}`,
+		spec:        `{"distribution":{"name":"starter"},"scaling":{"autoscaling":{"maxReplicas":5,"metrics":[{"resource":"memory","averageUtilization":60},{"resource":"cpu","averageUtilization":90}]}}}`,
+		annotations: `{"inferencestack.io/v1alpha2-autoscaling-metrics":"[{\"resource\":\"memory\",\"averageUtilization\":60},{\"resource\":\"cpu\",\"averageUtilization\":75}]"}`,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var v1 v1alpha1.InferenceStack
+			require.NoError(t, yaml.UnmarshalStrict([]byte(tt.v1alpha1), &v1))
+			var hub v1alpha2.InferenceStack
+			require.NoError(t, v1.ConvertTo(&hub))
+			require.Equal(t, tt.spec, jsonOf(t, hub.Spec))
+			if tt.annotations == "" {
+				require.Empty(t, hub.Annotations)
+			} else {
+				require.Equal(t, tt.annotations, jsonOf(t, hub.Annotations), "what the hub carries")
+			}
+			var got []string
+			for _, p := range v1alpha1.AnnotationProblems(&hub) {
+				got = append(got, p.Error())
+			}
+			require.Len(t, got, len(tt.problems), "%q", got)
+			for i, want := range tt.problems {
+				require.Contains(t, got[i], want)
+			}
+			var back v1alpha1.InferenceStack
+			require.NoError(t, back.ConvertFrom(&hub))
+			require.Equal(t, jsonOf(t, &v1), jsonOf(t, &back), "back through v1alpha1, byte for byte")
+		})
+	}
+}
+
+// TestRoundTripThroughTheAnnotations: v1alpha1 objects whose annotations
+// come from random v1alpha2 objects (as ConvertFrom writes them, then
+// pretty-printed or with their keys reordered, as a v1alpha1 client may
+// write them back) convert to that v1alpha2 object, with no problem, and
+// back to themselves, byte for byte.
+func TestRoundTripThroughTheAnnotations(t *testing.T) {
+	f := filler(3)
+	r := rand.New(rand.NewSource(3))
+	seen := map[string]int{}
+	for i := range roundTrips {
+		want := &v1alpha2.InferenceStack{}
+		f.Fill(want)
+		want = normalized(t, want)
+		if w := want.Spec.Workload; w != nil && want.Spec.Scaling != nil && jsonOf(t, w) == "{}" {
+			want.Spec.Workload = nil
+		}
+		for _, key := range []string{v1alpha2.SpecAnnotation, v1alpha2.MetricsAnnotation} {
+			delete(want.Annotations, key)
+		}
+		spoke := &v1alpha1.InferenceStack{}
+		require.NoError(t, spoke.ConvertFrom(want), "object %d", i)
+		for _, key := range []string{v1alpha2.SpecAnnotation, v1alpha2.MetricsAnnotation} {
+			raw, ok := spoke.Annotations[key]
+			if !ok {
+				continue
+			}
+			seen[key]++
+			switch r.Intn(3) {
+			case 1: // pretty-printed
+				var out bytes.Buffer
+				require.NoError(t, json.Indent(&out, []byte(raw), "", "  "))
+				spoke.Annotations[key] = out.String() + "\n"
+				seen["pretty-printed"]++
+			case 2: // keys in alphabetical order
+				var v any
+				dec := json.NewDecoder(strings.NewReader(raw))
+				dec.UseNumber()
+				require.NoError(t, dec.Decode(&v))
+				sorted, err := json.Marshal(v)
+				require.NoError(t, err)
+				spoke.Annotations[key] = string(sorted)
+				if string(sorted) != raw {
+					seen["reordered"]++
+				}
+			}
+		}
+		spoke = normalized(t, spoke)
+		hub := &v1alpha2.InferenceStack{}
+		require.NoError(t, spoke.ConvertTo(hub), "object %d", i)
+		require.Equal(t, jsonOf(t, want.Spec), jsonOf(t, normalized(t, hub).Spec), "object %d: the spec through the annotations, from %s; patch to what it gave: %s",
+			i, jsonOf(t, spoke), mergePatch(t, jsonOf(t, want.Spec), jsonOf(t, normalized(t, hub).Spec)))
+		require.Empty(t, v1alpha1.AnnotationProblems(hub), "object %d", i)
+		back := &v1alpha1.InferenceStack{}
+		require.NoError(t, back.ConvertFrom(hub), "object %d", i)
+		require.Equal(t, jsonOf(t, spoke), jsonOf(t, normalized(t, back)), "object %d, through v1alpha2 %s", i, jsonOf(t, hub))
+	}
+	for _, k := range []string{v1alpha2.SpecAnnotation, v1alpha2.MetricsAnnotation, "pretty-printed", "reordered"} {
+		require.Greater(t, seen[k], roundTrips/20, "random objects with %s: %v", k, seen)
 	}
 }
 
@@ -272,9 +442,10 @@ func TestConversionSpecAnnotationSurvivesEdits(t *testing.T) {
 		spec: {distribution: {name: starter}, networking: {allowedFrom: {labels: [team]}}}}`), &v2))
 	var v1 v1alpha1.InferenceStack
 	require.NoError(t, v1.ConvertFrom(&v2))
-	require.JSONEq(t, `{"networking":{"allowedFrom":{"labels":["team"]}}}`, v1.Annotations[v1alpha2.SpecAnnotation])
+	require.Equal(t, `{"networking":{"allowedFrom":{"labels":["team"]}}}`, v1.Annotations[v1alpha2.SpecAnnotation])
+	require.Nil(t, v1.Spec.Networking, "networking holds only allowedFrom: it is the annotation's")
 
-	v1.Spec.Networking.Port = 9000
+	v1.Spec.Networking = &v1alpha1.NetworkingSpec{Port: 9000}
 	v1.Spec.Distribution.Name = "remote-vllm"
 	var got v1alpha2.InferenceStack
 	require.NoError(t, v1.ConvertTo(&got))
