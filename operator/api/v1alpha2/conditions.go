@@ -48,6 +48,11 @@ const (
 	ReasonAsExpected = "AsExpected"
 	// ReasonInvalidConfig: the spec cannot be turned into a run config.
 	ReasonInvalidConfig = "InvalidConfig"
+	// ReasonInvalidSpec: a stack read through v1alpha1 breaks a rule of
+	// v1alpha2 that no API server checked (what its annotations carry), or
+	// carries an annotation conversion could not apply (Degraded=True);
+	// nothing is deployed or changed.
+	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonOverrideConfigNotFound: the overrideConfig ConfigMap or its key
 	// is missing.
 	ReasonOverrideConfigNotFound = "OverrideConfigNotFound"
@@ -108,5 +113,5 @@ var Reasons = []string{
 	ReasonMinimumReplicasAvailable, ReasonMinimumReplicasUnavailable, ReasonScaledToZero,
 	ReasonCacheNotReady, ReasonImagePullFailed, ReasonCrashLooping, ReasonApplyFailed, ReasonDeleting,
 	ReasonProvidersHealthy, ReasonProviderUnhealthy, ReasonServerUnreachable,
-	ReasonRouteNotServed, ReasonNameTaken,
+	ReasonRouteNotServed, ReasonNameTaken, ReasonInvalidSpec,
 }

@@ -673,8 +673,9 @@ func TestAutoscalingOnMemory(t *testing.T) {
 	})
 	eventually(t, timeout, func() error {
 		c, _ := degradedOf(t, ns, "mem")
-		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "annotation "+v1alpha2.MetricsAnnotation) {
-			return fmt.Errorf("Degraded %+v, want True naming the annotation", c)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha2.ReasonInvalidSpec ||
+			!strings.Contains(c.Message, "spec.scaling.autoscaling.metrics[") || !strings.Contains(c.Message, v1alpha2.MetricsAnnotation) {
+			return fmt.Errorf("Degraded %+v, want True (InvalidSpec) naming the v1alpha2 field and the annotation", c)
 		}
 		return nil
 	})

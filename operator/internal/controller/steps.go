@@ -12,9 +12,12 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2/validation"
 	"github.com/inferencestack/inferencestack/operator/apply"
 	cachecomp "github.com/inferencestack/inferencestack/operator/components/cache"
+	"github.com/inferencestack/inferencestack/operator/internal/wire"
 	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 )
@@ -117,6 +120,9 @@ func (r *InferenceStackReconciler) steps(out rendered) []step {
 // stops at the first error. A conditionError is returned as it is, so the
 // status can name it.
 func (r *InferenceStackReconciler) runSteps(ctx context.Context, s *state) error {
+	if err := r.specStep(s); err != nil {
+		return err
+	}
 	out, err := configStep(ctx, s)
 	s.rendered = out
 	if err != nil {
@@ -139,4 +145,25 @@ func stepError(name string, err error) error {
 		return errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonNameTaken, "%s", fe.Error())
 	}
 	return fmt.Errorf("step %s: %w", name, err)
+}
+
+// specStep refuses, before anything is made or changed, a stack read
+// through v1alpha1 whose spec breaks a rule of v1alpha2: the API server
+// judged only v1alpha1's schema, and what v1alpha1 cannot express came
+// through the conversion's annotations, which it saw as strings. The rules
+// are the v1alpha2 CRD's own (validation.Validate: its schema and CEL
+// rules); an annotation conversion could not apply is named too
+// (v1alpha1.AnnotationProblems). A stack read in v1alpha2 was judged by the
+// API server.
+func (r *InferenceStackReconciler) specStep(s *state) error {
+	errs := v1alpha1.AnnotationProblems(s.Stack)
+	if wire.Converted(r.APIVersion) {
+		errs = append(errs, validation.Validate(s.Stack)...)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonInvalidSpec,
+		"%v: v1alpha2 refuses it; a v1alpha1 client sets v1alpha2's fields through the annotations %s (spec.scaling.autoscaling.metrics) and %s (every other field v1alpha1 lacks): correct them there, or write the stack through v1alpha2 (docs/api-versions.md)",
+		errs.ToAggregate(), v1alpha2.MetricsAnnotation, v1alpha2.SpecAnnotation)
 }

@@ -162,7 +162,7 @@ func TestTenantGetsNothingThroughTheOperator(t *testing.T) {
 		// Names are of the stack's namespace: the operator's Secrets are not.
 		"own":    v1alpha2.ReasonSecretNotFound,
 		"cached": v1alpha2.ReasonAsExpected,
-		"host":   v1alpha2.ReasonApplyFailed,
+		"host":   v1alpha2.ReasonInvalidSpec, // the v1alpha2 CRD's volume rule, run by the operator on the annotation
 	} {
 		settled(t, a, name)
 		got, err := get(t, &v1alpha1.InferenceStack{}, a, name)

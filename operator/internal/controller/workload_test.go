@@ -118,7 +118,8 @@ func TestWorkersAndPodOverridesReachTheServer(t *testing.T) {
 		return nil
 	})
 
-	// A hostPath volume through the annotation (no CEL reads it): refused.
+	// A hostPath volume through the annotation (no API server rule reads it):
+	// refused by the v1alpha2 CRD's rule, which the operator runs.
 	update(t, ns, "w", func(s *v1alpha1.InferenceStack) {
 		o := overrides
 		o.Volumes = append(slices.Clone(o.Volumes), corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
@@ -126,8 +127,10 @@ func TestWorkersAndPodOverridesReachTheServer(t *testing.T) {
 	})
 	eventually(t, timeout, func() error {
 		c, _ := degradedOf(t, ns, "w")
-		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "workload.podOverrides.volumes[1] (host)") {
-			return fmt.Errorf("Degraded %+v, want True naming workload.podOverrides.volumes[1]", c)
+		// The v1alpha2 CRD's own rule, at its field path.
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha2.ReasonInvalidSpec ||
+			!strings.Contains(c.Message, "spec.workload.podOverrides.volumes: Invalid value") || !strings.Contains(c.Message, "restricted pod security") {
+			return fmt.Errorf("Degraded %+v, want True (InvalidSpec) naming spec.workload.podOverrides.volumes", c)
 		}
 		return nil
 	})

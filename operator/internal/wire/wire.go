@@ -39,14 +39,15 @@ func GroupVersion(version string) (schema.GroupVersion, error) {
 	return schema.GroupVersion{}, fmt.Errorf("InferenceStack API version %q: this operator reads %v", version, Versions)
 }
 
-// spoke reports whether gv is read through conversion (v1alpha1, and the
-// zero gv).
-func spoke(gv schema.GroupVersion) bool { return gv != v1alpha2.GroupVersion }
+// Converted reports whether stacks read in gv reach the reconciler through
+// conversion (v1alpha1, and the zero gv): then no API server judged their
+// v1alpha2-only fields by v1alpha2's rules.
+func Converted(gv schema.GroupVersion) bool { return gv != v1alpha2.GroupVersion }
 
 // Object is an empty InferenceStack of the wire version (v1alpha1 for the
 // zero gv), for watches, caches and indexes.
 func Object(gv schema.GroupVersion) client.Object {
-	if spoke(gv) {
+	if Converted(gv) {
 		return &v1alpha1.InferenceStack{}
 	}
 	return &v1alpha2.InferenceStack{}
@@ -83,7 +84,7 @@ func Key(obj client.Object) client.Object {
 // Client is c, with InferenceStacks read and written in gv (v1alpha1 for
 // the zero gv).
 func Client(c client.Client, gv schema.GroupVersion) client.Client {
-	if !spoke(gv) {
+	if !Converted(gv) {
 		return c
 	}
 	return &wireClient{Client: c}
@@ -91,7 +92,7 @@ func Client(c client.Client, gv schema.GroupVersion) client.Client {
 
 // Reader is r, with InferenceStacks read in gv (v1alpha1 for the zero gv).
 func Reader(r client.Reader, gv schema.GroupVersion) client.Reader {
-	if !spoke(gv) {
+	if !Converted(gv) {
 		return r
 	}
 	return wireReader{r}
