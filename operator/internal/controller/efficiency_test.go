@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -135,6 +136,7 @@ func TestCreationWritesEachObjectOnce(t *testing.T) {
 			ofStarter = append(ofStarter, w)
 		}
 	}
+	golden(t, filepath.Join("testdata", "creation-writes.golden"), writeList(writes, ns, names))
 	// Its ConfigMap, ServiceAccount, Deployment, Service and NetworkPolicy,
 	// and the status.
 	if len(ofStarter) != 6 {
@@ -565,4 +567,57 @@ func TestRunConfigMadeOnlyWhenItsInputsChange(t *testing.T) {
 	})
 	want["gen"]++
 	checkSoon("after the run-config ConfigMap was deleted", again)
+}
+
+// updateGolden rewrites the golden files of the tests instead of comparing
+// with them.
+var updateGolden = flag.Bool("update", false, "rewrite the golden files (testdata/*.golden)")
+
+// writeList is the exact list of writes of each stack (the writes naming
+// it or an object of its, "<stack>-..."), sorted, with the namespace
+// written as <ns>, and then the writes of no stack (the user objects they
+// share): what the creation of the stacks costs, kind by kind.
+func writeList(writes []string, ns string, names []string) string {
+	var b strings.Builder
+	of := map[string][]string{}
+	for _, w := range writes {
+		owner := ""
+		for _, name := range names {
+			if (strings.HasSuffix(w, " "+ns+"/"+name) || strings.Contains(w, " "+ns+"/"+name+"-")) && len(name) > len(owner) {
+				owner = name
+			}
+		}
+		of[owner] = append(of[owner], strings.ReplaceAll(w, " "+ns+"/", " <ns>/"))
+	}
+	for _, name := range append(slices.Clone(names), "") {
+		list := of[name]
+		slices.Sort(list)
+		title := name
+		if title == "" {
+			title = "(no stack: the user objects the stacks share)"
+		}
+		fmt.Fprintf(&b, "# %s: %d writes\n", title, len(list))
+		for _, w := range list {
+			b.WriteString(w + "\n")
+		}
+	}
+	return b.String()
+}
+
+// golden compares got with the golden file path, or rewrites it with -update.
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *updateGolden {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v: run the test with -update to write it, and review it", err)
+	}
+	if got != string(want) {
+		t.Errorf("the writes differ from %s (run with -update to rewrite it, then review the diff):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
 }
