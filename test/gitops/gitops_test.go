@@ -119,7 +119,7 @@ func startCluster(t *testing.T, storage string) *cluster {
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(sctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); _ = <-done })
 
 	c := &cluster{storage: storage, env: env, dyn: dyn, core: core, crd: &crd}
 	// Served and converted: a dry-run create through each version goes
@@ -801,7 +801,7 @@ func managed(t *testing.T, obj *unstructured.Unstructured, manager string) map[s
 			continue
 		}
 		var fields map[string]any
-		require.NoError(t, json.Unmarshal(e.FieldsV1.Raw, &fields))
+		require.NoError(t, json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields))
 		merge(union, fields)
 	}
 	return union
