@@ -119,7 +119,12 @@ func startCluster(t *testing.T, storage string) *cluster {
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(sctx) }()
-	t.Cleanup(func() { cancel(); _ = <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Logf("the conversion webhook server stopped: %v", err)
+		}
+	})
 
 	c := &cluster{storage: storage, env: env, dyn: dyn, core: core, crd: &crd}
 	// Served and converted: a dry-run create through each version goes
