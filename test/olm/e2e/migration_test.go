@@ -153,7 +153,7 @@ func TestStorageMovesToV1alpha2WithThreeMajors(t *testing.T) {
 	for _, m := range majors {
 		waitReconciled(t, m)
 	}
-	stored := storedVersions(t, 0)
+	stored := storedVersions(t)
 	for _, m := range majors {
 		require.Equal(t, "inferencestack.io/v1alpha1", stored[m.stack.GetName()].apiVersion, "%s is stored as v1alpha1 under CRD package 2.1.0", m.stack.GetName())
 	}
@@ -275,7 +275,7 @@ func TestStorageMovesToV1alpha2WithThreeMajors(t *testing.T) {
 		require.Len(t, refs, 1)
 		require.Equal(t, m.apiVersion, refs[0].APIVersion, "the owner reference of %s's Deployment names the version operator %s reads", m.stack.GetName(), m.version)
 	}
-	stored = storedVersions(t, 0)
+	stored = storedVersions(t)
 	for _, m := range majors {
 		require.Equal(t, "inferencestack.io/v1alpha2", stored[m.stack.GetName()].apiVersion)
 	}
@@ -287,11 +287,11 @@ type storedStack struct {
 	revision   int64
 }
 
-// storedVersions reads every stack of namespace e2e-migration from etcd at
-// revision rev (0: now), by name; "" holds the revision read at.
-func storedVersions(t *testing.T, rev int64) map[string]storedStack {
+// storedVersions reads every stack of namespace e2e-migration from etcd, by
+// name; "" holds the revision read at.
+func storedVersions(t *testing.T) map[string]storedStack {
 	t.Helper()
-	kvs, at, err := cluster.EtcdRange(context.Background(), stacksKeyPrefix+"e2e-migration/", rev)
+	kvs, at, err := cluster.EtcdRange(context.Background(), stacksKeyPrefix+"e2e-migration/", 0)
 	require.NoError(t, err)
 	out := map[string]storedStack{"": {revision: at}}
 	for _, kv := range kvs {
@@ -439,14 +439,13 @@ func startMajors(t *testing.T, exts map[string]*unstructured.Unstructured, major
 		ns, _, _ := unstructured.NestedString(exts[m.extension].Object, "spec", "namespace")
 		dep := &appsv1.Deployment{}
 		require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: bundle.PackageOperator}, dep))
-		var sa string
 		var args []string
 		for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
 			if !strings.HasPrefix(a, "--metrics-bind-address") && !strings.HasPrefix(a, "--health-probe-bind-address") && !strings.HasPrefix(a, "--pin-file") {
 				args = append(args, a)
 			}
 		}
-		sa = dep.Spec.Template.Spec.ServiceAccountName
+		sa := dep.Spec.Template.Spec.ServiceAccountName
 		token, err := cluster.Token(ctx, ns, sa, time.Hour)
 		require.NoError(t, err)
 		kubeconfig, err := cluster.KubeconfigFor(token)
@@ -464,12 +463,7 @@ func startMajors(t *testing.T, exts map[string]*unstructured.Unstructured, major
 		pinFile, _ := installedPin(t, ns)
 		args = append(args, "--pin-file="+pinFile, "--leader-election-namespace="+ns)
 		t.Logf("operator %s: %v", m.version, args)
-		op := startOperator(t, kubeconfig, args...)
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("---- operator %s log ----\n%s", m.version, testenv.LastLines(op.Log(), 40))
-			}
-		})
+		startOperator(t, kubeconfig, args...)
 	}
 }
 
