@@ -157,8 +157,8 @@ func (m Matrix) Markdown() []byte {
 	b.WriteString("(the versions it serves; the stored one in bold). \"yes\": the operator works with that CRD package.\n")
 	b.WriteString("\"no\": that CRD package does not serve the version the operator reads; the operator waits, without\n")
 	b.WriteString("crash-looping, until the CRD package is upgraded to one that does. Channel heads are named:\n")
-	b.WriteString("`bundlegen catalog` refuses a catalog where a head operator would find its version unserved by a head\n")
-	b.WriteString("CRD package that no upgrade edge leads on from to a release serving it. See docs/api-versions.md.\n\n")
+	b.WriteString("`bundlegen catalog` refuses a catalog where a head operator's version is not served by a head CRD\n")
+	b.WriteString("package from which no upgrade edge leads to a release that serves it. See docs/api-versions.md.\n\n")
 	b.WriteString("| operator \\ CRD package |")
 	for _, c := range m.Releases {
 		var served []string
