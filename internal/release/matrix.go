@@ -62,14 +62,30 @@ func (m Matrix) release(version string) (Input, bool) {
 	return m.Releases[i], true
 }
 
-// Check refuses a catalog in which a supported operator (the head of an
-// operator channel) would find the version it reads unserved by a CRD
-// package a cluster admin installs (the head of a CRD channel), and a CRD
-// upgrade edge whose target no longer serves the version its source stores
-// (objects stored in it could not be read; OLM v1's preflight refuses such
-// an upgrade on a cluster whose status.storedVersions lists it).
+// Check refuses a catalog that strands a supported operator (the head of
+// an operator channel) or stored objects:
+//
+//   - a CRD package channel head that does not serve the version a head
+//     operator reads, and from which no chain of the CRD package's upgrade
+//     edges leads to a release serving every version a head operator reads:
+//     a cluster installed from that CRD channel can never run the operator
+//     (a head CRD package that does not serve it but upgrades to one that
+//     does is a "no" cell of the matrix with a way out: upgrade the CRD
+//     package; so installing the newest CRD package never breaks a
+//     supported operator);
+//   - a CRD upgrade edge whose target no longer serves the version its
+//     source stores (objects stored in it could not be read; OLM v1's
+//     preflight refuses such an upgrade on a cluster whose
+//     status.storedVersions lists it).
 func (m Matrix) Check() error {
 	var errs []error
+	var read []string // every version a head operator reads
+	for _, o := range slices.Sorted(maps.Keys(m.OperatorHeads)) {
+		if op, ok := m.release(o); ok && !slices.Contains(read, op.API.Reads) {
+			read = append(read, op.API.Reads)
+		}
+	}
+	slices.Sort(read)
 	for _, o := range slices.Sorted(maps.Keys(m.OperatorHeads)) {
 		op, ok := m.release(o)
 		if !ok {
@@ -82,12 +98,15 @@ func (m Matrix) Check() error {
 				errs = append(errs, fmt.Errorf("CRD package %s heads channels %s but has no release input", c, strings.Join(m.CRDHeads[c], ", ")))
 				continue
 			}
-			if !slices.Contains(crd.API.Served, op.API.Reads) {
-				errs = append(errs, fmt.Errorf("operator %s (head of %s) reads InferenceStack %s (%s: api.reads), but CRD package %s (head of %s) serves only %s (%s: api.served): "+
-					"a cluster that installs that CRD package breaks the operator; serve %s in %s as long as an operator that reads it heads a channel",
-					o, strings.Join(m.OperatorHeads[o], ", "), op.API.Reads, op.Path, c, strings.Join(m.CRDHeads[c], ", "),
-					strings.Join(crd.API.Served, ", "), crd.Path, op.API.Reads, c))
+			if slices.Contains(crd.API.Served, op.API.Reads) || m.upgradesToServing(c, read) {
+				continue
 			}
+			errs = append(errs, fmt.Errorf("operator %s (head of %s) reads InferenceStack %s (%s: api.reads), but CRD package %s (head of %s) serves only %s (%s: api.served), "+
+				"and no upgrade edge of the CRD package leads from %s to a release that serves %s: a cluster installed from that CRD channel strands the operator. "+
+				"Way out: add a bridge from %s to a CRD package release that serves %s (bridges in channels/inferencestack-crds.release.yaml, docs/catalog.md), "+
+				"serve %s in %s, or leave operator %s out of the channels until the CRD package reaches it",
+				o, strings.Join(m.OperatorHeads[o], ", "), op.API.Reads, op.Path, c, strings.Join(m.CRDHeads[c], ", "),
+				strings.Join(crd.API.Served, ", "), crd.Path, c, strings.Join(read, " and "), c, strings.Join(read, " and "), op.API.Reads, c, o))
 		}
 	}
 	for _, e := range m.CRDEdges {
@@ -105,6 +124,28 @@ func (m Matrix) Check() error {
 	return errors.Join(errs...)
 }
 
+// upgradesToServing says whether a chain of CRD upgrade edges leads from
+// CRD package release from to one that serves every version of versions.
+func (m Matrix) upgradesToServing(from string, versions []string) bool {
+	seen := map[string]bool{from: true}
+	next := []string{from}
+	for len(next) > 0 {
+		v := next[0]
+		next = next[1:]
+		for _, e := range m.CRDEdges {
+			if e[0] != v || seen[e[1]] {
+				continue
+			}
+			seen[e[1]] = true
+			next = append(next, e[1])
+			if to, ok := m.release(e[1]); ok && !slices.ContainsFunc(versions, func(r string) bool { return !slices.Contains(to.API.Served, r) }) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Markdown is the matrix as a Markdown table: a row per operator release, a
 // column per CRD package release, "yes" where the CRD package serves the
 // version the operator reads.
@@ -114,8 +155,10 @@ func (m Matrix) Markdown() []byte {
 	b.WriteString("# Compatibility of the operator and CRD package releases\n\n")
 	b.WriteString("A row per operator release (the InferenceStack version it reads), a column per CRD package release\n")
 	b.WriteString("(the versions it serves; the stored one in bold). \"yes\": the operator works with that CRD package.\n")
-	b.WriteString("Channel heads are named: `bundlegen catalog` refuses a catalog where a head operator would find\n")
-	b.WriteString("its version unserved by a head CRD package. See docs/api-versions.md.\n\n")
+	b.WriteString("\"no\": that CRD package does not serve the version the operator reads; the operator waits, without\n")
+	b.WriteString("crash-looping, until the CRD package is upgraded to one that does. Channel heads are named:\n")
+	b.WriteString("`bundlegen catalog` refuses a catalog where a head operator's version is not served by a head CRD\n")
+	b.WriteString("package from which no upgrade edge leads to a release that serves it. See docs/api-versions.md.\n\n")
 	b.WriteString("| operator \\ CRD package |")
 	for _, c := range m.Releases {
 		var served []string

@@ -18,6 +18,10 @@ func TestMatrixCheck(t *testing.T) {
 	both := rel("3.0.0", "v1alpha2", "v1alpha1", "v1alpha1", "v1alpha2")
 	stores2 := rel("4.0.0", "v1alpha2", "v1alpha2", "v1alpha1", "v1alpha2")
 	only2 := rel("5.0.0", "v1alpha2", "v1alpha2", "v1alpha2")
+	// The repository's releases (channels/releases).
+	v21 := rel("2.1.0", "v1alpha1", "v1alpha1", "v1alpha1", "v1alpha2")
+	v3op := rel("3.0.0", "v1alpha2", "v1alpha2", "v1alpha1", "v1alpha2")
+	repo := []Input{v1, v2, v21, v3op}
 	tests := []struct {
 		name     string
 		releases []Input
@@ -42,7 +46,42 @@ func TestMatrixCheck(t *testing.T) {
 		op:       map[string][]string{"1.0.0": {"stable-v1"}, "4.0.0": {"stable-v4"}},
 		crd:      map[string][]string{"5.0.0": {"stable-v5"}},
 		edges:    [][2]string{{"4.0.0", "5.0.0"}},
-		want:     []string{"operator 1.0.0 (head of stable-v1) reads InferenceStack v1alpha1 (releases/1.0.0.yaml: api.reads), but CRD package 5.0.0 (head of stable-v5) serves only v1alpha2"},
+		want: []string{"operator 1.0.0 (head of stable-v1) reads InferenceStack v1alpha1 (releases/1.0.0.yaml: api.reads), but CRD package 5.0.0 (head of stable-v5) serves only v1alpha2 (releases/5.0.0.yaml: api.served), " +
+			"and no upgrade edge of the CRD package leads from 5.0.0 to a release that serves v1alpha1 and v1alpha2"},
+	}, {
+		// The repository's releases: operator 3.0.0 reads v1alpha2, CRD
+		// packages 1.0.0 and 2.0.0 do not serve it ("no" cells) but upgrade
+		// to 2.1.0 and 3.0.0, which do.
+		name:     "a v1alpha2 operator beside CRD heads that do not serve it but upgrade to one that does",
+		releases: repo,
+		op:       map[string][]string{"1.0.0": {"stable-v1"}, "2.1.0": {"stable-v2"}, "3.0.0": {"stable-v3"}},
+		crd:      map[string][]string{"1.0.0": {"stable-v1"}, "2.1.0": {"stable-v2"}, "3.0.0": {"stable-v3"}},
+		edges:    [][2]string{{"1.0.0", "2.0.0"}, {"2.0.0", "2.1.0"}, {"2.1.0", "3.0.0"}},
+	}, {
+		name:     "a v1alpha2 operator whose CRD channel head has no way to a release serving v1alpha2",
+		releases: repo,
+		op:       map[string][]string{"1.0.0": {"stable-v1"}, "3.0.0": {"candidate-v3", "stable-v3"}},
+		crd:      map[string][]string{"1.0.0": {"candidate-v1", "stable-v1"}, "3.0.0": {"stable-v3"}},
+		edges:    [][2]string{{"2.1.0", "3.0.0"}}, // no bridge from 1.x
+		want: []string{"operator 3.0.0 (head of candidate-v3, stable-v3) reads InferenceStack v1alpha2 (releases/3.0.0.yaml: api.reads), " +
+			"but CRD package 1.0.0 (head of candidate-v1, stable-v1) serves only v1alpha1 (releases/1.0.0.yaml: api.served), " +
+			"and no upgrade edge of the CRD package leads from 1.0.0 to a release that serves v1alpha1 and v1alpha2: a cluster installed from that CRD channel strands the operator. " +
+			"Way out: add a bridge from 1.0.0 to a CRD package release that serves v1alpha1 and v1alpha2 (bridges in channels/inferencestack-crds.release.yaml"},
+	}, {
+		name:     "a v1alpha2 operator and no CRD package release serving v1alpha2",
+		releases: []Input{v1, v2, v3op},
+		op:       map[string][]string{"3.0.0": {"stable-v3"}},
+		crd:      map[string][]string{"2.0.0": {"stable-v2"}},
+		edges:    [][2]string{{"1.0.0", "2.0.0"}},
+		want:     []string{"operator 3.0.0 (head of stable-v3) reads InferenceStack v1alpha2 (releases/3.0.0.yaml: api.reads), but CRD package 2.0.0 (head of stable-v2) serves only v1alpha1"},
+	}, {
+		name:     "an upgrade that leads to v1alpha2 but no longer serves what the other head operator reads",
+		releases: []Input{v1, v3op, only2},
+		op:       map[string][]string{"1.0.0": {"stable-v1"}, "3.0.0": {"stable-v3"}},
+		crd:      map[string][]string{"1.0.0": {"stable-v1"}, "5.0.0": {"stable-v5"}},
+		edges:    [][2]string{{"1.0.0", "5.0.0"}},
+		want: []string{"operator 3.0.0 (head of stable-v3) reads InferenceStack v1alpha2 (releases/3.0.0.yaml: api.reads), but CRD package 1.0.0 (head of stable-v1) serves only v1alpha1",
+			"operator 1.0.0 (head of stable-v1) reads InferenceStack v1alpha1 (releases/1.0.0.yaml: api.reads), but CRD package 5.0.0 (head of stable-v5) serves only v1alpha2"},
 	}, {
 		name:     "an upgrade edge to a CRD package that no longer serves the stored version",
 		releases: []Input{v1, only2},

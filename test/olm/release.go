@@ -41,7 +41,8 @@ type Release struct {
 	// repository's release extras (channels/<package>.release.yaml).
 	Deprecations map[string]fbc.Deprecations
 	// NoBridges drops the cross-major bridges of the repository's release
-	// extras (they name versions a test release may not have).
+	// extras. Without it, a bridge to a version the test release does not
+	// list is dropped (the others are kept).
 	NoBridges bool
 	// Digests override the repository's image digest lock
 	// ("registry/repository:tag" -> "sha256:..."), such as the digest of an
@@ -148,17 +149,16 @@ func (r Release) Run(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if d, ok := r.Deprecations[pkg]; ok || r.NoBridges {
-			rel, err := fbc.ParseRelease(extrasPath, extras)
-			if err != nil {
-				return "", err
-			}
+		rel, err := fbc.ParseRelease(extrasPath, extras)
+		if err != nil {
+			return "", err
+		}
+		missing := slices.ContainsFunc(rel.Bridges, func(b fbc.Bridge) bool { return !slices.Contains(versions, b.Bundle) })
+		if d, ok := r.Deprecations[pkg]; ok || r.NoBridges || missing {
 			if ok {
 				rel.Deprecations = d
 			}
-			if r.NoBridges {
-				rel.Bridges = nil
-			}
+			rel.Bridges = slices.DeleteFunc(rel.Bridges, func(b fbc.Bridge) bool { return r.NoBridges || !slices.Contains(versions, b.Bundle) })
 			if extras, err = yaml.Marshal(rel); err != nil {
 				return "", err
 			}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,10 +196,8 @@ type operatorProcess struct{ *testenv.Process }
 func startOperator(t *testing.T, kubeconfig string, args ...string) *operatorProcess {
 	t.Helper()
 	dir := t.TempDir()
-	start := time.Now()
-	bin, err := testenv.BuildOperator(dir)
+	bin, err := operatorBinary(t)
 	require.NoError(t, err)
-	t.Logf("operator built in %s", time.Since(start).Round(100*time.Millisecond))
 
 	ports, err := testenv.FreePorts(2)
 	require.NoError(t, err)
@@ -219,6 +218,23 @@ func startOperator(t *testing.T, kubeconfig string, args ...string) *operatorPro
 		}
 	})
 	return p
+}
+
+var (
+	buildOnce   sync.Once
+	builtBinary string
+	buildErr    error
+)
+
+// operatorBinary builds the operator once for the test binary (into the
+// control plane's scratch folder, removed with it).
+func operatorBinary(t *testing.T) (string, error) {
+	buildOnce.Do(func() {
+		start := time.Now()
+		builtBinary, buildErr = testenv.BuildOperator(cluster.Dir())
+		t.Logf("operator built in %s", time.Since(start).Round(100*time.Millisecond))
+	})
+	return builtBinary, buildErr
 }
 
 // requireNoRefusals fails the test if the API server refused the operator

@@ -42,7 +42,14 @@ func TestMain(m *testing.M) {
 		}
 		registry := registry.Start()
 		start := time.Now()
-		cluster, err = olm.Start(context.Background(), olm.Options{Registry: registry.Host()})
+		cluster, err = olm.Start(context.Background(), olm.Options{Registry: registry.Host(), ControlPlane: testenv.Options{
+			// The API server calls a Service's webhook at one of its
+			// EndpointSlice's addresses rather than its ClusterIP, which
+			// nothing routes here (no kube-proxy): a test runs the
+			// conversion webhook in its own process and names it in an
+			// EndpointSlice of the CRD package's Service (webhookEndpoint).
+			APIServerArgs: map[string][]string{"enable-aggregator-routing": {"true"}},
+		}})
 		if err != nil {
 			registry.Close()
 			return nil, err

@@ -22,10 +22,12 @@ func NewCmd() *cobra.Command {
 		Long: `Read the InferenceStack API versions of every release input (api: reads, served,
 storage) and the channel heads and CRD package upgrade edges of the catalog, and print
 the compatibility matrix as a Markdown table (make release writes it to
-docs/compatibility.md). Exit status 1, naming the releases and fields, when a channel
-head of the operator reads a version that a channel head of the CRD package does not
-serve, or when a CRD package upgrade edge leads to a release that no longer serves the
-version its source stores. bundlegen catalog runs the same check before it writes.
+docs/compatibility.md). Exit status 1, naming the releases, the fields and the way out,
+when a channel head of the operator reads a version that a channel head of the CRD
+package does not serve and no CRD package upgrade edge leads on from that head to a
+release serving it (the operator would be stranded: a "no" cell with no upgrade out),
+or when a CRD package upgrade edge leads to a release that no longer serves the version
+its source stores. bundlegen catalog runs the same check before it writes.
 See docs/api-versions.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
