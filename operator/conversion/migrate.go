@@ -31,7 +31,9 @@ type Migration struct {
 // storage version. Only then may a CRD release stop serving the older
 // versions: OLM v1's preflight refuses a CRD that drops a version still in
 // storedVersions. An object changed meanwhile by someone else is read again
-// and rewritten; one deleted meanwhile is skipped.
+// and rewritten; one deleted meanwhile is skipped; one the API server
+// refuses to write fails only itself: the others are rewritten, and the
+// error names each one while storedVersions stays as it was.
 func Migrate(ctx context.Context, dyn dynamic.Interface, ext apiextensionsclient.Interface, crdName string) (Migration, error) {
 	crds := ext.ApiextensionsV1().CustomResourceDefinitions()
 	crd, err := crds.Get(ctx, crdName, metav1.GetOptions{})

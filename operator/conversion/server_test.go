@@ -193,8 +193,10 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 		var asV2 v1alpha2.InferenceStack
 		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(&made), &asV2))
 		require.Equal(t, made.Spec, asV2.Spec, "stored as v1alpha1, read as v1alpha2: nothing lost")
-		require.NotContains(t, asV2.Annotations, v1alpha2.MetricsAnnotation)
 		require.NotContains(t, asV2.Annotations, v1alpha2.SpecAnnotation)
+		require.Equal(t, made.Annotations[v1alpha2.MetricsAnnotation], asV2.Annotations[v1alpha2.MetricsAnnotation],
+			"none, or the v1alpha1 client's own (below), carried as it left it")
+		require.Empty(t, v1alpha1.AnnotationProblems(&asV2))
 	}
 	readBack()
 
@@ -204,7 +206,11 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 	var edited v1alpha2.InferenceStack
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(&made), &edited))
 	require.Equal(t, []v1alpha2.ResourceMetric{{Resource: "memory", AverageUtilization: 60}, {Resource: "cpu", AverageUtilization: 90}}, edited.Spec.Scaling.Autoscaling.Metrics)
+	// The annotation as that client left it (its CPU target is the field's)
+	// rides on the v1alpha2 object, so that it is never rewritten.
+	require.Equal(t, asV1.Annotations[v1alpha2.MetricsAnnotation], edited.Annotations[v1alpha2.MetricsAnnotation])
 	made.Spec = edited.Spec
+	made.Annotations = map[string]string{v1alpha2.MetricsAnnotation: asV1.Annotations[v1alpha2.MetricsAnnotation]}
 
 	// The certificate renews (after 8 of its 12 seconds): the Secret gets a
 	// new one, the CRD trusts the new CA and the old one, conversions go on.

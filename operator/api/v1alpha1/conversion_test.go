@@ -176,9 +176,9 @@ func TestConversionCases(t *testing.T) {
 		v1alpha1: `{spec: {distribution: {name: starter}, workload: {autoscaling: {minReplicas: 2, maxReplicas: 5, targetCPUUtilizationPercentage: 70}}}}`,
 		v1alpha2: `{spec: {distribution: {name: starter}, scaling: {autoscaling: {minReplicas: 2, maxReplicas: 5, metrics: [{resource: cpu, averageUtilization: 70}]}}}}`,
 	}, {
-		name: "a memory target has no v1alpha1 field: it is kept in the annotation",
+		name: "a memory target has no v1alpha1 field: it is kept in the annotation, and the CPU target field holds v1alpha1's default (the API server's), which adds none",
 		v1alpha1: `{metadata: {annotations: {inferencestack.io/v1alpha2-autoscaling-metrics: '[{"resource":"memory","averageUtilization":60}]'}},
-			spec: {distribution: {name: starter}, workload: {autoscaling: {maxReplicas: 5}}}}`,
+			spec: {distribution: {name: starter}, workload: {autoscaling: {maxReplicas: 5, targetCPUUtilizationPercentage: 80}}}}`,
 		v1alpha2: `{spec: {distribution: {name: starter}, scaling: {autoscaling: {maxReplicas: 5, metrics: [{resource: memory, averageUtilization: 60}]}}}}`,
 	}, {
 		name: "CPU and memory: CPU in its field, both (and their order) in the annotation",
