@@ -83,21 +83,6 @@ func (src *InferenceStack) ConvertTo(dstRaw conversion.Hub) error {
 	return nil
 }
 
-// V1alpha2 is the stack as v1alpha2 sees it: what ConvertTo gives, or an
-// error naming what AnnotationProblems finds. (Kept for the reconciler that
-// still works on v1alpha1 objects; new code converts with ConvertTo and
-// reports AnnotationProblems.)
-func (src *InferenceStack) V1alpha2() (*v1alpha2.InferenceStack, error) {
-	hub := &v1alpha2.InferenceStack{}
-	if err := src.ConvertTo(hub); err != nil {
-		return nil, err
-	}
-	if errs := AnnotationProblems(hub); len(errs) > 0 {
-		return nil, fmt.Errorf("InferenceStack %s/%s: %w", src.Namespace, src.Name, errs.ToAggregate())
-	}
-	return hub, nil
-}
-
 // AnnotationProblems is nil when hub carries no v1alpha1 annotation
 // (v1alpha2.SpecAnnotation, v1alpha2.MetricsAnnotation) that conversion
 // could not apply; otherwise one error for each: an unreadable annotation
@@ -500,37 +485,6 @@ func (src *InferenceStack) annotatedMetrics() ([]v1alpha2.ResourceMetric, error)
 	if dec.More() {
 		return nil, fmt.Errorf("InferenceStack %s/%s: annotation %s: more than one JSON value: remove it, or set it to the JSON of spec.scaling.autoscaling.metrics of v1alpha2",
 			src.Namespace, src.Name, v1alpha2.MetricsAnnotation)
-	}
-	return metrics, nil
-}
-
-// AutoscalingMetrics is what the stack's autoscaler aims at, in v1alpha2's
-// terms (spec.scaling.autoscaling.metrics, as ConvertTo gives it): the
-// metrics of the v1alpha2.MetricsAnnotation (what a v1alpha2 client wrote)
-// with the CPU target of targetCPUUtilizationPercentage, or v1alpha2's
-// default (CPU at 80%) when that leaves none; nil without autoscaling. A
-// metric v1alpha2 would refuse (a resource other than cpu or memory, one
-// twice, a target outside 1-100) is an error naming the annotation.
-func (src *InferenceStack) AutoscalingMetrics() ([]v1alpha2.ResourceMetric, error) {
-	w := src.Spec.Workload
-	if w == nil || w.Autoscaling == nil {
-		return nil, nil
-	}
-	kept, err := src.annotatedMetrics()
-	if err != nil {
-		return nil, err
-	}
-	seen := map[v1alpha2.ResourceName]bool{}
-	for _, m := range kept {
-		if (m.Resource != v1alpha2.ResourceCPU && m.Resource != v1alpha2.ResourceMemory) || seen[m.Resource] || m.AverageUtilization < 1 || m.AverageUtilization > 100 {
-			return nil, fmt.Errorf("InferenceStack %s/%s: annotation %s: metric %+v: each of cpu and memory at most once, averageUtilization 1-100; "+
-				"set spec.scaling.autoscaling.metrics through v1alpha2 instead", src.Namespace, src.Name, v1alpha2.MetricsAnnotation, m)
-		}
-		seen[m.Resource] = true
-	}
-	metrics := withCPU(kept, cpuTarget(kept, w.Autoscaling.TargetCPUUtilizationPercentage))
-	if len(metrics) == 0 {
-		metrics = []v1alpha2.ResourceMetric{{Resource: v1alpha2.ResourceCPU, AverageUtilization: 80}}
 	}
 	return metrics, nil
 }

@@ -58,24 +58,16 @@ type Exposure struct {
 	allowedFrom *v1alpha2.AllowedFromSpec
 }
 
-// ExposureOf reads the Ingress and Route the stack asks for, and checks
-// what the v1alpha2 CEL rules check (a v1alpha1 stack carries these fields
-// in an annotation, which no CEL rule reads).
-func ExposureOf(hub *v1alpha2.InferenceStack) (Exposure, error) {
+// ExposureOf reads the Ingress and Route the stack asks for. (The v1alpha2
+// CRD's rules on them, an Ingress with an allowedFrom that admits no
+// Ingress controller, one host for both, are the API server's on a v1alpha2
+// write and the operator's on a v1alpha1 read: validation.Validate.)
+func ExposureOf(hub *v1alpha2.InferenceStack) Exposure {
 	n := hub.Spec.Networking
 	if n == nil {
-		return Exposure{}, nil
+		return Exposure{}
 	}
-	e := Exposure{Ingress: n.Ingress, Route: n.Route, allowedFrom: n.AllowedFrom}
-	if a := n.AllowedFrom; e.Ingress != nil && a != nil && len(a.Namespaces) == 0 && len(a.Labels) == 0 {
-		return e, fmt.Errorf("InferenceStack %s/%s: networking.ingress with networking.allowedFrom: the Ingress controller's pods run in their own namespace (e.g. ingress-nginx), which allowedFrom must admit: name it in allowedFrom.namespaces or allowedFrom.labels",
-			hub.Namespace, hub.Name)
-	}
-	if e.Ingress != nil && e.Route != nil && e.Route.Host == e.Ingress.Host {
-		return e, fmt.Errorf("InferenceStack %s/%s: networking.ingress.host and networking.route.host are both %s: on OpenShift the Ingress becomes a Route of that host too, and the two would claim it; use one of them, or two hosts",
-			hub.Namespace, hub.Name, e.Ingress.Host)
-	}
-	return e, nil
+	return Exposure{Ingress: n.Ingress, Route: n.Route, allowedFrom: n.AllowedFrom}
 }
 
 // Ingress is the server's Ingress, or nil when the stack asks for none:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2/validation"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/components/network"
 	"github.com/inferencestack/inferencestack/test/testutil"
@@ -29,9 +30,7 @@ func withV2Networking(t *testing.T, networking string) testutil.Option {
 
 func exposure(t *testing.T, stack *v1alpha2.InferenceStack) network.Exposure {
 	t.Helper()
-	e, err := exposureOf(t, stack)
-	require.NoError(t, err)
-	return e
+	return exposureOf(t, stack)
 }
 
 // TestIngress: no networking.ingress, no Ingress; with it, one rule for the
@@ -130,19 +129,18 @@ func TestRouteURL(t *testing.T) {
 		{"host": "b.apps.example.com", "routerName": "default", "conditions": [{"type": "Admitted", "status": "True"}]}]}`)))
 }
 
-// TestExposureChecks: what the v1alpha2 CEL rules refuse, a v1alpha1
-// stack's annotation (which no CEL rule reads) is refused for by the
-// builders: an Ingress whose controller allowedFrom would not admit, and
-// one host for the Ingress and the Route.
+// TestExposureChecks: what the v1alpha2 CEL rules refuse of exposure (an
+// Ingress whose controller allowedFrom would not admit, one host for the
+// Ingress and the Route) is refused by the CRD's own rules, which the
+// operator runs on what a v1alpha1 stack's annotation carries.
 func TestExposureChecks(t *testing.T) {
-	_, err := exposureOf(t, testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "allowedFrom": {}}`))))
-	require.ErrorContains(t, err, "name it in allowedFrom.namespaces or allowedFrom.labels")
-	_, err = exposureOf(t, testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "allowedFrom": {"namespaces": ["ingress-nginx"]}}`))))
-	require.NoError(t, err)
-	_, err = exposureOf(t, testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "route": {"host": "a.example.com"}}`))))
-	require.ErrorContains(t, err, "the two would claim it")
-	_, err = exposureOf(t, testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"ingress": {"host": "a.example.com"}, "route": {}}`))))
-	require.NoError(t, err)
+	judged := func(networking string) error {
+		return validation.Validate(testutil.Hub(testutil.Stack("s", withV2Networking(t, networking)))).ToAggregate()
+	}
+	require.ErrorContains(t, judged(`{"ingress": {"host": "a.example.com"}, "allowedFrom": {}}`), "spec.networking")
+	require.NoError(t, judged(`{"ingress": {"host": "a.example.com"}, "allowedFrom": {"namespaces": ["ingress-nginx"]}}`))
+	require.ErrorContains(t, judged(`{"ingress": {"host": "a.example.com"}, "route": {"host": "a.example.com"}}`), "spec.networking")
+	require.NoError(t, judged(`{"ingress": {"host": "a.example.com"}, "route": {}}`))
 }
 
 // TestServerPolicyAdmitsRouters: with a Route and allowedFrom, the server's
@@ -151,18 +149,15 @@ func TestExposureChecks(t *testing.T) {
 // is no router peer.
 func TestServerPolicyAdmitsRouters(t *testing.T) {
 	routerPeer := map[string]string{network.RouterNamespaceLabel: network.RouterNamespaceValue}
-	narrowed, err := serverPolicy(t, testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"route": {}, "allowedFrom": {"namespaces": ["clients"]}}`))))
-	require.NoError(t, err)
+	narrowed := serverPolicy(t, testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"route": {}, "allowedFrom": {"namespaces": ["clients"]}}`))))
 	from := narrowed.Spec.Ingress[0].From
 	require.Len(t, from, 3)
 	require.Equal(t, routerPeer, from[2].NamespaceSelector.MatchLabels)
 
-	open, err := serverPolicy(t, testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"route": {}}`))))
-	require.NoError(t, err)
+	open := serverPolicy(t, testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"route": {}}`))))
 	require.Empty(t, open.Spec.Ingress[0].From, "no allowedFrom: every namespace")
 
-	noRoute, err := serverPolicy(t, testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"allowedFrom": {"namespaces": ["clients"]}}`))))
-	require.NoError(t, err)
+	noRoute := serverPolicy(t, testutil.Hub(testutil.Stack("s", withV2Networking(t, `{"allowedFrom": {"namespaces": ["clients"]}}`))))
 	require.Len(t, noRoute.Spec.Ingress[0].From, 2)
 }
 

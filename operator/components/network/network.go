@@ -81,7 +81,7 @@ func NewOperatorPeer(namespace string, podLabels map[string]string) (*OperatorPe
 // operator's own pods (operator, when not nil: its namespace and pod labels
 // together), whose prober reads the server's version and providers
 // whatever allowedFrom says.
-func ServerPolicy(stack *v1alpha2.InferenceStack, operator *OperatorPeer) (*networkingv1ac.NetworkPolicyApplyConfiguration, error) {
+func ServerPolicy(stack *v1alpha2.InferenceStack, operator *OperatorPeer) *networkingv1ac.NetworkPolicyApplyConfiguration {
 	var allowed *v1alpha2.AllowedFromSpec
 	if n := stack.Spec.Networking; n != nil {
 		allowed = n.AllowedFrom
@@ -91,10 +91,6 @@ func ServerPolicy(stack *v1alpha2.InferenceStack, operator *OperatorPeer) (*netw
 			WithProtocol(corev1.ProtocolTCP).
 			WithPort(intstr.FromInt32(runconfig.ServerPort)))
 	if allowed != nil {
-		if n := stack.Spec.Networking; n != nil && n.Expose != nil && *n.Expose {
-			return nil, fmt.Errorf("InferenceStack %s/%s: spec.networking.allowedFrom admits pods of namespaces, and spec.networking.expose makes a LoadBalancer for clients outside the cluster, which it would refuse: set one or the other",
-				stack.Namespace, stack.Name)
-		}
 		// The stack's own namespace: a pod selector alone selects there.
 		rule.WithFrom(networkingv1ac.NetworkPolicyPeer().WithPodSelector(metav1ac.LabelSelector()))
 		for _, ns := range allowed.Namespaces {
@@ -130,7 +126,7 @@ func ServerPolicy(stack *v1alpha2.InferenceStack, operator *OperatorPeer) (*netw
 		WithSpec(networkingv1ac.NetworkPolicySpec().
 			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(components.SelectorLabels(stack, components.ComponentServer))).
 			WithPolicyTypes(networkingv1.PolicyTypeIngress).
-			WithIngress(rule)), nil
+			WithIngress(rule))
 }
 
 // CachePolicy admits traffic to the cache pods on PostgreSQL's port from the

@@ -28,7 +28,7 @@ func extrasOf(stack *v1alpha2.InferenceStack) (extras, error) {
 	if w := stack.Spec.Workload; w != nil {
 		x.workers, x.overrides = w.Workers, w.PodOverrides
 	}
-	if err := CheckOverrides(x.workers, x.overrides); err != nil {
+	if err := CheckOverrides(x.overrides); err != nil {
 		return extras{}, fmt.Errorf("InferenceStack %s/%s: %w", stack.Namespace, stack.Name, err)
 	}
 	return x, nil
@@ -39,63 +39,31 @@ func extrasOf(stack *v1alpha2.InferenceStack) (extras, error) {
 // there).
 var operatorVolumes = []string{volumeConfig, volumeData, volumeTmp, volumeTLS, volumeCA, volumeKubeCA, volumeProviders}
 
-// operatorDirs are the folders the operator mounts: a user mount may not
-// be at or under them. HomeDir may hold user mounts below it.
-var operatorDirs = []string{"/etc/llama-stack", runconfig.DataDir}
-
-// CheckOverrides applies the v1alpha2 CRD's rules on workload.workers and
-// workload.podOverrides (the CEL rules of v1alpha2.WorkloadSpec and
-// v1alpha2.PodOverrides), for objects that reach the operator without them:
-// v1alpha1 objects carrying them in v1alpha2.SpecAnnotation.
-func CheckOverrides(workers *int32, o *v1alpha2.PodOverrides) error {
+// CheckOverrides applies the rules of workload.podOverrides that the
+// v1alpha2 CRD does not express: each mount names a volume of the list (or
+// the operator's run-config, data or tmp) and has a clean absolute path.
+// The CRD's own rules (workers' range and command, the volumes' names and
+// types, the operator's folders, unique names and paths) are the API
+// server's on a v1alpha2 write, and the operator's on a stack read through
+// v1alpha1 (validation.Validate), never written again here.
+func CheckOverrides(o *v1alpha2.PodOverrides) error {
 	const at = "workload.podOverrides"
-	if workers != nil && (*workers < 1 || *workers > 64) {
-		return fmt.Errorf("workload.workers is %d: set 1 to 64 uvicorn worker processes", *workers)
-	}
 	if o == nil {
 		return nil
 	}
-	if workers != nil && len(o.Command) > 0 {
-		return fmt.Errorf("workload.workers runs the server with the operator's uvicorn command: it cannot be combined with %s.command (use %s.args to add uvicorn options)", at, at)
-	}
-	if o.TerminationGracePeriodSeconds != nil && (*o.TerminationGracePeriodSeconds < 0 || *o.TerminationGracePeriodSeconds > 3600) {
-		return fmt.Errorf("%s.terminationGracePeriodSeconds is %d: set 0 to 3600", at, *o.TerminationGracePeriodSeconds)
-	}
 	names := map[string]bool{}
-	for i, v := range o.Volumes {
-		switch {
-		case slices.Contains(operatorVolumes, v.Name):
-			return fmt.Errorf("%s.volumes[%d]: the name %s is the operator's volume: choose another name", at, i, v.Name)
-		case names[v.Name]:
-			return fmt.Errorf("%s.volumes[%d]: a second volume named %s", at, i, v.Name)
-		case !restrictedVolume(v.VolumeSource):
-			return fmt.Errorf("%s.volumes[%d] (%s): the server pod runs under the restricted pod security standard, which admits only configMap, secret, emptyDir, persistentVolumeClaim, projected, downwardAPI, csi and ephemeral volumes (hostPath and the other types are refused)", at, i, v.Name)
-		}
+	for _, v := range o.Volumes {
 		names[v.Name] = true
 	}
-	paths := map[string]bool{}
 	for i, m := range o.VolumeMounts {
-		p := m.MountPath
 		switch {
 		case !slices.Contains(operatorVolumes[:3], m.Name) && !names[m.Name]:
-			return fmt.Errorf("%s.volumeMounts[%d] names volume %q, which is not in %s.volumes (nor the operator's run-config, data or tmp)", at, i, m.Name, at)
-		case !cleanAbsolute(p):
-			return fmt.Errorf("%s.volumeMounts[%d]: mountPath %q must be an absolute, clean path (no //, . or .. parts, no trailing /)", at, i, p)
-		case p == runconfig.HomeDir || slices.ContainsFunc(operatorDirs, func(d string) bool { return p == d || strings.HasPrefix(p, d+"/") }):
-			return fmt.Errorf("%s.volumeMounts[%d]: %s is the operator's: /etc/llama-stack (run config, TLS), %s (the server's state) and %s ($HOME) stay the operator's: mount elsewhere", at, i, p, runconfig.DataDir, runconfig.HomeDir)
-		case paths[p]:
-			return fmt.Errorf("%s.volumeMounts[%d]: a second mount at %s", at, i, p)
+			return fmt.Errorf("spec.%s.volumeMounts[%d] names volume %q, which is not in %s.volumes (nor the operator's run-config, data or tmp): add the volume, or mount one of those", at, i, m.Name, at)
+		case !cleanAbsolute(m.MountPath):
+			return fmt.Errorf("spec.%s.volumeMounts[%d]: mountPath %q must be an absolute, clean path (no //, . or .. parts, no trailing /)", at, i, m.MountPath)
 		}
-		paths[p] = true
 	}
 	return nil
-}
-
-// restrictedVolume reports whether the restricted pod security standard
-// admits a volume's type.
-func restrictedVolume(v corev1.VolumeSource) bool {
-	return v.ConfigMap != nil || v.Secret != nil || v.EmptyDir != nil || v.PersistentVolumeClaim != nil ||
-		v.Projected != nil || v.DownwardAPI != nil || v.CSI != nil || v.Ephemeral != nil
 }
 
 // cleanAbsolute reports whether p is an absolute path that path.Clean

@@ -3,7 +3,6 @@ package server_test
 import (
 	"encoding/json"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2/validation"
 	"github.com/inferencestack/inferencestack/operator/components/server"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
@@ -229,47 +229,55 @@ func TestPodOverrides(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// TestCheckOverrides: the CRD's rules, applied to what a v1alpha1 object
-// carries in the annotation (no CEL rule reads it).
+// TestCheckOverrides: every rule of workload.workers and podOverrides
+// holds, each in one place: the v1alpha2 CRD's (run by the API server, and
+// by the operator on a stack read through v1alpha1: validation.Validate),
+// or, for what the CRD cannot express, the builder's (CheckOverrides, which
+// refuses the stack naming it).
 func TestCheckOverrides(t *testing.T) {
 	cm := corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "x"}}}
 	vol := func(name string, src corev1.VolumeSource) corev1.Volume {
 		return corev1.Volume{Name: name, VolumeSource: src}
 	}
 	mount := func(name, path string) corev1.VolumeMount { return corev1.VolumeMount{Name: name, MountPath: path} }
+	const crd, builder = "crd", "builder"
 	for _, tc := range []struct {
 		name    string
 		workers *int32
 		o       v1alpha2.PodOverrides
+		by      string
 		want    string
 	}{
-		{"fine", ptr.To[int32](2), v1alpha2.PodOverrides{Volumes: []corev1.Volume{vol("x", cm)}, VolumeMounts: []corev1.VolumeMount{mount("x", "/opt/x"), mount("data", "/opt/data"), mount("x", "/tmp/x")}}, ""},
-		{"zero workers", ptr.To[int32](0), v1alpha2.PodOverrides{}, "workload.workers is 0"},
-		{"command with workers", ptr.To[int32](2), v1alpha2.PodOverrides{Command: []string{"sh"}}, "cannot be combined with workload.podOverrides.command"},
-		{"operator's volume name", nil, v1alpha2.PodOverrides{Volumes: []corev1.Volume{vol("data", cm)}}, "the name data is the operator's volume"},
-		{"hostPath", nil, v1alpha2.PodOverrides{Volumes: []corev1.Volume{vol("h", corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}})}}, "restricted pod security"},
-		{"unknown volume", nil, v1alpha2.PodOverrides{VolumeMounts: []corev1.VolumeMount{mount("nope", "/opt/x")}}, `names volume "nope"`},
-		{"over the config", nil, v1alpha2.PodOverrides{Volumes: []corev1.Volume{vol("x", cm)}, VolumeMounts: []corev1.VolumeMount{mount("x", "/etc/llama-stack/config")}}, "is the operator's"},
-		{"under the state", nil, v1alpha2.PodOverrides{Volumes: []corev1.Volume{vol("x", cm)}, VolumeMounts: []corev1.VolumeMount{mount("x", "/var/lib/llama-stack/models")}}, "is the operator's"},
-		{"over home", nil, v1alpha2.PodOverrides{Volumes: []corev1.Volume{vol("x", cm)}, VolumeMounts: []corev1.VolumeMount{mount("x", "/tmp")}}, "is the operator's"},
-		{"unclean path", nil, v1alpha2.PodOverrides{Volumes: []corev1.Volume{vol("x", cm)}, VolumeMounts: []corev1.VolumeMount{mount("x", "/var/lib/x/../llama-stack")}}, "clean path"},
+		{"fine", ptr.To[int32](2), v1alpha2.PodOverrides{Volumes: []corev1.Volume{vol("x", cm)}, VolumeMounts: []corev1.VolumeMount{mount("x", "/opt/x"), mount("data", "/opt/data"), mount("x", "/tmp/x")}}, "", ""},
+		{"zero workers", ptr.To[int32](0), v1alpha2.PodOverrides{}, crd, "spec.workload.workers"},
+		{"command with workers", ptr.To[int32](2), v1alpha2.PodOverrides{Command: []string{"sh"}}, crd, "cannot be combined with podOverrides.command"},
+		{"operator's volume name", nil, v1alpha2.PodOverrides{Volumes: []corev1.Volume{vol("data", cm)}}, crd, "spec.workload.podOverrides.volumes"},
+		{"hostPath", nil, v1alpha2.PodOverrides{Volumes: []corev1.Volume{vol("h", corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}})}}, crd, "restricted pod security"},
+		{"over the config", nil, v1alpha2.PodOverrides{Volumes: []corev1.Volume{vol("x", cm)}, VolumeMounts: []corev1.VolumeMount{mount("x", "/etc/llama-stack/config")}}, crd, "spec.workload.podOverrides.volumeMounts"},
+		{"under the state", nil, v1alpha2.PodOverrides{Volumes: []corev1.Volume{vol("x", cm)}, VolumeMounts: []corev1.VolumeMount{mount("x", "/var/lib/llama-stack/models")}}, crd, "spec.workload.podOverrides.volumeMounts"},
+		{"over home", nil, v1alpha2.PodOverrides{Volumes: []corev1.Volume{vol("x", cm)}, VolumeMounts: []corev1.VolumeMount{mount("x", "/tmp")}}, crd, "spec.workload.podOverrides.volumeMounts"},
+		{"unknown volume", nil, v1alpha2.PodOverrides{VolumeMounts: []corev1.VolumeMount{mount("nope", "/opt/x")}}, builder, `names volume "nope"`},
+		{"unclean path", nil, v1alpha2.PodOverrides{Volumes: []corev1.Volume{vol("x", cm)}, VolumeMounts: []corev1.VolumeMount{mount("x", "/var/lib/x/../llama-stack")}}, builder, "clean path"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := server.CheckOverrides(tc.workers, &tc.o)
-			if tc.want == "" {
-				require.NoError(t, err)
-				return
-			}
-			require.ErrorContains(t, err, tc.want)
-			// The builder refuses the stack, naming it.
 			opts := []testutil.Option{testutil.WithPodOverrides(tc.o)}
 			if tc.workers != nil {
 				opts = append(opts, testutil.WithWorkers(*tc.workers))
 			}
-			refused := testutil.Hub(testutil.Stack("s", opts...))
-			_, err = server.Deployment(refused, inputs())
-			require.ErrorContains(t, err, "InferenceStack default/s: ")
-			require.True(t, strings.Contains(err.Error(), tc.want), err.Error())
+			stack := testutil.Hub(testutil.Stack("s", opts...))
+			refusedByCRD := validation.Validate(stack).ToAggregate()
+			switch tc.by {
+			case "":
+				require.NoError(t, refusedByCRD)
+				require.NoError(t, server.CheckOverrides(&tc.o))
+			case crd:
+				require.ErrorContains(t, refusedByCRD, tc.want)
+			case builder:
+				require.NoError(t, refusedByCRD, "a rule the CRD has is not the builder's")
+				_, err := server.Deployment(stack, inputs())
+				require.ErrorContains(t, err, "InferenceStack default/s: ")
+				require.ErrorContains(t, err, tc.want)
+			}
 		})
 	}
 }

@@ -82,18 +82,14 @@ func proberIdentity(ctx context.Context, s *state) error {
 // server).
 func networkStep(ctx context.Context, s *state, operator *network.OperatorPeer) error {
 	stack := s.Stack
-	policy, err := network.ServerPolicy(stack, operator)
-	if err != nil {
-		return err
-	}
-	if _, _, err := apply.Apply(ctx, s.Applier, apply.NetworkPolicy, policy); err != nil {
+	if _, _, err := apply.Apply(ctx, s.Applier, apply.NetworkPolicy, network.ServerPolicy(stack, operator)); err != nil {
 		return err
 	}
 	if cachecomp.Enabled(stack) {
 		_, _, err := apply.Apply(ctx, s.Applier, apply.NetworkPolicy, network.CachePolicy(stack))
 		return err
 	}
-	_, err = apply.Delete(ctx, s.Client, &networkingv1.NetworkPolicy{
+	_, err := apply.Delete(ctx, s.Client, &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: network.CachePolicyName(stack), Namespace: stack.Namespace},
 	}, components.Owned(stack))
 	return err

@@ -32,10 +32,7 @@ const routeSyncTimeout = 30 * time.Second
 // that the reconcile looks at again after the route check interval.
 func (r *InferenceStackReconciler) exposeStep(ctx context.Context, s *state) error {
 	stack := s.Stack
-	e, err := network.ExposureOf(stack)
-	if err != nil {
-		return errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonInvalidConfig, "%v", err)
-	}
+	e := network.ExposureOf(stack)
 	if ing := network.Ingress(stack, e); ing != nil {
 		if _, _, err := apply.Apply(ctx, s.Applier, apply.Ingress, ing); err != nil {
 			return err
@@ -88,10 +85,7 @@ func (r *InferenceStackReconciler) exposureURLs(ctx context.Context, s *state) {
 	stack := s.Stack
 	st := &stack.Status
 	st.IngressURL, st.RouteURL = "", ""
-	e, err := network.ExposureOf(stack)
-	if err != nil {
-		return
-	}
+	e := network.ExposureOf(stack)
 	if e.Ingress != nil {
 		if s.live.ingress || r.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: network.IngressName(stack)}, &networkingv1.Ingress{}) == nil {
 			st.IngressURL = network.IngressURL(e)

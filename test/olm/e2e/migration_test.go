@@ -32,7 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/internal/bundle"
-	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/conversion"
 	"github.com/inferencestack/inferencestack/test/olm"
 	"github.com/inferencestack/inferencestack/test/testenv"
@@ -128,7 +128,7 @@ func TestStorageMovesToV1alpha2WithThreeMajors(t *testing.T) {
 		m.stack.SetNamespace(stackNS.GetName())
 		m.stack.SetName("stack-v" + strings.Split(m.version, ".")[0])
 		if m.label != "" {
-			m.stack.SetLabels(map[string]string{v1alpha1.LabelOperatorMajor: m.label})
+			m.stack.SetLabels(map[string]string{v1alpha2.LabelOperatorMajor: m.label})
 		}
 	}
 	// Created while v1alpha1 is stored; the one through v1alpha2 converted
@@ -475,7 +475,7 @@ func waitReconciled(t *testing.T, m *majorStack) {
 	require.NoError(t, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(m.stack), m.stack))
 	start := time.Now()
 	_, err := cluster.WaitFor(context.Background(), m.stack, reconcileTimeout, func(conds []metav1.Condition) (metav1.Condition, bool) {
-		c := meta.FindStatusCondition(conds, v1alpha1.TypeConfigGenerated)
+		c := meta.FindStatusCondition(conds, v1alpha2.TypeConfigGenerated)
 		operator, _, _ := unstructured.NestedString(m.stack.Object, "status", "resolvedDistribution", "operatorVersion")
 		return metav1.Condition{}, c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == m.stack.GetGeneration() && operator == m.version
 	})
