@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/blang/semver/v4"
+	"sigs.k8s.io/yaml"
 
 	"github.com/inferencestack/inferencestack/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/internal/release"
@@ -304,13 +305,21 @@ func (g Generate) plan(ctx context.Context) ([]plan, error) {
 	}
 	for v := range sum.Releases {
 		if !slices.ContainsFunc(versions, func(x semver.Version) bool { return x.String() == v }) {
-			if moved := g.renamedInput(sum.Releases[v][release.SumInput]); moved != "" {
+			gone := filepath.Join(g.ReleasesDir, v+".yaml")
+			moved, same := g.renamedInput(v, sum)
+			switch {
+			case moved != "" && same:
 				return nil, fmt.Errorf("release %s is published (%s) but its input %s is gone, and %s holds exactly its content: the input was renamed; "+
 					"a published release never changes: rename it back (git mv %s %s)",
-					v, g.SumPath, filepath.Join(g.ReleasesDir, v+".yaml"), moved, moved, filepath.Join(g.ReleasesDir, v+".yaml"))
+					v, g.SumPath, gone, moved, moved, gone)
+			case moved != "":
+				return nil, fmt.Errorf("release %s is published (%s) but its input %s is gone, and %s looks like it renamed and changed "+
+					"(it says version: %s, or published: true for a release the sum does not record): a published release never changes; "+
+					"restore %s from git (git checkout HEAD -- %s) and give a new release an input of its own, without published: true until its images are pushed",
+					v, g.SumPath, gone, moved, v, gone, gone)
 			}
 			return nil, fmt.Errorf("release %s is published (%s) but its input %s is gone: a published release never changes; restore it from git",
-				v, g.SumPath, filepath.Join(g.ReleasesDir, v+".yaml"))
+				v, g.SumPath, gone)
 		}
 	}
 	if len(versions) == 0 {
@@ -393,26 +402,39 @@ func (g Generate) plan(ctx context.Context) ([]plan, error) {
 	return plans, nil
 }
 
-// renamedInput names the file of ReleasesDir whose content has the sum's
-// hash of a published release's input (a renamed input), or "".
-func (g Generate) renamedInput(hash string) string {
-	if hash == "" {
-		return ""
-	}
-	entries, err := os.ReadDir(g.ReleasesDir)
-	if err != nil {
-		return ""
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
+// renamedInput looks under ReleasesDir (subfolders too) for where the
+// input of the published release version went: a file whose content has
+// the sum's hash of it (same: renamed), or else one that was renamed and
+// changed: it says version: <version> under another name, or says
+// published: true for a release the sum does not record. "" when none.
+func (g Generate) renamedInput(version string, sum release.Sum) (path string, same bool) {
+	hash := sum.Releases[version][release.SumInput]
+	var files []string
+	_ = filepath.WalkDir(g.ReleasesDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	var changed string
+	for _, p := range files {
+		data, err := atomicfs.ReadFileLimit(p, 1<<20)
+		if err != nil {
 			continue
 		}
-		p := filepath.Join(g.ReleasesDir, e.Name())
-		if data, err := atomicfs.ReadFileLimit(p, 1<<20); err == nil && release.Hash(data) == hash {
-			return p
+		if hash != "" && release.Hash(data) == hash {
+			return p, true
+		}
+		var in struct {
+			Version   string `json:"version"`
+			Published bool   `json:"published"`
+		}
+		if changed == "" && yaml.Unmarshal(data, &in) == nil &&
+			((in.Version == version && filepath.Base(p) != version+".yaml") || (in.Published && !sum.Frozen(in.Version))) {
+			changed = p
 		}
 	}
-	return ""
+	return changed, false
 }
 
 // unrecorded lists the releases whose input says published: true and which

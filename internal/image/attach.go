@@ -39,12 +39,14 @@ var (
 var registryTimeout = 30 * time.Second
 
 // registryTransport is go-containerregistry's default transport with
-// registryTimeout: a registry that accepts a connection and never answers
-// fails the verb (sign, verify, push, pin --resolve) instead of hanging it.
+// registryTimeout and the size limits of limits.go: a registry that accepts
+// a connection and never answers, or answers more than bundlegen reads,
+// fails the verb (sign, verify, push, pin --resolve) instead of hanging it
+// or filling its memory.
 func registryTransport() http.RoundTripper {
 	t := remote.DefaultTransport.(*http.Transport).Clone()
 	t.ResponseHeaderTimeout = registryTimeout
-	return t
+	return limitTransport{base: t}
 }
 
 // remoteOptions are the options of every registry call: the context, the
@@ -159,25 +161,40 @@ func SignManifest(ctx context.Context, d name.Digest, s Signer) (name.Tag, error
 			annotations[k] = v
 		}
 	}
+	if err := appendLayer(ctx, tag, p, SimpleSigningMediaType, annotations); err != nil {
+		return name.Tag{}, fmt.Errorf("pushing the signature of %s to %s: %w", d, tag, err)
+	}
+	return tag, nil
+}
+
+// appendLayer adds a layer holding data, of mediaType with annotations, to
+// the image tag (made when missing, as cosign makes it: an OCI manifest with
+// an empty config), keeping its other layers.
+func appendLayer(ctx context.Context, tag name.Tag, data []byte, mediaType types.MediaType, annotations map[string]string) error {
 	base, err := remote.Image(tag, remoteOptions(ctx)...)
 	switch {
 	case isNotFound(err):
 		base = mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	case err != nil:
-		return name.Tag{}, fmt.Errorf("reading the signatures of %s (%s): %w", d, tag, err)
+		return fmt.Errorf("reading %s: %w", tag, err)
+	default:
+		m, err := base.Manifest()
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", tag, err)
+		}
+		if len(m.Layers) >= maxCosignLayers {
+			return fmt.Errorf("%s already has %d layers, the most bundlegen reads: remove it from the registry (or the signatures no longer wanted) and sign again", tag, len(m.Layers))
+		}
 	}
 	img, err := mutate.Append(base, mutate.Addendum{
-		Layer:       static.NewLayer(p, SimpleSigningMediaType),
-		MediaType:   SimpleSigningMediaType,
+		Layer:       static.NewLayer(data, mediaType),
+		MediaType:   mediaType,
 		Annotations: annotations,
 	})
 	if err != nil {
-		return name.Tag{}, err
+		return err
 	}
-	if err := remote.Write(tag, img, remoteOptions(ctx)...); err != nil {
-		return name.Tag{}, fmt.Errorf("pushing the signature of %s to %s: %w", d, tag, err)
-	}
-	return tag, nil
+	return remote.Write(tag, img, remoteOptions(ctx)...)
 }
 
 // isNotFound reports whether a registry answered that a manifest does not exist.
@@ -198,7 +215,8 @@ func isNotFound(err error) bool {
 }
 
 // Sign attaches the SBOM and provenance of an image that is already pushed,
-// and signs the image and both documents.
+// signs the image and both documents, and attests the image with both
+// (cosign's attestations).
 type Sign struct {
 	// Kind and Input are what the image is built from (as for Build); Labels
 	// its extra labels. Sign rebuilds it and refuses an Image that differs,
@@ -227,10 +245,15 @@ type Signed struct {
 	// Signatures are the tags of the signatures of the image, the SBOM and
 	// the provenance.
 	Signatures []string `json:"signatures"`
+	// Attestations is the tag of the image's attestations in cosign's
+	// layout: the SBOM (predicate type PredicateSPDX) and the provenance
+	// (PredicateSLSAProvenance) as signed in-toto statements.
+	Attestations string `json:"attestations"`
 }
 
 // Run rebuilds the image, checks it is the pushed one, attaches its SBOM and
-// provenance and signs the three.
+// provenance and signs the three, then attests the image with both
+// documents in cosign's layout.
 func (s Sign) Run(ctx context.Context) (Signed, error) {
 	if s.Signer == nil {
 		return Signed{}, errors.New("no signing key: give --key FILE or set " + SigningKeyEnv)
@@ -294,6 +317,20 @@ func (s Sign) Run(ctx context.Context) (Signed, error) {
 			return Signed{}, err
 		}
 		res.Signatures = append(res.Signatures, tag.String())
+	}
+	sbomStatement, err := SBOMStatement(sbom, subject)
+	if err != nil {
+		return Signed{}, err
+	}
+	for _, att := range []struct {
+		statement     []byte
+		predicateType string
+	}{{sbomStatement, PredicateSPDX}, {prov, PredicateSLSAProvenance}} {
+		tag, err := Attest(ctx, d, att.statement, att.predicateType, s.Signer)
+		if err != nil {
+			return Signed{}, err
+		}
+		res.Attestations = tag.String()
 	}
 	return res, nil
 }

@@ -44,7 +44,7 @@ func Resolve(ctx context.Context, ref string, opts ResolveOptions) (string, erro
 		// Some registries answer HEAD poorly; GET the manifest before giving up.
 		full, gerr := remote.Get(r, ropts...)
 		if gerr != nil {
-			return "", fmt.Errorf("resolving %s: %w", ref, err)
+			return "", fmt.Errorf("resolving %s: HEAD: %w; GET: %w", ref, err, gerr)
 		}
 		if merr := checkManifest(full.MediaType, full.Manifest); merr != nil {
 			return "", fmt.Errorf("resolving %s: the registry's answer is not an image manifest (%w): is %s a container registry?",

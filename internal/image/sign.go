@@ -158,12 +158,16 @@ func checkPayload(p []byte, d name.Digest) error {
 }
 
 // signatureTag is the tag of the signatures of the manifest d.
-func signatureTag(d name.Digest) (name.Tag, error) {
+func signatureTag(d name.Digest) (name.Tag, error) { return cosignTag(d, signatureTagSuffix) }
+
+// cosignTag is the tag cosign gives what it attaches to the manifest d:
+// <alg>-<hex><suffix>.
+func cosignTag(d name.Digest, suffix string) (name.Tag, error) {
 	alg, hex, ok := strings.Cut(d.DigestStr(), ":")
 	if !ok {
 		return name.Tag{}, fmt.Errorf("%s: not a digest", d)
 	}
-	return d.Context().Tag(alg + "-" + hex + signatureTagSuffix), nil
+	return d.Context().Tag(alg + "-" + hex + suffix), nil
 }
 
 // encodeSig and decodeSig are the annotation's encoding.

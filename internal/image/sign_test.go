@@ -22,7 +22,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferencestack/inferencestack/internal/image"
+	"github.com/inferencestack/inferencestack/test/cosignverify"
 )
+
+// cosignTypes are cosign's names of the predicate types bundlegen attests
+// with (`cosign verify-attestation --type`).
+var cosignTypes = []string{"spdxjson", "slsaprovenance1"}
 
 var testSource = image.Source{
 	Repository: "https://github.com/inferencestack/inferencestack",
@@ -193,6 +198,25 @@ func TestSignAndVerify(t *testing.T) {
 			require.Equal(t, res.SBOM, got.SBOM)
 			require.Equal(t, res.Provenance, got.Provenance)
 			require.Equal(t, testSource.Commit, got.Commit)
+			require.Equal(t, []string{image.PredicateSPDX, image.PredicateSLSAProvenance}, got.Attestations)
+
+			// cosign's own library agrees: the image's signature, as `cosign
+			// verify --key`, and an attestation of each type, as `cosign
+			// verify-attestation --key --type`, whose statement holds the
+			// document attached as a referrer.
+			byCosign, err := cosignverify.Verify(context.Background(), ref, pub, cosignTypes...)
+			require.NoError(t, err)
+			require.Equal(t, 1, byCosign.Signatures)
+			require.Len(t, byCosign.Attestations["spdxjson"], 1)
+			require.Contains(t, string(byCosign.Attestations["spdxjson"][0]), `"predicateType": "https://spdx.dev/Document"`)
+			require.Contains(t, string(byCosign.Attestations["spdxjson"][0]), `"spdxVersion": "SPDX-2.3"`)
+			require.Len(t, byCosign.Attestations["slsaprovenance1"], 1)
+			require.Contains(t, string(byCosign.Attestations["slsaprovenance1"][0]), `"predicateType": "https://slsa.dev/provenance/v1"`)
+			require.Contains(t, string(byCosign.Attestations["slsaprovenance1"][0]), testSource.Commit)
+			for _, doc := range []string{res.SBOM, res.Provenance} {
+				_, err := cosignverify.Verify(context.Background(), doc, pub)
+				require.NoError(t, err, "cosign verify --key of the referrer %s", doc)
+			}
 
 			d, err := name.NewDigest(res.Image, name.Insecure)
 			require.NoError(t, err)
@@ -210,6 +234,8 @@ func TestSignAndVerify(t *testing.T) {
 			require.Equal(t, res.Provenance, again.Provenance)
 			_, err = verify(t, ref, pub, testSource.Commit)
 			require.NoError(t, err)
+			_, err = cosignverify.Verify(context.Background(), ref, pub, cosignTypes...)
+			require.NoError(t, err)
 		})
 	}
 }
@@ -225,9 +251,16 @@ func TestVerifyRefuses(t *testing.T) {
 		_, err := verify(t, ref, otherPub, testSource.Commit)
 		var verr *image.VerifyError
 		require.ErrorAs(t, err, &verr)
-		require.Len(t, verr.Problems, 3, "the image, its SBOM and its provenance: %v", err)
+		require.Len(t, verr.Problems, 5, "the image, its SBOM and its provenance, both attestations: %v", err)
 		require.ErrorContains(t, err, "image signature: no valid signature by the key")
 		require.ErrorContains(t, err, "SBOM: no attached one is valid")
+		require.ErrorContains(t, err, "SBOM attestation (what `cosign verify-attestation --type spdxjson` reads): no valid https://spdx.dev/Document attestation by the key in sha256-")
+		require.ErrorContains(t, err, "provenance attestation (what `cosign verify-attestation --type slsaprovenance1` reads): no valid https://slsa.dev/provenance/v1 attestation by the key")
+		require.ErrorContains(t, err, "none of its 1 signatures is by the key")
+		_, err = cosignverify.Verify(ctx, ref, otherPub)
+		require.Error(t, err, "cosign refuses the signature too")
+		_, err = cosignverify.Verify(ctx, ref, otherPub, cosignTypes...)
+		require.Error(t, err, "cosign refuses the attestations too")
 	})
 	t.Run("wrong commit", func(t *testing.T) {
 		host := testRegistry(t, false)
@@ -235,7 +268,9 @@ func TestVerifyRefuses(t *testing.T) {
 		_, err := verify(t, ref, pub, strings.Repeat("ef", 20))
 		require.ErrorContains(t, err, "provenance: no attached one is valid")
 		require.ErrorContains(t, err, "it names commit "+testSource.Commit+", but the release names "+strings.Repeat("ef", 20))
+		require.ErrorContains(t, err, "provenance attestation (what `cosign verify-attestation --type slsaprovenance1` reads): no valid https://slsa.dev/provenance/v1 attestation by the key in sha256-")
 		require.NotContains(t, err.Error(), "image signature")
+		require.NotContains(t, err.Error(), "SBOM")
 	})
 	t.Run("another image under the tag", func(t *testing.T) {
 		host := testRegistry(t, true)
@@ -294,9 +329,28 @@ func TestVerifyRefuses(t *testing.T) {
 		sigImg, err := remote.Image(from.Context().Tag(strings.Replace(from.DigestStr(), ":", "-", 1) + ".sig"))
 		require.NoError(t, err)
 		require.NoError(t, remote.Write(to.Context().Tag(strings.Replace(to.DigestStr(), ":", "-", 1)+".sig"), sigImg))
+		attImg, err := remote.Image(from.Context().Tag(strings.Replace(from.DigestStr(), ":", "-", 1) + ".att"))
+		require.NoError(t, err)
+		require.NoError(t, remote.Write(to.Context().Tag(strings.Replace(to.DigestStr(), ":", "-", 1)+".att"), attImg))
 		_, err = verify(t, ref, pub, testSource.Commit)
 		require.ErrorContains(t, err, "image signature: no valid signature by the key")
 		require.ErrorContains(t, err, "the signed payload is about "+from.DigestStr()+", not "+to.DigestStr())
+		require.ErrorContains(t, err, "SBOM attestation (what `cosign verify-attestation --type spdxjson` reads): no valid https://spdx.dev/Document attestation by the key in sha256-")
+		require.ErrorContains(t, err, "its statement is not about "+to.DigestStr())
+		_, err = cosignverify.Verify(ctx, ref, pub)
+		require.Error(t, err, "cosign verify refuses the copied signature")
+		// With a true signature beside the copied one, only the attestations
+		// are wrong: cosign's verify-attestation refuses them too.
+		s, err := image.LoadKeySigner(priv, "key.pem")
+		require.NoError(t, err)
+		_, err = image.SignManifest(ctx, to, s)
+		require.NoError(t, err)
+		_, err = cosignverify.Verify(ctx, ref, pub)
+		require.NoError(t, err)
+		_, err = cosignverify.Verify(ctx, ref, pub, cosignTypes...)
+		require.ErrorContains(t, err, "cosign verify-attestation")
+		_, err = cosignverify.Verify(ctx, res.Image, pub, cosignTypes...)
+		require.NoError(t, err, "where they were made they verify")
 	})
 	t.Run("missing SBOM, unsigned provenance", func(t *testing.T) {
 		host := testRegistry(t, false)
@@ -318,8 +372,14 @@ func TestVerifyRefuses(t *testing.T) {
 		_, err = verify(t, ref, pub, testSource.Commit)
 		var verr *image.VerifyError
 		require.ErrorAs(t, err, &verr)
-		require.Len(t, verr.Problems, 2, "%v", err)
+		require.Len(t, verr.Problems, 4, "%v", err)
 		require.ErrorContains(t, err, "SBOM: none attached (no referrer of artifact type application/spdx+json)")
+		require.ErrorContains(t, err, "SBOM attestation (what `cosign verify-attestation --type spdxjson` reads): none (no sha256-")
+		_, err = cosignverify.Verify(ctx, ref, pub)
+		require.NoError(t, err, "cosign verify: the image is signed")
+		_, err = cosignverify.Verify(ctx, ref, pub, cosignTypes...)
+		require.ErrorContains(t, err, "cosign verify-attestation", "but it has no attestations")
+		_, err = verify(t, ref, pub, testSource.Commit)
 		require.ErrorContains(t, err, "provenance: no attached one is valid")
 		require.ErrorContains(t, err, "signature: none (no sha256-")
 

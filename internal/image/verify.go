@@ -12,10 +12,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
-// maxDocument bounds what verify reads of a signature payload, an SBOM or a
-// provenance statement.
-const maxDocument = 64 << 20
-
 // Verify checks an image as Sign leaves it: a signature by the key, a signed
 // SBOM and a signed provenance statement attached as referrers, and the
 // provenance naming the expected commit.
@@ -37,6 +33,9 @@ type Verified struct {
 	Provenance string `json:"provenance"`
 	// Commit is the commit the provenance names.
 	Commit string `json:"commit"`
+	// Attestations are the predicate types of the image's attestations
+	// verified in cosign's layout (`cosign verify-attestation`).
+	Attestations []string `json:"attestations"`
 }
 
 // VerifyError lists everything Verify found missing or wrong.
@@ -80,6 +79,10 @@ func (v Verify) Run(ctx context.Context) (Verified, error) {
 	if err != nil {
 		return Verified{}, fmt.Errorf("listing the referrers of %s: %w", d, err)
 	}
+	if len(im.Manifests) > maxReferrers {
+		return Verified{}, fmt.Errorf("%s has %d referrers, more than the %d bundlegen reads: remove the referrers no longer wanted from the registry (oras discover lists them), then verify again",
+			d, len(im.Manifests), maxReferrers)
+	}
 	var sbomProblems, provProblems []string
 	for _, r := range im.Manifests {
 		rd := d.Context().Digest(r.Digest.String())
@@ -120,6 +123,28 @@ func (v Verify) Run(ctx context.Context) (Verified, error) {
 			res.Provenance, res.Commit = rd.String(), commit
 		}
 	}
+	for _, att := range []struct {
+		what, predicateType string
+		check               func([]byte) error
+	}{
+		{"SBOM", PredicateSPDX, func(st []byte) error {
+			doc, err := sbomPredicate(st)
+			if err == nil {
+				err = sbomDescribes(doc, desc.Digest)
+			}
+			return err
+		}},
+		{"provenance", PredicateSLSAProvenance, func(st []byte) error {
+			_, err := v.provenanceNames(st, desc.Digest)
+			return err
+		}},
+	} {
+		if err := v.checkAttestation(ctx, d, att.predicateType, att.check); err != nil {
+			verr.Problems = append(verr.Problems, fmt.Sprintf("%s attestation (what `cosign verify-attestation --type %s` reads): %v", att.what, CosignTypes[att.predicateType], err))
+			continue
+		}
+		res.Attestations = append(res.Attestations, att.predicateType)
+	}
 	if res.SBOM == "" {
 		verr.Problems = append(verr.Problems, missing("SBOM", SBOMArtifactType, sbomProblems))
 	}
@@ -156,6 +181,9 @@ func (v Verify) checkSignature(ctx context.Context, d name.Digest) error {
 	m, err := img.Manifest()
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", tag, err)
+	}
+	if len(m.Layers) > maxCosignLayers {
+		return fmt.Errorf("%s has %d layers, more than the %d read: it is not an image cosign or bundlegen signed; remove it from the registry and sign again", tag.TagStr(), len(m.Layers), maxCosignLayers)
 	}
 	var reasons []string
 	for _, l := range m.Layers {
@@ -241,6 +269,11 @@ func (v Verify) checkSBOM(ctx context.Context, rd name.Digest, data []byte, subj
 	if err := v.checkSignature(ctx, rd); err != nil {
 		return fmt.Errorf("signature: %w", err)
 	}
+	return sbomDescribes(data, subject)
+}
+
+// sbomDescribes checks that data is an SPDX SBOM of the image subject.
+func sbomDescribes(data []byte, subject v1.Hash) error {
 	doc, err := ReadSBOM(data)
 	if err != nil {
 		return err
@@ -260,6 +293,12 @@ func (v Verify) checkProvenance(ctx context.Context, rd name.Digest, data []byte
 	if err := v.checkSignature(ctx, rd); err != nil {
 		return "", fmt.Errorf("signature: %w", err)
 	}
+	return v.provenanceNames(data, subject)
+}
+
+// provenanceNames checks that data is a provenance statement of the image
+// subject naming the expected commit, and returns the commit.
+func (v Verify) provenanceNames(data []byte, subject v1.Hash) (string, error) {
 	commit, sd, err := ProvenanceCommit(data)
 	if err != nil {
 		return "", err

@@ -56,8 +56,12 @@ type Report struct {
 	Markers []string `json:"markers"`
 	// Version is the release whose bundles were compared.
 	Version string `json:"version"`
-	// Bundles are the bundle directories of Version that were compared.
+	// Bundles are the bundle directories of Version that were compared
+	// (when Frozen: found, not compared).
 	Bundles []string `json:"bundles"`
+	// Frozen says Version is published: its bundles are frozen and were not
+	// compared with the RBAC manifests, which move on with later releases.
+	Frozen bool `json:"frozen"`
 	// Stale are bundles whose CSV permissions differ from the RBAC manifests (failures).
 	Stale []Stale `json:"stale"`
 	// Unexplained are rules nothing needs or explains (a report, not a failure).
@@ -190,10 +194,13 @@ func (c Check) freshness(r *Report) error {
 	if err != nil {
 		return err
 	}
+	published := false
 	for _, v := range versions {
-		if _, err := release.LoadInput(filepath.Join(c.ReleasesDir, v.String()+".yaml")); err != nil {
+		in, err := release.LoadInput(filepath.Join(c.ReleasesDir, v.String()+".yaml"))
+		if err != nil {
 			return err
 		}
+		published = published || (v.String() == version && in.Published)
 	}
 	if st, err := os.Stat(c.BundleDir); err != nil || !st.IsDir() {
 		return fmt.Errorf("--bundles %s: not a folder (%v): give the root of the bundle tree (default bundle/, written by `bundlegen bundle`)", c.BundleDir, statCause(st, err))
@@ -211,6 +218,16 @@ func (c Check) freshness(r *Report) error {
 		} else {
 			r.Notes = append(r.Notes, msg)
 		}
+		return nil
+	}
+	if published {
+		// A published release is frozen: its bundles ship the RBAC of its
+		// day, and operator/config moves on with later releases
+		// (docs/release.md, "Published releases are frozen").
+		r.Notes = append(r.Notes, fmt.Sprintf("release %s is published (%s: published: true): its bundles are frozen as channels/published.sum records them "+
+			"(`bundlegen bundle --check` checks that) and are not compared with %s, which moves on with later releases; "+
+			"a change to the operator's RBAC ships in a new release", version, filepath.Join(c.ReleasesDir, version+".yaml"), c.RBACDir))
+		r.Bundles, r.Frozen = append(r.Bundles, dirs...), true
 		return nil
 	}
 	for _, dir := range dirs {

@@ -241,6 +241,7 @@ func TestCheck(t *testing.T) {
 		wantStale     []string
 		wantBundles   []string
 		wantNotes     int
+		wantNote      string
 		wantUnexplain []string
 	}{
 		{
@@ -256,6 +257,18 @@ func TestCheck(t *testing.T) {
 			wantBundles:   []string{"testdata/bundle/inferencestack-operator/1.0.0"},
 			wantStale:     []string{"testdata/bundle/inferencestack-operator/1.0.0/manifests/inferencestack-operator.clusterserviceversion.yaml spec.install.spec.clusterPermissions"},
 			wantUnexplain: nil, // the events marker carries its "// rbac:" explanation
+		},
+		{
+			name: "the same bundle of a published release is frozen, not stale",
+			check: func() Check {
+				c := check(repo+"/operator/config/rbac", "testdata/bundle")
+				c.ReleasesDir = publishedReleases(t)
+				return c
+			}(),
+			wantBundles:   []string{"testdata/bundle/inferencestack-operator/1.0.0"},
+			wantNotes:     1,
+			wantUnexplain: nil,
+			wantNote:      "release 1.0.0 is published (",
 		},
 		{
 			// No component creates RBAC today; a component ClusterRole like the
@@ -317,6 +330,11 @@ func TestCheck(t *testing.T) {
 			}
 			require.Equal(t, append([]string{}, tc.wantBundles...), r.Bundles)
 			require.Len(t, r.Notes, tc.wantNotes)
+			if tc.wantNote != "" {
+				require.Contains(t, r.Notes[0], tc.wantNote)
+				require.Contains(t, r.Notes[0], "are not compared with "+repo+"/operator/config/rbac")
+				require.True(t, r.Frozen)
+			}
 			require.Equal(t, tc.wantUnexplain, unexplained)
 			require.Equal(t, "1.0.0", r.Version)
 		})
@@ -357,4 +375,14 @@ func reviewerRole(name string) []componentrbac.Object {
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "server", Namespace: "ns"}}}},
 	}
+}
+
+// publishedReleases is testdata/releases with release 1.0.0 published.
+func publishedReleases(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/releases/1.0.0.yaml")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "1.0.0.yaml"), append(b, "published: true\n"...), 0o644))
+	return dir
 }

@@ -274,10 +274,58 @@ func crdUpgradeFindings(cfg declcfg.DeclarativeConfig, p olmgraph.Package) []Cat
 				e.from, e.to, strings.Join(e.how, ", "), old.Name, old.Spec.Names.Kind, e.to))
 		}
 		for _, b := range crdUpgrade(r, from.crds, to.crds) {
+			if b.Check == storedVersionRemoval {
+				finding(b.CRD, b.Field, storedVersionAdvice(e, b, from.crds, to.crds))
+				continue
+			}
 			finding(b.CRD, b.Field, fmt.Sprintf("upgrade %s -> %s (%s) breaks %s; OLM v1 refuses this upgrade on the cluster (CRD upgrade safety preflight): "+
 				"keep the old schema valid (keep fields and enum values, make new fields optional or give them a default) or serve the change as a new API version",
 				e.from, e.to, strings.Join(e.how, ", "), b))
 		}
 	}
 	return out
+}
+
+// storedVersionRemoval is crdify's check that a CRD keeps serving every
+// version in status.storedVersions.
+const storedVersionRemoval = "storedVersionRemoval"
+
+// storedVersionAdvice explains an edge whose target no longer serves the
+// version its source stores. The schema is not the cause, so the advice of
+// other breaks does not apply: the way out depends on how the edge came to be.
+func storedVersionAdvice(e upgradeEdge, b CRDBreak, fromCRDs, toCRDs []apiextensionsv1.CustomResourceDefinition) string {
+	stored, storedNext := storageVersion(fromCRDs, b.CRD), storageVersion(toCRDs, b.CRD)
+	msg := fmt.Sprintf("upgrade %s -> %s (%s) breaks %s: %s stores %s, which %s no longer serves, so OLM v1 refuses this upgrade on a cluster at %s "+
+		"(CRD upgrade safety preflight: status.storedVersions lists %s); ",
+		e.from, e.to, strings.Join(e.how, ", "), b, e.from, stored, e.to, e.from, stored)
+	onlySkips := !slices.ContainsFunc(e.how, func(h string) bool { return !strings.HasPrefix(h, "skips ") })
+	switch {
+	case onlySkips:
+		return msg + fmt.Sprintf("the release steps may well be the safe path (store %s, migrate, then stop serving %s), but this edge is not one of them: "+
+			"the semver template makes the head of a channel skip every lower version of its major, so %s can be reached straight from %s. "+
+			"A release that stops serving %s cannot share a major with one that stores it: ship %s as the next major, "+
+			"and offer the upgrade with a bridge (channels/<package>.release.yaml bridges:, docs/catalog.md) whose skipRange starts at the first release that stores %s, "+
+			"after the storage migration (docs/api-versions.md)", storedNext, stored, e.to, e.from, stored, e.to, storedNext)
+	case slices.ContainsFunc(e.how, func(h string) bool { return strings.HasPrefix(h, "skipRange ") }):
+		return msg + fmt.Sprintf("narrow the skipRange of %s (channels/<package>.release.yaml bridges:) so that it starts at the first release that stores %s, "+
+			"which a cluster reaches, and migrates, before this upgrade (docs/api-versions.md)", e.to, storedNext)
+	default:
+		return msg + fmt.Sprintf("keep serving %s in %s: a release that stores %s comes first, the storage migration runs, and only a later release stops serving %s (docs/api-versions.md)",
+			stored, e.to, storedNext, stored)
+	}
+}
+
+// storageVersion is the storage version of the CRD named name in crds.
+func storageVersion(crds []apiextensionsv1.CustomResourceDefinition, name string) string {
+	for _, c := range crds {
+		if c.Name != name {
+			continue
+		}
+		for _, v := range c.Spec.Versions {
+			if v.Storage {
+				return v.Name
+			}
+		}
+	}
+	return "(none)"
 }

@@ -2,7 +2,9 @@ package validate_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -238,4 +240,65 @@ func slicesWithout(props []property.Property, typ string) []property.Property {
 		}
 	}
 	return out
+}
+
+// versioned is the test CRD serving served, storing storage.
+func versioned(storage string, served ...string) apiextensionsv1.CustomResourceDefinition {
+	crd := testCRD()
+	v := crd.Spec.Versions[0]
+	crd.Spec.Versions = nil
+	for _, s := range served {
+		v.Name, v.Storage = s, s == storage
+		crd.Spec.Versions = append(crd.Spec.Versions, *v.DeepCopy())
+	}
+	return crd
+}
+
+// TestCRDStoredVersionAdvice: the safe path of docs/api-versions.md (store
+// the new version, migrate, then stop serving the old one) within one
+// major is refused for the skip edge the semver template adds, and the
+// message says so and how to ship it; a replaces edge that drops the
+// stored version is told to keep serving it. Neither is told to change
+// its schema, which is not the cause.
+func TestCRDStoredVersionAdvice(t *testing.T) {
+	both, moved, only := versioned("v1alpha1", "v1alpha1", "v1alpha2"), versioned("v1alpha2", "v1alpha1", "v1alpha2"), versioned("v1alpha2", "v1alpha2")
+	tests := []struct {
+		name    string
+		bundles []*apiextensionsv1.CustomResourceDefinition
+		want    []string
+	}{{
+		name:    "safe path within a major: the template's skip",
+		bundles: []*apiextensionsv1.CustomResourceDefinition{&both, &moved, &only},
+		want: []string{"upgrade demo.v1.0.0 -> demo.v1.2.0 (skips in stable-v1) breaks CRD demos.example.com: storedVersionRemoval",
+			"demo.v1.0.0 stores v1alpha1, which demo.v1.2.0 no longer serves, so OLM v1 refuses this upgrade on a cluster at demo.v1.0.0",
+			"this edge is not one of them: the semver template makes the head of a channel skip every lower version of its major",
+			"ship demo.v1.2.0 as the next major", "whose skipRange starts at the first release that stores v1alpha2"},
+	}, {
+		name:    "stops serving what its predecessor stores",
+		bundles: []*apiextensionsv1.CustomResourceDefinition{&both, &both, &only},
+		want: []string{"upgrade demo.v1.1.0 -> demo.v1.2.0 (replaces in stable-v1) breaks CRD demos.example.com: storedVersionRemoval",
+			"keep serving v1alpha1 in demo.v1.2.0: a release that stores v1alpha2 comes first"},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := declcfg.DeclarativeConfig{
+				Packages: []declcfg.Package{{Schema: declcfg.SchemaPackage, Name: pkg, DefaultChannel: "stable-v1"}},
+				Channels: []declcfg.Channel{channel("stable-v1", entry("1.0.0"), entry("1.1.0", replaces("1.0.0")), entry("1.2.0", replaces("1.1.0"), skips("1.0.0")))},
+			}
+			for i, crd := range tc.bundles {
+				cfg.Bundles = append(cfg.Bundles, crdBundle(t, fmt.Sprintf("1.%d.0", i), crd))
+			}
+			var msgs []string
+			for _, f := range validate.CatalogConfig(cfg, false) {
+				require.Equal(t, validate.RuleCRDUpgradeSafety, f.Rule, "%s", f)
+				msgs = append(msgs, f.Message)
+			}
+			require.NotEmpty(t, msgs)
+			all := strings.Join(msgs, "\n")
+			for _, w := range tc.want {
+				require.Contains(t, all, w)
+			}
+			require.NotContains(t, all, "keep the old schema valid")
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/inferencestack/inferencestack/internal/image"
+	"github.com/inferencestack/inferencestack/test/cosignverify"
 	"github.com/inferencestack/inferencestack/test/testenv"
 )
 
@@ -17,7 +18,9 @@ import (
 type Signing struct {
 	Signer   *image.KeySigner
 	Verifier *image.KeyVerifier
-	Source   image.Source
+	// PublicKey is the verifier's key in PEM, as cosign reads it.
+	PublicKey []byte
+	Source    image.Source
 }
 
 // NewSigning makes a throwaway ECDSA P-256 key, as `bundlegen sign --key`
@@ -48,7 +51,7 @@ func NewSigning() (*Signing, error) {
 	if err != nil {
 		return nil, fmt.Errorf("test/olm: HEAD's commit time %q: %w", when, err)
 	}
-	return &Signing{Signer: signer, Verifier: verifier,
+	return &Signing{Signer: signer, Verifier: verifier, PublicKey: pub,
 		Source: image.Source{Repository: "https://github.com/inferencestack/inferencestack", Commit: commit, Time: t}}, nil
 }
 
@@ -65,8 +68,16 @@ func (s *Signing) Sign(ctx context.Context, kind image.Kind, input, ref string) 
 
 // Verify checks the image ref as an admission policy would before anything
 // pulls it: signed by the run's key, its SBOM and provenance attached and
-// signed, the provenance naming the run's commit.
+// signed, the provenance naming the run's commit (`bundlegen verify`); and
+// with cosign's own library, as sigstore policy-controller and Kyverno do:
+// the signature (`cosign verify --key`) and an SPDX and an SLSA provenance
+// v1 attestation (`cosign verify-attestation --type spdxjson|slsaprovenance1`).
+// Both must accept it, so they agree on every image the tests push.
 func (s *Signing) Verify(ctx context.Context, ref string) error {
 	_, err := image.Verify{Image: ref, Verifier: s.Verifier, Commit: s.Source.Commit}.Run(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = cosignverify.Verify(ctx, ref, s.PublicKey, cosignverify.Types...)
 	return err
 }

@@ -74,7 +74,10 @@ check cannot run.`,
 			}
 			if o.output == "text" {
 				fresh := fmt.Sprintf("release %s's bundles are fresh", r.Version)
-				if len(r.Bundles) == 0 {
+				switch {
+				case r.Frozen:
+					fresh = fmt.Sprintf("release %s is published: its bundles are frozen, not compared", r.Version)
+				case len(r.Bundles) == 0:
 					fresh = fmt.Sprintf("release %s has no bundle to compare", r.Version)
 				}
 				fmt.Fprintf(out, "rbac check: the operator's RBAC covers its components; %s\n", fresh)

@@ -80,6 +80,16 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
+			name:      "the same drift, release 1.0.0 published: frozen, not stale",
+			args:      nil, // set below: needs t
+			assertion: require.NoError,
+			want: []string{
+				"note: release 1.0.0 is published (",
+				"its bundles are frozen as channels/published.sum records them (`bundlegen bundle --check` checks that) and are not compared with ",
+				"rbac check: the operator's RBAC covers its components; release 1.0.0 is published: its bundles are frozen, not compared",
+			},
+		},
+		{
 			name:      "bad output format",
 			args:      checkArgs(repo+"/operator/config/rbac", "-o", "yaml"),
 			assertion: require.Error,
@@ -90,6 +100,9 @@ func TestCheck(t *testing.T) {
 			args := tc.args
 			if args == nil {
 				args = checkArgs(drifted(t), "--bundles", repo+"/bundle")
+			}
+			if strings.Contains(tc.name, "published") {
+				args = append(args, "--version", "1.0.0", "--releases", publishedReleases(t, "1.0.0"))
 			}
 			out, err := run(t, args...)
 			tc.assertion(t, err)
@@ -112,4 +125,22 @@ func TestCheckJSON(t *testing.T) {
 	require.NotNil(t, r.Objects, "objects is a list, empty when no component creates RBAC")
 	require.Len(t, r.Stale, 1)
 	require.Equal(t, "spec.install.spec.clusterPermissions", r.Stale[0].Field)
+}
+
+// publishedReleases copies the repository's release inputs with version
+// published.
+func publishedReleases(t *testing.T, version string) string {
+	t.Helper()
+	dir := t.TempDir()
+	entries, err := os.ReadDir(repo + "/channels/releases")
+	require.NoError(t, err)
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(repo, "channels/releases", e.Name()))
+		require.NoError(t, err)
+		if e.Name() == version+".yaml" {
+			data = append(data, "published: true\n"...)
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644))
+	}
+	return dir
 }

@@ -200,6 +200,19 @@ func TestSilentBundle(t *testing.T) {
 			require.NoError(t, os.Rename(filepath.Join(in, "releases", "1.0.0.yaml"), filepath.Join(in, "releases", "1.0.0.yaml.orig")))
 			return releaseArgs(in, dir, "--check")
 		}, want: []string{"release 1.0.0 is published", "releases/1.0.0.yaml.orig holds exactly its content: the input was renamed", "rename it back (git mv ", "releases/1.0.0.yaml)"}},
+		{name: "a published release's input renamed into a folder", exit: 1, setup: func(t *testing.T, dir string) []string {
+			in := releasedTree(t, dir, true)
+			require.NoError(t, os.Mkdir(filepath.Join(in, "releases", "old"), 0o755))
+			require.NoError(t, os.Rename(filepath.Join(in, "releases", "1.0.0.yaml"), filepath.Join(in, "releases", "old", "1.0.0.yaml")))
+			return releaseArgs(in, dir, "--check")
+		}, want: []string{"release 1.0.0 is published", "releases/old/1.0.0.yaml holds exactly its content: the input was renamed", "rename it back (git mv "}},
+		{name: "a published release's input renamed as the next version", exit: 1, setup: func(t *testing.T, dir string) []string {
+			in := releasedTree(t, dir, true)
+			require.NoError(t, os.Rename(filepath.Join(in, "releases", "1.0.0.yaml"), filepath.Join(in, "releases", "1.0.1.yaml")))
+			replaceIn(t, filepath.Join(in, "releases", "1.0.1.yaml"), "version: 1.0.0\n", "version: 1.0.1\n")
+			return releaseArgs(in, dir, "--check")
+		}, want: []string{"release 1.0.0 is published", "releases/1.0.1.yaml looks like it renamed and changed",
+			"restore ", "releases/1.0.0.yaml from git (git checkout HEAD -- ", "give a new release an input of its own, without published: true"}},
 		{name: "two releases say published: true, neither recorded, --publish one", exit: 1, setup: func(t *testing.T, dir string) []string {
 			in := releasedTree(t, dir, false)
 			data, err := os.ReadFile(filepath.Join(in, "releases", "1.0.0.yaml"))

@@ -26,7 +26,7 @@ type options struct {
 func NewCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sign",
-		Short: "Attach the SBOM and provenance of a pushed image and sign the three (cosign's key-based format)",
+		Short: "Attach the SBOM and provenance of a pushed image, sign the three and attest the image with both (cosign's key-based formats)",
 		Long: `Sign an image pushed by bundlegen image, with the release key.
 
 The image is rebuilt from its input and must be the one at IMAGE (sign refuses
@@ -41,7 +41,10 @@ referrers tag schema, sha256-<hex>, on registries without the referrers API):
 
 Both are byte-reproducible: their time is the commit's, never the clock's. It
 signs the image and both documents as cosign does with a key (the tag
-sha256-<hex>.sig), so 'cosign verify --key' checks them. The key is an
+sha256-<hex>.sig), so 'cosign verify --key' checks them, and attests the image
+with both as cosign does (DSSE envelopes of in-toto statements under the tag
+sha256-<hex>.att), so 'cosign verify-attestation --key --type spdxjson' and
+'--type slsaprovenance1' find them. The key is an
 unencrypted ECDSA P-256 PEM private key, from --key or $` + image.SigningKeyEnv + `.
 The commit and its time default to HEAD of the repository's git checkout. With
 or without --commit, the input must be exactly that commit's content: sign
@@ -99,6 +102,7 @@ func newKindCmd(kind image.Kind, use, short, example string) *cobra.Command {
 				for _, s := range res.Signatures {
 					fmt.Fprintf(out, "signature: %s\n", s)
 				}
+				fmt.Fprintf(out, "attestations: %s\n", res.Attestations)
 				return nil
 			}
 		},

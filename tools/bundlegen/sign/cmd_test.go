@@ -63,10 +63,12 @@ func TestSignAndVerifyCmd(t *testing.T) {
 	require.Contains(t, out, "sbom: ")
 	require.Contains(t, out, "provenance: ")
 	require.Equal(t, 3, strings.Count(out, "signature: "), out)
+	require.Contains(t, out, "attestations: "+host+"/acme/inferencestack-crds-bundle:sha256-")
 
 	out, err = run("verify", ref, "--key", pubFile, "--commit", commit)
 	require.NoError(t, err, out)
 	require.Contains(t, out, "commit: "+commit)
+	require.Contains(t, out, "attestations: https://spdx.dev/Document, https://slsa.dev/provenance/v1")
 
 	// The commit from a release input's sourceCommit.
 	releases := t.TempDir()
@@ -93,7 +95,8 @@ func TestSignAndVerifyCmd(t *testing.T) {
 		{name: "another key", args: []string{"verify", ref, "--key", otherPub, "--commit", commit},
 			want: []string{"is not verified", "image signature: no valid signature by the key"}},
 		{name: "another commit", args: []string{"verify", ref, "--key", pubFile, "--commit", strings.Repeat("e", 40)},
-			want: []string{"provenance: no attached one is valid", "but the release names " + strings.Repeat("e", 40)}},
+			want: []string{"provenance: no attached one is valid", "but the release names " + strings.Repeat("e", 40),
+				"provenance attestation (what `cosign verify-attestation --type slsaprovenance1` reads): no valid https://slsa.dev/provenance/v1 attestation"}},
 		{name: "no commit", args: []string{"verify", ref, "--key", pubFile}, want: []string{"give the release's commit: --release X.Y.Z"}},
 		{name: "a release input without sourceCommit", args: []string{"verify", ref, "--key", pubFile, "--release", "1.0.0"},
 			want: []string{"channels/releases/1.0.0.yaml names no sourceCommit"}},

@@ -38,12 +38,18 @@ func NewCmd() *cobra.Command {
   - an in-toto SLSA provenance statement attached as a referrer
     (application/vnd.in-toto+json), signed by the key, whose subject is this
     image and whose source commit is the release's: the sourceCommit of the
-    release input named by --release (channels/releases/X.Y.Z.yaml), or --commit.
+    release input named by --release (channels/releases/X.Y.Z.yaml), or --commit;
+  - both again as cosign attestations (the tag sha256-<hex>.att): an in-toto
+    statement about this image signed by the key in a DSSE envelope, of
+    predicate type https://spdx.dev/Document (the SBOM) and
+    https://slsa.dev/provenance/v1 (the provenance, naming the same commit).
 
 Referrers are read through the OCI referrers API or, on registries without
 it, the referrers tag schema. Exit status 0 when all hold; 1 otherwise, with
 one line per missing or wrong item. The same signatures verify with
-'cosign verify --key KEY --insecure-ignore-tlog=true IMAGE' (docs/release.md).`,
+'cosign verify --key KEY --insecure-ignore-tlog=true IMAGE', the attestations with
+'cosign verify-attestation --key KEY --insecure-ignore-tlog=true --type
+spdxjson|slsaprovenance1 IMAGE' (docs/release.md).`,
 		Example: "  bundlegen verify quay.io/acme/inferencestack-operator-bundle:v1.2.0 --key cosign.pub --release 1.2.0\n" +
 			"  bundlegen verify quay.io/acme/inferencestack-catalog@sha256:... --key cosign.pub --commit $(git rev-parse v1.2.0^{commit})",
 		Args: cobra.ExactArgs(1),
@@ -67,7 +73,7 @@ one line per missing or wrong item. The same signatures verify with
 			if o.format == "json" {
 				return jsonout.Write(out, res)
 			}
-			fmt.Fprintf(out, "verified: %s\nsbom: %s\nprovenance: %s\ncommit: %s\n", res.Image, res.SBOM, res.Provenance, res.Commit)
+			fmt.Fprintf(out, "verified: %s\nsbom: %s\nprovenance: %s\ncommit: %s\nattestations: %s\n", res.Image, res.SBOM, res.Provenance, res.Commit, strings.Join(res.Attestations, ", "))
 			return nil
 		},
 	}
