@@ -141,12 +141,17 @@ func TestStackThroughV1alpha1ReconciledByAV1alpha2Operator(t *testing.T) {
 		return env.Client.Get(ctx, client.ObjectKeyFromObject(s1), &got) == nil && got.Status.Phase != ""
 	})
 	var stackWrites []string
-	for _, e := range operatorWrites(t, offset, "system:serviceaccount:"+reverseNS+":operator-9") {
-		if e.ObjectRef.Resource == "inferencestacks" {
-			stackWrites = append(stackWrites, e.Verb+" "+e.ObjectRef.Subresource+" "+e.ObjectRef.APIVersion)
+	// The audit log is written as the API server answers: wait for it to
+	// show the writes whose result the test just read.
+	waitFor(t, "the operator's writes to the stack (finalizer, status) in the audit log", func() bool {
+		stackWrites = nil
+		for _, e := range operatorWrites(t, offset, "system:serviceaccount:"+reverseNS+":operator-9") {
+			if e.ObjectRef.Resource == "inferencestacks" {
+				stackWrites = append(stackWrites, e.Verb+" "+e.ObjectRef.Subresource+" "+e.ObjectRef.APIVersion)
+			}
 		}
-	}
-	require.NotEmpty(t, stackWrites, "the operator wrote the stack (finalizer, status)")
+		return len(stackWrites) > 0
+	})
 	for _, w := range stackWrites {
 		require.True(t, strings.HasSuffix(w, " v1alpha2"), "a write to the stack in another version than the one the operator reads: %q", w)
 	}

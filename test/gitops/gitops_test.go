@@ -547,15 +547,6 @@ var knownDefects = map[string]string{
 		"and the spec gains networking: {port: 8321}: a diff for every applier that compares the whole object",
 	"stored_v1alpha2/v1alpha1-spec-annotation-keys-in-own-order": "the v1alpha2-spec annotation reads back with its keys in Go's order, " +
 		"the spec gains networking: {port: 8321} and workload: {}",
-	"stored_v1alpha2/v1alpha1-empty-spec-annotation":                  "the v1alpha2-spec annotation {} is dropped",
-	"stored_v1alpha2/v1alpha1-pretty-metrics-annotation":              "the v1alpha2-autoscaling-metrics annotation reads back compacted",
-	"stored_v1alpha2/v1alpha1-metrics-annotation-without-autoscaling": "the v1alpha2-autoscaling-metrics annotation without workload.autoscaling is dropped",
-	"stored_v1alpha1/v1alpha2-memory-target-only": "v1alpha1's CRD default targetCPUUtilizationPercentage: 80 adds a CPU metric " +
-		"to a memory-only metrics list; every apply writes",
-	"stored_v1alpha2/v1alpha2-memory-target-only": "the operator's write through v1alpha1 (a finalizer, a label, status) " +
-		"defaults targetCPUUtilizationPercentage: 80, which adds a CPU metric to the spec",
-	"stored_v1alpha1/scaling_through_v1alpha2_env_through_v1alpha1": "v1alpha1's CRD default targetCPUUtilizationPercentage: 80 " +
-		"adds a CPU metric to team-scaling's memory-only list: its every apply writes",
 }
 
 // expectations runs the cases below t: a failure fails the test (fail is
