@@ -129,6 +129,10 @@ type InferenceStackReconciler struct {
 	watching singleflight.Group
 	// configs remembers each stack's run config and what it was made from.
 	configs configMemo
+	// judged is, for each stack read through v1alpha1, the digest of the
+	// spec specStep last judged by v1alpha2's rules and its verdict
+	// (specVerdict): an unchanged spec is not judged again.
+	judged sync.Map
 	// lastEvents is the reason and note of the last status Event of each
 	// kind of each stack (statusEvents).
 	lastEvents sync.Map
@@ -581,6 +585,7 @@ func (r *InferenceStackReconciler) forget(obj client.Object) {
 	for _, kind := range []string{eventPhase, eventProviders} {
 		r.lastEvents.Delete(lastEvent{obj.GetUID(), kind})
 	}
+	r.judged.Delete(obj.GetUID())
 	if r.Prober != nil {
 		r.Prober.Forget(client.ObjectKeyFromObject(obj))
 	}

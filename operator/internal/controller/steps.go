@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -9,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -155,10 +158,13 @@ func stepError(name string, err error) error {
 // rules); an annotation conversion could not apply is named too
 // (v1alpha1.AnnotationProblems). A stack read in v1alpha2 was judged by the
 // API server.
+// The verdict is remembered per stack with the digest of the spec it
+// judged (the converted spec, annotations applied: an annotation edit
+// changes no generation), so an unchanged spec costs no second judgement.
 func (r *InferenceStackReconciler) specStep(s *state) error {
 	errs := v1alpha1.AnnotationProblems(s.Stack)
 	if wire.Converted(r.APIVersion) {
-		errs = append(errs, validation.Validate(s.Stack)...)
+		errs = append(errs, r.validate(s.Stack)...)
 	}
 	if len(errs) == 0 {
 		return nil
@@ -166,4 +172,26 @@ func (r *InferenceStackReconciler) specStep(s *state) error {
 	return errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonInvalidSpec,
 		"%v: v1alpha2 refuses it; a v1alpha1 client sets v1alpha2's fields through the annotations %s (spec.scaling.autoscaling.metrics) and %s (every other field v1alpha1 lacks): correct them there, or write the stack through v1alpha2 (docs/api-versions.md)",
 		errs.ToAggregate(), v1alpha2.MetricsAnnotation, v1alpha2.SpecAnnotation)
+}
+
+// specVerdict is what specStep found of a spec, by its digest.
+type specVerdict struct {
+	digest [sha256.Size]byte
+	errs   field.ErrorList
+}
+
+// validate is validation.Validate of stack's spec, remembered (judged)
+// while the spec stays the same.
+func (r *InferenceStackReconciler) validate(stack *v1alpha2.InferenceStack) field.ErrorList {
+	data, err := json.Marshal(stack.Spec)
+	if err != nil {
+		return validation.Validate(stack)
+	}
+	digest := sha256.Sum256(data)
+	if v, ok := r.judged.Load(stack.UID); ok && v.(specVerdict).digest == digest {
+		return v.(specVerdict).errs
+	}
+	errs := validation.Validate(stack)
+	r.judged.Store(stack.UID, specVerdict{digest: digest, errs: errs})
+	return errs
 }

@@ -79,3 +79,26 @@ func TestValidateWhatTheAnnotationCarries(t *testing.T) {
 	require.Contains(t, msg, "spec.networking: Invalid value: allowedFrom admits pods of namespaces")
 	require.Contains(t, msg, "spec.workload.podOverrides.volumes: Invalid value: podOverrides.volumes: the server pod runs under the restricted pod security standard")
 }
+
+// BenchmarkValidate is what the operator's check of a stack read through
+// v1alpha1 costs per reconcile (operator/internal/controller specStep), on
+// each v1alpha2 sample: go test -run '^$' -bench Validate -benchmem.
+func BenchmarkValidate(b *testing.B) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "..", "config", "samples", "inferencestack_v1alpha2_*.yaml"))
+	require.NoError(b, err)
+	var stacks []*v1alpha2.InferenceStack
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		require.NoError(b, err)
+		var s v1alpha2.InferenceStack
+		require.NoError(b, yaml.UnmarshalStrict(data, &s))
+		stacks = append(stacks, &s)
+	}
+	require.Empty(b, validation.Validate(stacks[0]))
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if errs := validation.Validate(stacks[i%len(stacks)]); len(errs) > 0 {
+			b.Fatal(errs)
+		}
+	}
+}
