@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	ita1 "github.com/in-toto/attestation/go/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -128,19 +127,9 @@ func (v Verify) checkAttestation(ctx context.Context, d name.Digest, predicateTy
 	if err != nil {
 		return err
 	}
-	img, err := remote.Image(tag, remoteOptions(ctx)...)
-	if isNotFound(err) {
-		return fmt.Errorf("none (no %s); sign the image with `bundlegen sign`", tag.TagStr())
-	}
+	img, m, err := cosignImage(ctx, tag, "attested")
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", tag, err)
-	}
-	m, err := img.Manifest()
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", tag, err)
-	}
-	if len(m.Layers) > maxCosignLayers {
-		return fmt.Errorf("%s has %d layers, more than the %d read: it is not an image cosign or bundlegen attested; remove it from the registry and sign again", tag.TagStr(), len(m.Layers), maxCosignLayers)
+		return err
 	}
 	var reasons []string
 	for _, l := range m.Layers {

@@ -171,19 +171,9 @@ func (v Verify) checkSignature(ctx context.Context, d name.Digest) error {
 	if err != nil {
 		return err
 	}
-	img, err := remote.Image(tag, remoteOptions(ctx)...)
-	if isNotFound(err) {
-		return fmt.Errorf("none (no %s); sign it with `bundlegen sign`", tag.TagStr())
-	}
+	img, m, err := cosignImage(ctx, tag, "signed")
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", tag, err)
-	}
-	m, err := img.Manifest()
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", tag, err)
-	}
-	if len(m.Layers) > maxCosignLayers {
-		return fmt.Errorf("%s has %d layers, more than the %d read: it is not an image cosign or bundlegen signed; remove it from the registry and sign again", tag.TagStr(), len(m.Layers), maxCosignLayers)
+		return err
 	}
 	var reasons []string
 	for _, l := range m.Layers {
@@ -310,4 +300,26 @@ func (v Verify) provenanceNames(data []byte, subject v1.Hash) (string, error) {
 		return "", fmt.Errorf("it names commit %s, but the release names %s", commit, v.Commit)
 	}
 	return commit, nil
+}
+
+// cosignImage reads the image cosign keeps at tag (signatures or
+// attestations of an image) and its manifest, refusing more layers than
+// are read (maxCosignLayers); what names what cosign or bundlegen would
+// have done to make it ("signed", "attested").
+func cosignImage(ctx context.Context, tag name.Tag, what string) (v1.Image, *v1.Manifest, error) {
+	img, err := remote.Image(tag, remoteOptions(ctx)...)
+	if isNotFound(err) {
+		return nil, nil, fmt.Errorf("none (no %s); sign the image with `bundlegen sign`", tag.TagStr())
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading %s: %w", tag, err)
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading %s: %w", tag, err)
+	}
+	if len(m.Layers) > maxCosignLayers {
+		return nil, nil, fmt.Errorf("%s has %d layers, more than the %d read: it is not an image cosign or bundlegen %s; remove it from the registry and sign again", tag.TagStr(), len(m.Layers), maxCosignLayers, what)
+	}
+	return img, m, nil
 }

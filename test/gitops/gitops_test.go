@@ -48,6 +48,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/conversion"
 	"github.com/inferencestack/inferencestack/test/testenv"
+	"github.com/inferencestack/inferencestack/test/testutil"
 )
 
 const (
@@ -693,17 +694,7 @@ func applyTwice(t *testing.T, c *cluster, a applier, m manifest, namespace strin
 // eventually retries f until it succeeds, failing the test after a minute.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Eventually(t, what, time.Minute, f)
 }
 
 // owner is one of two appliers of one stack: its field manager, and the
