@@ -621,3 +621,35 @@ func golden(t *testing.T, path, got string) {
 		t.Errorf("the writes differ from %s (run with -update to rewrite it, then review the diff):\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }
+
+// TestSpecJudgedOncePerSpec: a stack read through v1alpha1 is judged by
+// v1alpha2's rules (3 ms of CPU a stack: BenchmarkValidate) once per spec:
+// reconciles that find the spec unchanged judge nothing again; an edit of
+// the annotation alone (no new generation) is judged, once.
+func TestSpecJudgedOncePerSpec(t *testing.T) {
+	op := startOperator(t)
+	ns := namespace(t)
+	stack := testutil.Stack("judged", testutil.WithNamespace(ns), func(s *v1alpha1.InferenceStack) {
+		s.Annotations = map[string]string{v1alpha2.SpecAnnotation: `{"networking":{"allowedFrom":{"namespaces":["clients"]}}}`}
+	})
+	create(t, stack)
+	uid := converged(t, ns, stack.Name).UID
+	op.reconcileAll(t, ns, []string{stack.Name}, "unchanged")
+	op.reconcileAll(t, ns, []string{stack.Name}, "unchanged again")
+	if n := op.reconciler.SpecsJudged(uid); n != 1 {
+		t.Fatalf("the spec was judged %d times in three reconciles of it, want once", n)
+	}
+	update(t, ns, stack.Name, func(s *v1alpha1.InferenceStack) {
+		s.Annotations[v1alpha2.SpecAnnotation] = `{"networking":{"allowedFrom":{"namespaces":["clients","batch"]}}}`
+	})
+	eventually(t, timeout, func() error {
+		if n := op.reconciler.SpecsJudged(uid); n != 2 {
+			return fmt.Errorf("the spec was judged %d times, want twice after an edit of its annotation", n)
+		}
+		return nil
+	})
+	op.reconcileAll(t, ns, []string{stack.Name}, "after the edit")
+	if n := op.reconciler.SpecsJudged(uid); n != 2 {
+		t.Errorf("the spec was judged %d times, want twice: once before, once after the edit", n)
+	}
+}

@@ -146,6 +146,14 @@ type InferenceStackReconciler struct {
 	reconciled func(stack *v1alpha2.InferenceStack, err error)
 }
 
+// SpecsJudged is how many times the reconciler judged a spec of the stack
+// by v1alpha2's rules (specStep): once per spec it read through v1alpha1.
+func (r *InferenceStackReconciler) SpecsJudged(uid types.UID) int {
+	v, _ := r.judged.Load(uid)
+	s, _ := v.(specVerdict)
+	return s.judged
+}
+
 // RunConfigsMade is how many run configs the reconciler has made and applied
 // (generated, or taken from an override and checked) for the stack with uid
 // since it started: a reconcile whose stack generation, pin and override

@@ -178,6 +178,8 @@ func (r *InferenceStackReconciler) specStep(s *state) error {
 type specVerdict struct {
 	digest [sha256.Size]byte
 	errs   field.ErrorList
+	// judged counts the judgements of the stack's specs (SpecsJudged).
+	judged int
 }
 
 // validate is validation.Validate of stack's spec, remembered (judged)
@@ -188,10 +190,12 @@ func (r *InferenceStackReconciler) validate(stack *v1alpha2.InferenceStack) fiel
 		return validation.Validate(stack)
 	}
 	digest := sha256.Sum256(data)
-	if v, ok := r.judged.Load(stack.UID); ok && v.(specVerdict).digest == digest {
-		return v.(specVerdict).errs
+	last, _ := r.judged.Load(stack.UID)
+	if v, ok := last.(specVerdict); ok && v.digest == digest {
+		return v.errs
 	}
 	errs := validation.Validate(stack)
-	r.judged.Store(stack.UID, specVerdict{digest: digest, errs: errs})
+	v, _ := last.(specVerdict)
+	r.judged.Store(stack.UID, specVerdict{digest: digest, errs: errs, judged: v.judged + 1})
 	return errs
 }
