@@ -60,13 +60,17 @@ func providerID(p v1alpha2.ProviderSpec) string {
 // overlayProviders merges the user's providers into the config by id: a
 // matching id is replaced, a new id appended, the rest kept.
 func overlayProviders(cfg *runConfig, line stackconfig.Line, spec v1alpha2.InferenceStackSpec, env *envSet, origins specOrigins) error {
+	lay, err := layoutOf(line)
+	if err != nil {
+		return err
+	}
 	base := field.NewPath("spec", "providers")
 	for _, l := range apiProviders(spec.Providers) {
 		if len(l.list) == 0 {
 			continue
 		}
 		path := base.Child(l.field)
-		if l.api == string(v1alpha2.APITelemetry) && line != stackconfig.Line02 {
+		if l.api == string(v1alpha2.APITelemetry) && !line.HasProviderAPI(l.api) {
 			return field.Forbidden(path, fmt.Sprintf("Llama Stack %s has no telemetry API to add providers to "+
 				"(telemetry is a top-level setting; the server exports through the OTEL_* variables of workload.env): "+
 				"remove providers.telemetry, or pin an operator release with Llama Stack 0.2", line))
@@ -87,7 +91,7 @@ func overlayProviders(cfg *runConfig, line stackconfig.Line, spec v1alpha2.Infer
 			seen[id] = i
 			p, err := userProvider(line, l.api, path.Index(i), up, env, origins)
 			if err == nil && l.api == string(v1alpha2.APIVectorIO) {
-				vectorStore(&p, line)
+				lay.vectorStore(&p)
 			}
 			if err != nil {
 				return err
@@ -271,26 +275,6 @@ func (o specOrigins) specError(err error) error {
 		list = append(list, fmt.Errorf("%s: %s", at, msg))
 	}
 	return errors.Join(list...)
-}
-
-// vectorStore gives a remote vector_io provider the key-value store its
-// config needs for its registry, unless the user's settings set one:
-// chromadb, qdrant and milvus require it, pgvector and weaviate take it
-// (their config classes at v0.2.23: kvstore, an inline store; at v0.3.0:
-// persistence, a reference to a backend), as upstream's starter writes.
-func vectorStore(p *provider, line stackconfig.Line) {
-	if p.Config == nil {
-		p.Config = map[string]any{}
-	}
-	if line == stackconfig.Line02 {
-		if _, ok := p.Config["kvstore"]; !ok {
-			p.Config["kvstore"] = sqliteStore(strings.ToLower(envName(p.ProviderID)) + "_registry.db")
-		}
-		return
-	}
-	if _, ok := p.Config["persistence"]; !ok {
-		p.Config["persistence"] = map[string]any{"namespace": "vector_io::" + p.ProviderID, "backend": kvDefault}
-	}
 }
 
 // settings decodes the free-form settings into a fresh map.

@@ -200,7 +200,11 @@ func Generate(name string, spec v1alpha2.InferenceStackSpec, operand Operand) (R
 	if err := env.checkUserEnv(line, spec); err != nil {
 		return Result{}, err
 	}
-	data, err := marshal(cfg, line)
+	lay, err := layoutOf(line)
+	if err != nil {
+		return Result{}, err
+	}
+	data, err := marshal(cfg, lay)
 	if err != nil {
 		return Result{}, err
 	}
@@ -305,7 +309,11 @@ func load(line stackconfig.Line, spec v1alpha2.InferenceStackSpec) (runConfig, e
 			return runConfig{}, field.Required(field.NewPath("spec", "providers"),
 				"a custom distribution.image has no embedded base config: list at least one provider")
 		}
-		return emptyConfig(line), nil
+		lay, err := layoutOf(line)
+		if err != nil {
+			return runConfig{}, err
+		}
+		return lay.empty(), nil
 	case d.Name == "":
 		return runConfig{}, field.Required(path, "set name (one of "+strings.Join(distributionNames(), ", ")+") or image")
 	}
@@ -319,26 +327,21 @@ func load(line stackconfig.Line, spec v1alpha2.InferenceStackSpec) (runConfig, e
 	return cfg, completeBase(&cfg, line)
 }
 
-// loadBase parses the embedded base config of a distribution, relocated.
+// loadBase parses the embedded base config of a distribution, relocated,
+// in the line's layout.
 func loadBase(line stackconfig.Line, base string) (runConfig, error) {
+	lay, err := layoutOf(line)
+	if err != nil {
+		return runConfig{}, err
+	}
 	data, err := Base(line, base)
 	if err != nil {
 		return runConfig{}, err
 	}
 	data = relocate(data, base)
-	var cfg runConfig
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	switch line {
-	case stackconfig.Line02:
-		var f fileV02
-		err = dec.Decode(&f)
-		cfg = f.config()
-	default:
-		var f fileV03
-		err = dec.Decode(&f)
-		cfg = f.config()
-	}
+	cfg, err := lay.decode(dec)
 	if err != nil {
 		// The embedded bases are tested; this is a build defect.
 		return runConfig{}, fmt.Errorf("embedded base config of distribution %q at %s: %w", base, line.Tag(), err)
@@ -356,29 +359,6 @@ func loadBase(line stackconfig.Line, base string) (runConfig, error) {
 // (SQLITE_STORE_DIR, FILES_STORAGE_DIR, MILVUS_DB_PATH) keep working.
 func relocate(data []byte, distribution string) []byte {
 	return bytes.ReplaceAll(data, []byte("~/.llama/distributions/"+distribution), []byte(DataDir))
-}
-
-// emptyConfig is the base of a custom image: no providers, the server's
-// stores on sqlite under DataDir.
-func emptyConfig(line stackconfig.Line) runConfig {
-	cfg := runConfig{Version: 2, ImageName: v1alpha2.CustomDistributionName, Providers: map[string][]provider{}}
-	if line == stackconfig.Line02 {
-		cfg.MetadataStore = sqliteStore("registry.db")
-		cfg.InferenceStore = sqliteStore("inference_store.db")
-		return cfg
-	}
-	cfg.Storage = &storage{
-		Backends: map[string]map[string]any{
-			kvDefault:  {"type": "kv_sqlite", "db_path": sqlitePath("kvstore.db")},
-			sqlDefault: {"type": "sql_sqlite", "db_path": sqlitePath("sql_store.db")},
-		},
-		Stores: map[string]map[string]any{
-			"metadata":      {"namespace": "registry", "backend": kvDefault},
-			"inference":     {"table_name": "inference_store", "backend": sqlDefault},
-			"conversations": {"table_name": "openai_conversations", "backend": sqlDefault},
-		},
-	}
-	return cfg
 }
 
 func distributionNames() []string {
@@ -401,11 +381,8 @@ func countProviders(p *v1alpha2.ProvidersSpec) int {
 	return n
 }
 
-func marshal(cfg runConfig, line stackconfig.Line) ([]byte, error) {
-	var doc any = cfg.fileV03()
-	if line == stackconfig.Line02 {
-		doc = cfg.fileV02()
-	}
+func marshal(cfg runConfig, lay layout) ([]byte, error) {
+	doc := lay.file(cfg)
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)

@@ -367,7 +367,9 @@ func TestBasesAreConsistent(t *testing.T) {
 				cfg, err := load(l.line, v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Name: v1alpha2.DistributionName(d)}})
 				require.NoError(t, err)
 				require.Equal(t, d, cfg.ImageName)
-				out, err := marshal(cfg, l.line)
+				lay, err := layoutOf(l.line)
+				require.NoError(t, err)
+				out, err := marshal(cfg, lay)
 				require.NoError(t, err)
 				_, err = stackconfig.Check(l.line, out, stackconfig.Options{Env: stackconfig.MapEnv(env), Home: HomeDir})
 				require.NoError(t, err, "the completed base of %s", d)
@@ -522,4 +524,15 @@ func TestRefusesWritesOnTheReadOnlyRoot(t *testing.T) {
 			require.ErrorContains(t, err, "the server would write to "+c.want+", which is on its read-only root filesystem", "%s: %s", l.line, c.to)
 		}
 	}
+}
+
+// TestUnknownLineHasNoLayout: the pipeline refuses a line the registry
+// lacks rather than writing another line's layout.
+func TestUnknownLineHasNoLayout(t *testing.T) {
+	_, err := layoutOf(stackconfig.Line("0.7"))
+	var uv *stackconfig.UnknownVersionError
+	require.ErrorAs(t, err, &uv)
+	_, err = load(stackconfig.Line("0.7"), v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Image: "x"},
+		Providers: &v1alpha2.ProvidersSpec{Inference: v1alpha2.ProviderList{{Provider: "vllm", Endpoint: "http://v:8000"}}}})
+	require.ErrorAs(t, err, &uv)
 }

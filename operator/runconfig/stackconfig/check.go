@@ -9,7 +9,6 @@ import (
 	"io"
 	"maps"
 	"path"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -62,6 +61,9 @@ type Options struct {
 // file strictly and checks what upstream's validators check. Every
 // problem found is reported, each with its path.
 func Check(line Line, data []byte, opts Options) (Result, error) {
+	if !line.Known() {
+		return Result{}, &UnknownVersionError{Version: string(line)}
+	}
 	env := opts.Env
 	if env == nil {
 		env = MapEnv(nil)
@@ -97,8 +99,8 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 	var p problems
 	w := &writes{}
 	res := Result{Line: line}
-	switch line {
-	case Line02:
+	switch line.Layout() {
+	case InlineStores:
 		var c V02
 		if err := strictJSON(expanded, &c); err != nil {
 			return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), cmp.Or(schemaProblems.err(), err))
@@ -109,7 +111,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 		res.Stores = serverStores(line.Facts(), c.storeAt, deref(c.ImageName), env, home)
 		res.Models = registered(c.Models)
 		res.ExternalProvidersDir = deref(c.ExternalProvidersDir)
-	case Line03:
+	case StorageBackends:
 		var c V03
 		if err := strictJSON(expanded, &c); err != nil {
 			return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), cmp.Or(schemaProblems.err(), err))
@@ -123,7 +125,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 			res.Models = registered(c.RegisteredResources.Models)
 		}
 	default:
-		return Result{}, &UnknownVersionError{Version: string(line)}
+		return Result{}, fmt.Errorf("the StackRunConfig schema of Llama Stack %s (distributions/%s/schemas.json) has no known layout", line, line.Tag())
 	}
 	p = append(p, schemaProblems...)
 	if err := p.err(); err != nil {
@@ -133,41 +135,33 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 	return res, nil
 }
 
-// otherLayout names the top-level keys of the other line's layout, for a
-// message that says what is wrong with a file written for that line.
-var otherLayout = map[Line]map[string]string{
-	Line03: {
+// otherLayout names the top-level keys of the other layout, for a message
+// that says what is wrong with a file written in it.
+var otherLayout = map[Layout]map[string]string{
+	StorageBackends: {
 		"metadata_store": "storage.stores.metadata", "inference_store": "storage.stores.inference",
 		"models": "registered_resources.models", "shields": "registered_resources.shields",
 		"vector_dbs": "registered_resources.vector_stores", "datasets": "registered_resources.datasets",
 		"scoring_fns": "registered_resources.scoring_fns", "benchmarks": "registered_resources.benchmarks",
 		"tool_groups": "registered_resources.tool_groups",
 	},
-	Line02: {
+	InlineStores: {
 		"storage":              "metadata_store, inference_store and inline provider stores",
 		"registered_resources": "top-level models, shields, vector_dbs, ... lists",
 		"telemetry":            "a telemetry API provider", "vector_stores": "nothing (0.2 has no vector_stores defaults)",
 	},
 }
 
-// unknownTopLevel reports every top-level key the line's model lacks.
+// unknownTopLevel reports every top-level key the line's StackRunConfig
+// (schemas.json) lacks.
 func unknownTopLevel(line Line, doc map[string]any) error {
-	var model any = V02{}
-	if line == Line03 {
-		model = V03{}
-	}
-	known := map[string]bool{}
-	typ := reflect.TypeOf(model)
-	for i := range typ.NumField() {
-		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
-		known[name] = true
-	}
+	known := line.RunConfigFields()
 	var p problems
 	for _, k := range sortedKeys(doc) {
 		switch {
-		case known[k]:
-		case otherLayout[line][k] != "":
-			p.add(k, "unknown field: this is the other line's layout; Llama Stack %s has %s instead", line, otherLayout[line][k])
+		case slices.Contains(known, k):
+		case otherLayout[line.Layout()][k] != "":
+			p.add(k, "unknown field: this is the other line's layout; Llama Stack %s has %s instead", line, otherLayout[line.Layout()][k])
 		default:
 			p.add(k, "unknown field")
 		}
@@ -232,7 +226,7 @@ type storeKey struct {
 // stores its type keeps (table), and any other store-shaped value of its
 // config in the layout of the line.
 func checkProviders(p *problems, w *writes, providers map[string][]Provider,
-	store func(at, key string, v any, kind storeKind), table map[string][]storeKey, line Line) {
+	store func(at, key string, v any, kind storeKind), table map[string][]storeKey, layout Layout) {
 	for _, api := range sortedKeys(providers) {
 		for i, pr := range providers[api] {
 			at := fmt.Sprintf("providers.%s[%d]", api, i)
@@ -257,7 +251,7 @@ func checkProviders(p *problems, w *writes, providers map[string][]Provider,
 			}
 			for _, k := range sortedKeys(pr.Config) {
 				if !known[k] {
-					walkStores(p, w, at+".config."+k, pr.Config[k], line, store)
+					walkStores(p, w, at+".config."+k, pr.Config[k], layout, store)
 				}
 			}
 		}
@@ -267,7 +261,7 @@ func checkProviders(p *problems, w *writes, providers map[string][]Provider,
 // walkStores finds store-shaped mappings in free-form provider config: a
 // mapping with a backend key is a 0.3 reference, one with a store type and
 // a db_path or host is a 0.2 inline store.
-func walkStores(p *problems, w *writes, at string, v any, line Line, store func(at, key string, v any, kind storeKind)) {
+func walkStores(p *problems, w *writes, at string, v any, layout Layout, store func(at, key string, v any, kind storeKind)) {
 	switch t := v.(type) {
 	case map[string]any:
 		_, hasBackend := t["backend"]
@@ -276,7 +270,7 @@ func walkStores(p *problems, w *writes, at string, v any, line Line, store func(
 		_, hasHost := t["host"]
 		inline := slices.Contains([]string{"sqlite", "postgres", "redis", "mongodb"}, typ) && (hasPath || hasHost)
 		switch {
-		case hasBackend && line == Line03:
+		case hasBackend && layout == StorageBackends:
 			kind := kvRef
 			if _, ok := t["table_name"]; ok {
 				kind = sqlRef
@@ -284,18 +278,18 @@ func walkStores(p *problems, w *writes, at string, v any, line Line, store func(
 			store(at, "", t, kind)
 		case hasBackend:
 			p.add(at, "refers to a storage backend by name, the 0.3 layout: a 0.2 server needs an inline store (type and db_path, or postgres host and user)")
-		case inline && line == Line03:
+		case inline && layout == StorageBackends:
 			store(at, "", t, kvRef) // reported as an inline store
 		case inline:
 			store(at, "", t, kvConfig)
 		default:
 			for _, k := range sortedKeys(t) {
-				walkStores(p, w, at+"."+k, t[k], line, store)
+				walkStores(p, w, at+"."+k, t[k], layout, store)
 			}
 		}
 	case []any:
 		for i, e := range t {
-			walkStores(p, w, fmt.Sprintf("%s[%d]", at, i), e, line, store)
+			walkStores(p, w, fmt.Sprintf("%s[%d]", at, i), e, layout, store)
 		}
 	}
 }

@@ -316,7 +316,9 @@ func checkStart(p *problems, w *writes, line Line, v startView, env Env, home st
 				r.providerID, api, strings.Join(enabledIDs(v.providers[api]), ", "))
 		}
 	}
-	if line == Line03 {
+	// the stores and vector_stores rules exist only in the facts of the
+	// lines whose start-up applies them (stack.py at v0.3.0)
+	{
 		s := v.stores
 		if s == nil {
 			s = &Stores{}

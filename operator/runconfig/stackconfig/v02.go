@@ -61,7 +61,7 @@ func (c *V02) check(p *problems, w *writes) {
 	}
 	checkProviders(p, w, c.Providers, func(at, key string, v any, kind storeKind) {
 		checkStoreValue02(p, w, at, v, kind)
-	}, storesV02, Line02)
+	}, storesV02, InlineStores)
 	checkModels(p, "models", c.Models)
 	checkShields(p, "shields", c.Shields)
 	checkToolGroups(p, "tool_groups", c.ToolGroups)

@@ -165,7 +165,7 @@ func (c *V03) check(p *problems, w *writes) {
 	}
 	checkProviders(p, w, c.Providers, func(at, key string, v any, kind storeKind) {
 		c.checkStoreValue(p, w, at, v, kind)
-	}, storesV03, Line03)
+	}, storesV03, StorageBackends)
 	if r := c.RegisteredResources; r != nil {
 		checkModels(p, "registered_resources.models", r.Models)
 		checkShields(p, "registered_resources.shields", r.Shields)

@@ -1,0 +1,46 @@
+package stackconfig
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestRegistryReadsTheData pins what the registry reads of each line's
+// data (schemas.json, facts.json) rather than declares: the layout, whether
+// telemetry has providers, whether health needs a token with auth on.
+func TestRegistryReadsTheData(t *testing.T) {
+	tests := []struct {
+		line             Line
+		layout           Layout
+		telemetryAPI     bool
+		healthNeedsToken bool
+	}{
+		{line: Line02, layout: InlineStores, telemetryAPI: true, healthNeedsToken: true},
+		{line: Line03, layout: StorageBackends, telemetryAPI: false, healthNeedsToken: false},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.line), func(t *testing.T) {
+			require.True(t, tc.line.Known())
+			require.Equal(t, tc.layout, tc.line.Layout())
+			require.Equal(t, tc.telemetryAPI, tc.line.HasProviderAPI("telemetry"))
+			require.Equal(t, tc.healthNeedsToken, tc.line.HealthNeedsToken())
+		})
+	}
+	require.Equal(t, []Line{Line02, Line03}, lines())
+}
+
+// TestUnknownLineIsAnError: a line the registry lacks never takes another
+// line's behaviour.
+func TestUnknownLineIsAnError(t *testing.T) {
+	unknown := Line("0.7")
+	require.False(t, unknown.Known())
+	require.Equal(t, UnknownLayout, unknown.Layout())
+	require.Nil(t, unknown.RunConfigFields())
+	require.True(t, unknown.HealthNeedsToken(), "an unknown line takes the safe side")
+	_, err := Check(unknown, []byte("version: 2\nimage_name: x\nproviders: {}\n"), Options{})
+	var uv *UnknownVersionError
+	require.ErrorAs(t, err, &uv)
+	_, err = LineOf("0.7.1")
+	require.ErrorAs(t, err, &uv)
+}
