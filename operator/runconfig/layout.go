@@ -164,7 +164,6 @@ type registeredResources struct {
 	ToolGroups   []toolGroup      `yaml:"tool_groups"`
 }
 
-
 func (f inlineFile) config() runConfig {
 	return runConfig{
 		Version: f.Version, ImageName: f.ImageName, APIs: f.APIs, Providers: f.Providers,
