@@ -230,7 +230,6 @@ func checkProviders(p *problems, w *writes, providers map[string][]Provider,
 	for _, api := range sortedKeys(providers) {
 		for i, pr := range providers[api] {
 			at := fmt.Sprintf("providers.%s[%d]", api, i)
-			required(p, at+".provider_type", pr.ProviderType)
 			if pr.ID() == "" || pr.ID() == disabledID {
 				continue
 			}

@@ -44,3 +44,14 @@ func TestUnknownLineIsAnError(t *testing.T) {
 	_, err = LineOf("0.7.1")
 	require.ErrorAs(t, err, &uv)
 }
+
+// TestResourcesAreJudgedByTheSchema: a key of upstream's VectorStoreInput
+// the hand mirror lacked (provider_vector_store_id) is accepted, as
+// upstream accepts it.
+func TestResourcesAreJudgedByTheSchema(t *testing.T) {
+	doc := "version: 2\nimage_name: t\nstorage:\n  backends:\n    kv_default: {type: kv_sqlite, db_path: /d/kv.db}\n    sql_default: {type: sql_sqlite, db_path: /d/sql.db}\n" +
+		"  stores:\n    metadata: {namespace: r, backend: kv_default}\n    conversations: {table_name: c, backend: sql_default}\n    inference: {table_name: i, backend: sql_default}\n" +
+		"providers: {}\nregistered_resources:\n  vector_stores:\n  - {vector_store_id: v, embedding_model: e, embedding_dimension: 3, provider_vector_store_id: pv}\n"
+	_, err := Check(Line03, []byte(doc), Options{})
+	require.NoError(t, err)
+}
