@@ -1,12 +1,16 @@
 package runconfig
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
+	"github.com/inferencestack/inferencestack/operator/runconfig/distributions"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
@@ -15,7 +19,8 @@ import (
 // decides how the pipeline's runConfig is read from and written to a file,
 // what an empty config holds, and where spec.storage puts the stores. Each
 // layout is one value of this interface; nothing else in the pipeline
-// branches on the line.
+// branches on the line. load reads a distribution's base config (or an
+// empty one) in it.
 type layout interface {
 	// decode reads a base config file of the layout.
 	decode(dec *yaml.Decoder) (runConfig, error)
@@ -205,4 +210,83 @@ func (c runConfig) backendsFile() backendsFile {
 		},
 		Server: c.Server, ExternalProvidersDir: c.ProvidersDir,
 	}
+}
+
+// Base returns the embedded upstream run config of a distribution at a
+// line's tag, as upstream wrote it.
+func Base(line stackconfig.Line, distribution string) ([]byte, error) {
+	if !slices.Contains(Distributions(), distribution) {
+		return nil, field.NotSupported(field.NewPath("spec", "distribution", "name"), distribution, Distributions())
+	}
+	return distributions.FS.ReadFile(line.Tag() + "/" + distribution + ".yaml")
+}
+
+// load parses the base config of the distribution at the line's tag, or
+// starts an empty one for a custom image. Parsing the embedded bytes on
+// every call gives a fresh copy: the base is never shared or mutated.
+func load(line stackconfig.Line, spec v1alpha2.InferenceStackSpec) (runConfig, error) {
+	d := spec.Distribution
+	path := field.NewPath("spec", "distribution")
+	switch {
+	case d.Name != "" && d.Image != "":
+		return runConfig{}, field.Invalid(path, d.Name, "set exactly one of name or image")
+	case d.Image != "":
+		if countProviders(spec.Providers) == 0 {
+			return runConfig{}, field.Required(field.NewPath("spec", "providers"),
+				"a custom distribution.image has no embedded base config: list at least one provider")
+		}
+		lay, err := layoutOf(line)
+		if err != nil {
+			return runConfig{}, err
+		}
+		return lay.empty(), nil
+	case d.Name == "":
+		return runConfig{}, field.Required(path, "set name (one of "+strings.Join(distributionNames(), ", ")+") or image")
+	}
+	if !slices.Contains(v1alpha2.DistributionNames, d.Name) {
+		return runConfig{}, field.NotSupported(path.Child("name"), d.Name, distributionNames())
+	}
+	cfg, err := loadBase(line, ImageDistribution(d.Name))
+	if err != nil {
+		return runConfig{}, err
+	}
+	return cfg, completeBase(&cfg, line)
+}
+
+// loadBase parses the embedded base config of a distribution, relocated,
+// in the line's layout.
+func loadBase(line stackconfig.Line, base string) (runConfig, error) {
+	lay, err := layoutOf(line)
+	if err != nil {
+		return runConfig{}, err
+	}
+	data, err := Base(line, base)
+	if err != nil {
+		return runConfig{}, err
+	}
+	data = relocate(data, base)
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	cfg, err := lay.decode(dec)
+	if err != nil {
+		// The embedded bases are tested; this is a build defect.
+		return runConfig{}, fmt.Errorf("embedded base config of distribution %q at %s: %w", base, line.Tag(), err)
+	}
+	if cfg.Providers == nil {
+		cfg.Providers = map[string][]provider{}
+	}
+	return cfg, nil
+}
+
+// relocate applies the one edit the operator makes to upstream's base
+// configs as text: upstream keeps state under ~/.llama/distributions/<name>
+// (the image's home, on its read-only root filesystem); the operator moves
+// it to DataDir, the server's state volume. The variables that move it
+// (SQLITE_STORE_DIR, FILES_STORAGE_DIR, MILVUS_DB_PATH) keep working.
+func relocate(data []byte, distribution string) []byte {
+	return bytes.ReplaceAll(data, []byte("~/.llama/distributions/"+distribution), []byte(DataDir))
+}
+
+func sqlitePath(file string) string {
+	return "${env." + EnvSQLiteStoreDir + ":=" + DataDir + "}/" + file
 }

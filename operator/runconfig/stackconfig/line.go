@@ -36,7 +36,9 @@ var registry = map[Line]lineEntry{
 	Line03: {tag: "v0.3.0", versions: []string{"0.3.0"}},
 }
 
-// lines are the lines the operator knows, oldest first.
+// Lines are the lines the operator knows, oldest first.
+func Lines() []Line { return lines() }
+
 func lines() []Line {
 	return slices.SortedFunc(maps.Keys(registry), func(a, b Line) int {
 		return semver.MustParse(registry[a].versions[0]).Compare(semver.MustParse(registry[b].versions[0]))

@@ -8,16 +8,19 @@ import (
 
 // TestRegistryReadsTheData pins what the registry reads of each line's
 // data (schemas.json, facts.json) rather than declares: the layout, whether
-// telemetry has providers, whether health needs a token with auth on.
+// telemetry has providers, whether health needs a token with auth on, the
+// registry's key version and how register_model names a model.
 func TestRegistryReadsTheData(t *testing.T) {
 	tests := []struct {
 		line             Line
 		layout           Layout
 		telemetryAPI     bool
 		healthNeedsToken bool
+		registryKey      string
+		modelAlias       bool
 	}{
-		{line: Line02, layout: InlineStores, telemetryAPI: true, healthNeedsToken: true},
-		{line: Line03, layout: StorageBackends, telemetryAPI: false, healthNeedsToken: false},
+		{line: Line02, layout: InlineStores, telemetryAPI: true, healthNeedsToken: true, registryKey: "v9", modelAlias: true},
+		{line: Line03, layout: StorageBackends, telemetryAPI: false, healthNeedsToken: false, registryKey: "v10", modelAlias: false},
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.line), func(t *testing.T) {
@@ -25,6 +28,8 @@ func TestRegistryReadsTheData(t *testing.T) {
 			require.Equal(t, tc.layout, tc.line.Layout())
 			require.Equal(t, tc.telemetryAPI, tc.line.HasProviderAPI("telemetry"))
 			require.Equal(t, tc.healthNeedsToken, tc.line.HealthNeedsToken())
+			require.Equal(t, tc.registryKey, tc.line.Facts().RegistryKey.Version)
+			require.Equal(t, tc.modelAlias, tc.line.Facts().ModelIdentifier.AliasWhenRenamed)
 		})
 	}
 	require.Equal(t, []Line{Line02, Line03}, lines())
