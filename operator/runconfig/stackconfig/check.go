@@ -105,7 +105,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 		if err := strictJSON(expanded, &c); err != nil {
 			return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), cmp.Or(schemaProblems.err(), err))
 		}
-		c.check(&p, w)
+		c.check(&p, w, line.Schemas())
 		checkStart(&p, w, line, c.start(), env, home)
 		res.Enabled, res.Server = enabledList(c.Providers), c.Server
 		res.Stores = serverStores(line.Facts(), c.storeAt, deref(c.ImageName), env, home)
@@ -116,7 +116,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 		if err := strictJSON(expanded, &c); err != nil {
 			return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), cmp.Or(schemaProblems.err(), err))
 		}
-		c.check(&p, w)
+		c.check(&p, w, line.Schemas())
 		checkStart(&p, w, line, c.start(), env, home)
 		res.Enabled, res.Server = enabledList(c.Providers), c.Server
 		res.Stores = serverStores(line.Facts(), c.storeAt, deref(c.ImageName), env, home)
@@ -211,8 +211,7 @@ const (
 	kvConfig                           // 0.2 inline KVStoreConfig
 	sqlConfig                          // 0.2 inline SqlStoreConfig
 	kvRef                              // 0.3 KVStoreReference
-	sqlRef                             // 0.3 SqlStoreReference
-	agentsPersistence                  // 0.3 agents persistence {agent_state, responses}
+	sqlRef                             // 0.3 SqlStoreReference (and its Inference, Responses kin)
 )
 
 // storeKey is a key of a provider's config that holds a store or a path.
@@ -222,11 +221,94 @@ type storeKey struct {
 	required bool
 }
 
-// checkProviders checks each enabled provider: id and type present, the
-// stores its type keeps (table), and any other store-shaped value of its
-// config in the layout of the line.
+// pathFields are the config fields upstream's provider config classes name
+// for a file or a folder the provider writes (sqlite-vec's and milvus's
+// db_path, localfs's storage_dir, 0.2 telemetry's sqlite_db_path), the
+// same names at every tag.
+var pathFields = map[string]storeKind{"db_path": filePath, "sqlite_db_path": filePath, "storage_dir": dirPath}
+
+// storeKeys are the keys of a provider type's config that hold a store or
+// a path the server writes, read from its config class's schema
+// (schemas.json): a field typed with a KVStoreConfig or SqlStoreConfig
+// union (0.2 inline stores), a KVStoreReference or a SqlStoreReference
+// (0.3), or named in pathFields. A store field is required when the class
+// requires it or defaults it to a store (the server would then write where
+// the config does not say).
+func storeKeys(s *Schemas, api, providerType string) []storeKey {
+	ps, ok := s.Provider(api, providerType)
+	if !ok {
+		return nil
+	}
+	var doc struct {
+		Properties map[string]map[string]any `json:"properties"`
+		Required   []string                  `json:"required"`
+	}
+	if json.Unmarshal(ps.Schema, &doc) != nil {
+		return nil
+	}
+	var out []storeKey
+	for _, k := range sortedKeys(doc.Properties) {
+		prop := doc.Properties[k]
+		required := slices.Contains(doc.Required, k)
+		if kind, ok := pathFields[k]; ok && prop["type"] == "string" {
+			out = append(out, storeKey{key: k, kind: kind, required: required})
+			continue
+		}
+		refs := refNames(prop)
+		if len(refs) == 0 {
+			continue
+		}
+		var kind storeKind
+		switch {
+		case allSuffix(refs, "KVStoreConfig"):
+			kind = kvConfig
+		case allSuffix(refs, "SqlStoreConfig"):
+			kind = sqlConfig
+		case len(refs) == 1 && refs[0] == "KVStoreReference":
+			kind = kvRef
+		case len(refs) == 1 && strings.HasSuffix(refs[0], "StoreReference"):
+			kind = sqlRef
+		default:
+			continue // a nested model: walkStores finds the stores in it by their shape
+		}
+		if d, set := prop["default"]; set && d != nil {
+			required = true
+		}
+		out = append(out, storeKey{key: k, kind: kind, required: required})
+	}
+	return out
+}
+
+// refNames are the model names a property's schema refers to, directly or
+// through anyOf / oneOf (null left out).
+func refNames(prop map[string]any) []string {
+	var out []string
+	add := func(v any) {
+		if m, ok := v.(map[string]any); ok {
+			if r, ok := m["$ref"].(string); ok {
+				out = append(out, r[strings.LastIndex(r, "/")+1:])
+			}
+		}
+	}
+	add(prop)
+	for _, key := range []string{"anyOf", "oneOf"} {
+		list, _ := prop[key].([]any)
+		for _, e := range list {
+			add(e)
+		}
+	}
+	return out
+}
+
+func allSuffix(list []string, suffix string) bool {
+	return !slices.ContainsFunc(list, func(s string) bool { return !strings.HasSuffix(s, suffix) })
+}
+
+// checkProviders checks each enabled provider: the stores and paths its
+// type keeps (storeKeys), and any other store-shaped value of its config in
+// the layout of the line.
 func checkProviders(p *problems, w *writes, providers map[string][]Provider,
-	store func(at, key string, v any, kind storeKind), table map[string][]storeKey, layout Layout) {
+	store func(at, key string, v any, kind storeKind), s *Schemas, layout Layout) {
 	for _, api := range sortedKeys(providers) {
 		for i, pr := range providers[api] {
 			at := fmt.Sprintf("providers.%s[%d]", api, i)
@@ -237,7 +319,7 @@ func checkProviders(p *problems, w *writes, providers map[string][]Provider,
 				p.add(at+".provider_type", "%q is not of the form inline::<name> or remote::<name>", *pr.ProviderType)
 			}
 			known := map[string]bool{}
-			for _, k := range table[api+"/"+pr.Type()] {
+			for _, k := range storeKeys(s, api, pr.Type()) {
 				known[k.key] = true
 				v, ok := pr.Config[k.key]
 				if !ok || v == nil {

@@ -25,21 +25,7 @@ type V02 struct {
 	ExternalAPIsDir      *string               `json:"external_apis_dir,omitempty"`
 }
 
-// Stores the v0.2.23 inline providers keep in their config: key, kind.
-var storesV02 = map[string][]storeKey{
-	"vector_io/inline::faiss":          {{"kvstore", kvConfig, true}},
-	"vector_io/inline::sqlite-vec":     {{"db_path", filePath, true}, {"kvstore", kvConfig, true}},
-	"vector_io/inline::milvus":         {{"db_path", filePath, true}, {"kvstore", kvConfig, true}},
-	"files/inline::localfs":            {{"storage_dir", dirPath, true}, {"metadata_store", sqlConfig, true}},
-	"agents/inline::meta-reference":    {{"persistence_store", kvConfig, true}, {"responses_store", sqlConfig, true}},
-	"eval/inline::meta-reference":      {{"kvstore", kvConfig, true}},
-	"datasetio/inline::localfs":        {{"kvstore", kvConfig, true}},
-	"datasetio/remote::huggingface":    {{"kvstore", kvConfig, true}},
-	"batches/inline::reference":        {{"kvstore", kvConfig, true}},
-	"telemetry/inline::meta-reference": {{"sqlite_db_path", filePath, false}},
-}
-
-func (c *V02) check(p *problems, w *writes) {
+func (c *V02) check(p *problems, w *writes, schemas *Schemas) {
 	parseAndMaybeUpgradeConfig(p, c.Version)
 	if c.MetadataStore != nil {
 		checkInlineStore(p, w, "metadata_store", c.MetadataStore)
@@ -53,7 +39,7 @@ func (c *V02) check(p *problems, w *writes) {
 	}
 	checkProviders(p, w, c.Providers, func(at, key string, v any, kind storeKind) {
 		checkStoreValue02(p, w, at, v, kind)
-	}, storesV02, InlineStores)
+	}, schemas, InlineStores)
 	if c.Server != nil {
 		c.Server.check(p)
 	}

@@ -87,31 +87,13 @@ type QualifiedModel struct {
 	ModelID    *string `json:"model_id"`
 }
 
-// Stores the v0.3.0 inline providers keep in their config: key, kind.
-var storesV03 = map[string][]storeKey{
-	"vector_io/inline::faiss":       {{"persistence", kvRef, true}},
-	"vector_io/inline::sqlite-vec":  {{"db_path", filePath, true}, {"persistence", kvRef, true}},
-	"vector_io/inline::milvus":      {{"db_path", filePath, true}, {"persistence", kvRef, true}},
-	"vector_io/remote::chromadb":    {{"persistence", kvRef, true}},
-	"vector_io/remote::qdrant":      {{"persistence", kvRef, true}},
-	"vector_io/remote::milvus":      {{"persistence", kvRef, true}},
-	"vector_io/remote::pgvector":    {{"persistence", kvRef, false}},
-	"vector_io/remote::weaviate":    {{"persistence", kvRef, false}},
-	"files/inline::localfs":         {{"storage_dir", dirPath, true}, {"metadata_store", sqlRef, true}},
-	"agents/inline::meta-reference": {{"persistence", agentsPersistence, true}},
-	"eval/inline::meta-reference":   {{"kvstore", kvRef, true}},
-	"datasetio/inline::localfs":     {{"kvstore", kvRef, true}},
-	"datasetio/remote::huggingface": {{"kvstore", kvRef, true}},
-	"batches/inline::reference":     {{"kvstore", kvRef, true}},
-}
-
 var (
 	kvBackendTypes  = []string{"kv_redis", "kv_sqlite", "kv_postgres", "kv_mongodb"}
 	sqlBackendTypes = []string{"sql_sqlite", "sql_postgres"}
 	tableNameRE     = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 )
 
-func (c *V03) check(p *problems, w *writes) {
+func (c *V03) check(p *problems, w *writes, schemas *Schemas) {
 	parseAndMaybeUpgradeConfig(p, c.Version)
 	if c.Storage == nil || c.Storage.Backends == nil {
 		p.add("storage", "required: 0.3 servers need storage.backends (e.g. kv_default of type kv_sqlite, sql_default of type sql_sqlite) and storage.stores")
@@ -130,7 +112,7 @@ func (c *V03) check(p *problems, w *writes) {
 	c.validateServerStores(p)
 	checkProviders(p, w, c.Providers, func(at, key string, v any, kind storeKind) {
 		c.checkStoreValue(p, w, at, v, kind)
-	}, storesV03, StorageBackends)
+	}, schemas, StorageBackends)
 	if r := c.RegisteredResources; r != nil && len(r.VectorDBs) > 0 {
 		p.add("registered_resources.vector_dbs", "0.3 ignores vector_dbs: register vector_stores instead")
 	}
@@ -244,8 +226,5 @@ func (c *V03) checkStoreValue(p *problems, w *writes, at string, v any, kind sto
 		c.backend(p, at, backendOf(m), kvBackendTypes, "kv_*")
 	case sqlRef:
 		c.backend(p, at, backendOf(m), sqlBackendTypes, "sql_*")
-	case agentsPersistence:
-		c.backend(p, at+".agent_state", backendOf(m["agent_state"]), kvBackendTypes, "kv_*")
-		c.backend(p, at+".responses", backendOf(m["responses"]), sqlBackendTypes, "sql_*")
 	}
 }
