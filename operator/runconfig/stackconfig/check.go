@@ -206,12 +206,12 @@ func enabledList(providers map[string][]Provider) []EnabledProvider {
 type storeKind int
 
 const (
-	filePath          storeKind = iota // a file the server creates
-	dirPath                            // a folder the server writes into
-	kvConfig                           // 0.2 inline KVStoreConfig
-	sqlConfig                          // 0.2 inline SqlStoreConfig
-	kvRef                              // 0.3 KVStoreReference
-	sqlRef                             // 0.3 SqlStoreReference (and its Inference, Responses kin)
+	filePath  storeKind = iota // a file the server creates
+	dirPath                    // a folder the server writes into
+	kvConfig                   // 0.2 inline KVStoreConfig
+	sqlConfig                  // 0.2 inline SqlStoreConfig
+	kvRef                      // 0.3 KVStoreReference
+	sqlRef                     // 0.3 SqlStoreReference (and its Inference, Responses kin)
 )
 
 // storeKey is a key of a provider's config that holds a store or a path.
