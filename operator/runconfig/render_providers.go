@@ -243,38 +243,89 @@ type providerOrigin struct {
 // specOrigins maps "<api>/<provider id>" to the spec's provider.
 type specOrigins map[string]providerOrigin
 
-// specError restates the run-config problems a check found in the user's
-// providers at the spec fields the user wrote; the rest are returned as
-// they are.
-func (o specOrigins) specError(err error) error {
-	pes := stackconfig.ProviderConfigErrors(err)
-	if len(pes) == 0 {
-		return err
-	}
+// specError restates the problems a check found in the user's providers
+// at the spec fields the user wrote: a provider config's schema errors
+// (stackconfig.ProviderConfigError) and the semantic rules' problems under
+// providers.<api>[i] (stackconfig.Problem), the index read in cfg. The
+// other problems are kept as they are; when none is the user's, err is
+// returned unchanged.
+func (o specOrigins) specError(err error, cfg *runConfig) error {
+	leaves := stackconfig.Leaves(err)
 	var list []error
-	for _, pe := range pes {
-		po, ok := o[pe.API+"/"+pe.ID]
-		if !ok || len(pe.Path) == 0 {
-			return err
-		}
-		at, ok := po.keys[pe.Path[0]]
-		if !ok {
-			at = po.path.Child("settings", pe.Path[0])
-		}
-		for _, s := range pe.Path[1:] {
-			if i, err := strconv.Atoi(s); err == nil {
-				at = at.Index(i)
-			} else {
-				at = at.Child(s)
+	mapped := false
+	for _, leaf := range leaves {
+		var pe *stackconfig.ProviderConfigError
+		var pr *stackconfig.Problem
+		switch {
+		case errors.As(leaf, &pe):
+			if po, ok := o[pe.API+"/"+pe.ID]; ok && len(pe.Path) > 0 {
+				msg := pe.Message
+				if pe.Upstream != "" {
+					msg += " (upstream: " + pe.Upstream + ")"
+				}
+				list, mapped = append(list, fmt.Errorf("%s: %s", po.at(pe.Path), msg)), true
+				continue
+			}
+		case errors.As(leaf, &pr):
+			if m := providerAt.FindStringSubmatch(pr.At); m != nil {
+				i, _ := strconv.Atoi(m[2])
+				if ps := cfg.Providers[m[1]]; i < len(ps) {
+					if po, ok := o[m[1]+"/"+ps[i].ProviderID]; ok {
+						list, mapped = append(list, fmt.Errorf("%s: %s", po.at(configPath(m[3])), pr.Message)), true
+						continue
+					}
+				}
 			}
 		}
-		msg := pe.Message
-		if pe.Upstream != "" {
-			msg += " (upstream: " + pe.Upstream + ")"
-		}
-		list = append(list, fmt.Errorf("%s: %s", at, msg))
+		list = append(list, leaf)
+	}
+	if !mapped {
+		return err
 	}
 	return errors.Join(list...)
+}
+
+// providerAt splits a run-config path under a provider: API, index, rest.
+var providerAt = regexp.MustCompile(`^providers\.([a-z_]+)\[(\d+)\](.*)$`)
+
+// configPath is the path inside a provider's config of the rest of a
+// run-config path (".config.persistence.backend"; nil when it is not under
+// config).
+func configPath(rest string) []string {
+	rest, ok := strings.CutPrefix(rest, ".config.")
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, part := range strings.Split(rest, ".") {
+		name, idx, _ := strings.Cut(part, "[")
+		out = append(out, name)
+		if idx != "" {
+			out = append(out, strings.TrimSuffix(idx, "]"))
+		}
+	}
+	return out
+}
+
+// at is the spec field of a path inside the provider's config: the field
+// that set its first key (endpoint, apiKey, secretRefs[k]) or
+// settings.<key>, then the rest; the provider itself for an empty path.
+func (po providerOrigin) at(path []string) *field.Path {
+	if len(path) == 0 {
+		return po.path
+	}
+	at, ok := po.keys[path[0]]
+	if !ok {
+		at = po.path.Child("settings", path[0])
+	}
+	for _, s := range path[1:] {
+		if i, err := strconv.Atoi(s); err == nil {
+			at = at.Index(i)
+		} else {
+			at = at.Child(s)
+		}
+	}
+	return at
 }
 
 // settings decodes the free-form settings into a fresh map.

@@ -102,7 +102,7 @@ func Generate(name string, spec v1alpha2.InferenceStackSpec, operand Operand) (R
 	// 4. validate (validate.go): upstream's models and rules, the pod's mounts
 	checked, err := validate(line, spec, data, env)
 	if err != nil {
-		return Result{}, origins.specError(err)
+		return Result{}, origins.specError(err, &cfg)
 	}
 	// 5. result (result.go)
 	return result(line, data, env, checked), nil

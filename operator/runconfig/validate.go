@@ -30,8 +30,12 @@ func validate(line stackconfig.Line, spec v1alpha2.InferenceStackSpec, data []by
 		return stackconfig.Result{}, err
 	}
 	if dir, found := notWritable(checked.WritableDirs); found {
-		return stackconfig.Result{}, fmt.Errorf("the server would write to %s, which is on its read-only root filesystem; keep the folders it writes to under %s",
-			dir, strings.Join(WritableMounts, " or "))
+		msg := fmt.Sprintf("the server would write to %s, which is on its read-only root filesystem; keep the folders it writes to under %s",
+			dir.abs, strings.Join(WritableMounts, " or "))
+		if at := checked.WrittenFrom[dir.dir]; at != "" {
+			return stackconfig.Result{}, &stackconfig.Problem{At: at, Message: msg}
+		}
+		return stackconfig.Result{}, errors.New(msg)
 	}
 	return checked, nil
 }
@@ -67,8 +71,9 @@ func ContainerEnv(spec v1alpha2.InferenceStackSpec, vars []corev1.EnvVar) map[st
 }
 
 // notWritable returns the first of dirs (relative ones are relative to the
-// working directory, WorkDir) that no folder of WritableMounts holds.
-func notWritable(dirs []string) (string, bool) {
+// working directory, WorkDir) that no folder of WritableMounts holds: as
+// written, and absolute.
+func notWritable(dirs []string) (struct{ dir, abs string }, bool) {
 	for _, dir := range dirs {
 		abs := dir
 		if !path.IsAbs(abs) {
@@ -76,8 +81,8 @@ func notWritable(dirs []string) (string, bool) {
 		}
 		abs = path.Clean(abs)
 		if !slices.ContainsFunc(WritableMounts, func(w string) bool { return abs == w || strings.HasPrefix(abs, w+"/") }) {
-			return abs, true
+			return struct{ dir, abs string }{dir, abs}, true
 		}
 	}
-	return "", false
+	return struct{ dir, abs string }{}, false
 }

@@ -25,6 +25,9 @@ type Result struct {
 	// sorted. A relative one is relative to the container's working
 	// directory.
 	WritableDirs []string
+	// WrittenFrom maps each of WritableDirs to the run-config path that
+	// places it ("" when upstream's code does: its config folder, "None").
+	WrittenFrom map[string]string
 	// Providers lists the enabled providers' ids per API.
 	Providers map[string][]string
 	// Enabled are the enabled providers, by API (sorted), then in the
@@ -131,7 +134,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 	if err := p.err(); err != nil {
 		return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
 	}
-	res.Providers, res.WritableDirs = enabled(res.Enabled), w.sorted()
+	res.Providers, res.WritableDirs, res.WrittenFrom = enabled(res.Enabled), w.sorted(), w.dirs
 	return res, nil
 }
 
@@ -384,27 +387,34 @@ func checkKeys(p *problems, at string, m map[string]any, allowed []string) {
 	}
 }
 
-// writes collects the directories the server writes to.
-type writes struct{ dirs map[string]bool }
+// writes collects the directories the server writes to, each with the
+// first run-config path that places it ("" for what upstream's code
+// places).
+type writes struct{ dirs map[string]string }
 
-func (w *writes) add(dir string) {
+func (w *writes) add(dir string) { w.addFrom(dir, "") }
+
+func (w *writes) addFrom(dir, at string) {
 	if w.dirs == nil {
-		w.dirs = map[string]bool{}
+		w.dirs = map[string]string{}
 	}
-	w.dirs[path.Clean(dir)] = true
+	dir = path.Clean(dir)
+	if prev, ok := w.dirs[dir]; !ok || (prev == "" && at != "") {
+		w.dirs[dir] = at
+	}
 }
 
 // file records the folder of a file path value.
-func (w *writes) file(_ string, v any) {
+func (w *writes) file(at string, v any) {
 	if s, ok := v.(string); ok && s != "" && s != ":memory:" {
-		w.add(path.Dir(s))
+		w.addFrom(path.Dir(s), at)
 	}
 }
 
 // dir records a folder path value.
-func (w *writes) dir(_ string, v any) {
+func (w *writes) dir(at string, v any) {
 	if s, ok := v.(string); ok && s != "" {
-		w.add(s)
+		w.addFrom(s, at)
 	}
 }
 
@@ -417,7 +427,7 @@ func (w *writes) providersDir(v *string) {
 		w.add("None")
 		return
 	}
-	w.add(*v)
+	w.addFrom(*v, "external_providers_dir")
 }
 
 func (w *writes) sorted() []string { return slices.Sorted(maps.Keys(w.dirs)) }

@@ -103,8 +103,17 @@ type Scope struct {
 type problems []error
 
 func (p *problems) add(at, format string, args ...any) {
-	*p = append(*p, fmt.Errorf("%s: %s", at, fmt.Sprintf(format, args...)))
+	*p = append(*p, &Problem{At: at, Message: fmt.Sprintf(format, args...)})
 }
+
+// Problem is one thing a semantic rule refuses, at a run-config path
+// (providers.inference[0].config.persistence.backend), so that a caller
+// that wrote the value can name its own field instead.
+type Problem struct {
+	At, Message string
+}
+
+func (e *Problem) Error() string { return e.At + ": " + e.Message }
 
 func (p problems) err() error { return errors.Join(p...) }
 

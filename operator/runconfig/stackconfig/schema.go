@@ -533,6 +533,18 @@ func (e *ProviderConfigError) Error() string {
 // every problem it finds).
 func ProviderConfigErrors(err error) []*ProviderConfigError {
 	var out []*ProviderConfigError
+	for _, leaf := range Leaves(err) {
+		if pe, ok := leaf.(*ProviderConfigError); ok {
+			out = append(out, pe)
+		}
+	}
+	return out
+}
+
+// Leaves are the single problems of an error Check returns: it joins every
+// problem it finds and wraps them with the line.
+func Leaves(err error) []error {
+	var out []error
 	var walk func(error)
 	walk = func(err error) {
 		if err == nil {
@@ -545,13 +557,12 @@ func ProviderConfigErrors(err error) []*ProviderConfigError {
 			return
 		}
 		if u := errors.Unwrap(err); u != nil {
-			walk(u)
-			return
+			if _, leaf := err.(*ProviderConfigError); !leaf {
+				walk(u)
+				return
+			}
 		}
-		var pe *ProviderConfigError
-		if errors.As(err, &pe) { // a leaf: ProviderConfigError wraps nothing
-			out = append(out, pe)
-		}
+		out = append(out, err)
 	}
 	walk(err)
 	return out
