@@ -105,7 +105,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 	switch line.Layout() {
 	case InlineStores:
 		var c V02
-		if err := strictJSON(expanded, &c); err != nil {
+		if err := readJSON(expanded, &c); err != nil {
 			return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), cmp.Or(schemaProblems.err(), err))
 		}
 		c.check(&p, w, line.Schemas())
@@ -116,7 +116,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 		res.ExternalProvidersDir = deref(c.ExternalProvidersDir)
 	case StorageBackends:
 		var c V03
-		if err := strictJSON(expanded, &c); err != nil {
+		if err := readJSON(expanded, &c); err != nil {
 			return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), cmp.Or(schemaProblems.err(), err))
 		}
 		c.check(&p, w, line.Schemas())

@@ -195,15 +195,24 @@ func (r AccessRule) validateRuleFormat(p *problems, at string) {
 	}
 }
 
+// readJSON decodes a decoded YAML value into the view the semantic rules
+// read (V02, V03): keys the view lacks are the schema's to judge
+// (checkProviderConfigs, strict), not the view's.
+func readJSON(v any, out any) error { return decodeJSON(v, out, false) }
+
 // strictJSON decodes a decoded YAML value into a typed model, refusing
 // keys the model does not know.
-func strictJSON(v any, out any) error {
+func strictJSON(v any, out any) error { return decodeJSON(v, out, true) }
+
+func decodeJSON(v any, out any, strict bool) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytesReader(data))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(out); err != nil {
 		return cleanJSONError(err)
 	}
