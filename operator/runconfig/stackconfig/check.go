@@ -378,15 +378,6 @@ func walkStores(p *problems, w *writes, at string, v any, layout Layout, store f
 	}
 }
 
-// checkKeys refuses keys a store model does not have.
-func checkKeys(p *problems, at string, m map[string]any, allowed []string) {
-	for _, k := range sortedKeys(m) {
-		if !slices.Contains(allowed, k) {
-			p.add(at+"."+k, "unknown field (%s takes %s)", m["type"], strings.Join(allowed, ", "))
-		}
-	}
-}
-
 // writes collects the directories the server writes to, each with the
 // first run-config path that places it ("" for what upstream's code
 // places).

@@ -534,7 +534,8 @@ func (e *ProviderConfigError) Error() string {
 func ProviderConfigErrors(err error) []*ProviderConfigError {
 	var out []*ProviderConfigError
 	for _, leaf := range Leaves(err) {
-		if pe, ok := leaf.(*ProviderConfigError); ok {
+		var pe *ProviderConfigError
+		if errors.As(leaf, &pe) {
 			out = append(out, pe)
 		}
 	}
@@ -557,10 +558,8 @@ func Leaves(err error) []error {
 			return
 		}
 		if u := errors.Unwrap(err); u != nil {
-			if _, leaf := err.(*ProviderConfigError); !leaf {
-				walk(u)
-				return
-			}
+			walk(u)
+			return
 		}
 		out = append(out, err)
 	}
