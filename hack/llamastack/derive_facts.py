@@ -392,6 +392,15 @@ def main():
         if n != 1:
             underived("server_stores." + name, "the evidence of %d placings in SERVER_STORES holds" % n)
     launch = derive_launch(root)
+    registry_source = "llama_stack/core/store/registry.py"
+    registry_key_version = found("registry_key.version", r'KEY_VERSION = "(v\d+)"',
+                                 read(root, registry_source, "registry_key"), registry_source).group(1)
+    models_source = "llama_stack/core/routing_tables/models.py"
+    models_text = read(root, models_source, "model_identifier")
+    found("model_identifier", r'identifier = f"\{provider_id\}/\{provider_model_id\}"', models_text, models_source)
+    # register_model: whether a model_id other than the provider's id is the
+    # model's identifier (an alias) or provider_id/provider_model_id is
+    alias = re.search(r"if model_id != provider_model_id:\s*identifier = model_id", models_text) is not None
     config_dir = derive_config_dir(root)
     state_env = derive_state_env(root, config_dir, implicit)
     if UNDERIVED:
@@ -411,6 +420,9 @@ def main():
         "absent_rules": absent,
         "implicit_writes": implicit,
         "server_stores": stores,
+        "model_identifier": {"alias_when_renamed": alias, "source": models_source + " register_model"},
+        "registry_key": {"version": registry_key_version, "source": registry_source,
+                         "format": "distributions:registry:<version>::<type>:<identifier>"},
         "server_api": server_api(root, args.tag),
         "launch": launch,
         "providers": providers,

@@ -29,55 +29,6 @@ type runConfig struct {
 	VectorStores map[string]any
 }
 
-// fileV02 is the layout of Llama Stack 0.2 (upstream v0.2.23's
-// StackRunConfig); field order is the order of upstream's run.yaml.
-type fileV02 struct {
-	Version              int                   `yaml:"version"`
-	ImageName            string                `yaml:"image_name"`
-	APIs                 []string              `yaml:"apis"`
-	Providers            map[string][]provider `yaml:"providers"`
-	MetadataStore        map[string]any        `yaml:"metadata_store,omitempty"`
-	InferenceStore       map[string]any        `yaml:"inference_store,omitempty"`
-	Models               []model               `yaml:"models"`
-	Shields              []shield              `yaml:"shields"`
-	VectorDBs            []map[string]any      `yaml:"vector_dbs"`
-	Datasets             []map[string]any      `yaml:"datasets"`
-	ScoringFns           []map[string]any      `yaml:"scoring_fns"`
-	Benchmarks           []map[string]any      `yaml:"benchmarks"`
-	ToolGroups           []toolGroup           `yaml:"tool_groups"`
-	Server               server                `yaml:"server"`
-	ExternalProvidersDir string                `yaml:"external_providers_dir,omitempty"`
-}
-
-// fileV03 is the layout of Llama Stack 0.3 (upstream v0.3.0's
-// StackRunConfig).
-type fileV03 struct {
-	Version              int                   `yaml:"version"`
-	ImageName            string                `yaml:"image_name"`
-	APIs                 []string              `yaml:"apis"`
-	Providers            map[string][]provider `yaml:"providers"`
-	Storage              *storage              `yaml:"storage"`
-	RegisteredResources  registeredResources   `yaml:"registered_resources"`
-	Server               server                `yaml:"server"`
-	Telemetry            *telemetry            `yaml:"telemetry,omitempty"`
-	VectorStores         map[string]any        `yaml:"vector_stores,omitempty"`
-	ExternalProvidersDir string                `yaml:"external_providers_dir,omitempty"`
-}
-
-// registeredResources is the 0.3 registered_resources section. Upstream's
-// v0.3.0 files still carry an empty vector_dbs list, which the server
-// ignores; it is read and never written.
-type registeredResources struct {
-	Models       []model          `yaml:"models"`
-	Shields      []shield         `yaml:"shields"`
-	VectorDBs    []map[string]any `yaml:"vector_dbs,omitempty"`
-	VectorStores []map[string]any `yaml:"vector_stores"`
-	Datasets     []map[string]any `yaml:"datasets"`
-	ScoringFns   []map[string]any `yaml:"scoring_fns"`
-	Benchmarks   []map[string]any `yaml:"benchmarks"`
-	ToolGroups   []toolGroup      `yaml:"tool_groups"`
-}
-
 // storage is the 0.3 storage section.
 type storage struct {
 	Backends map[string]map[string]any `yaml:"backends"`
@@ -160,47 +111,4 @@ type accessRule struct {
 // permitScope lists the actions a rule permits.
 type permitScope struct {
 	Actions []string `yaml:"actions"`
-}
-
-func (f fileV02) config() runConfig {
-	return runConfig{
-		Version: f.Version, ImageName: f.ImageName, APIs: f.APIs, Providers: f.Providers,
-		MetadataStore: f.MetadataStore, InferenceStore: f.InferenceStore,
-		Models: f.Models, Shields: f.Shields, VectorDBs: f.VectorDBs, Datasets: f.Datasets,
-		ScoringFns: f.ScoringFns, Benchmarks: f.Benchmarks, ToolGroups: f.ToolGroups,
-		Server: f.Server, ProvidersDir: f.ExternalProvidersDir,
-	}
-}
-
-func (f fileV03) config() runConfig {
-	r := f.RegisteredResources
-	return runConfig{
-		Version: f.Version, ImageName: f.ImageName, APIs: f.APIs, Providers: f.Providers,
-		Storage: f.Storage, Telemetry: f.Telemetry, VectorStores: f.VectorStores,
-		Models: r.Models, Shields: r.Shields, VectorDBs: r.VectorStores, Datasets: r.Datasets,
-		ScoringFns: r.ScoringFns, Benchmarks: r.Benchmarks, ToolGroups: r.ToolGroups,
-		Server: f.Server, ProvidersDir: f.ExternalProvidersDir,
-	}
-}
-
-func (c runConfig) fileV02() fileV02 {
-	return fileV02{
-		Version: c.Version, ImageName: c.ImageName, APIs: c.APIs, Providers: c.Providers,
-		MetadataStore: c.MetadataStore, InferenceStore: c.InferenceStore,
-		Models: c.Models, Shields: c.Shields, VectorDBs: c.VectorDBs, Datasets: c.Datasets,
-		ScoringFns: c.ScoringFns, Benchmarks: c.Benchmarks, ToolGroups: c.ToolGroups,
-		Server: c.Server, ExternalProvidersDir: c.ProvidersDir,
-	}
-}
-
-func (c runConfig) fileV03() fileV03 {
-	return fileV03{
-		Version: c.Version, ImageName: c.ImageName, APIs: c.APIs, Providers: c.Providers,
-		Storage: c.Storage, Telemetry: c.Telemetry, VectorStores: c.VectorStores,
-		RegisteredResources: registeredResources{
-			Models: c.Models, Shields: c.Shields, VectorStores: c.VectorDBs, Datasets: c.Datasets,
-			ScoringFns: c.ScoringFns, Benchmarks: c.Benchmarks, ToolGroups: c.ToolGroups,
-		},
-		Server: c.Server, ExternalProvidersDir: c.ProvidersDir,
-	}
 }

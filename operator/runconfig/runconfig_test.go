@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
@@ -367,7 +368,9 @@ func TestBasesAreConsistent(t *testing.T) {
 				cfg, err := load(l.line, v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Name: v1alpha2.DistributionName(d)}})
 				require.NoError(t, err)
 				require.Equal(t, d, cfg.ImageName)
-				out, err := marshal(cfg, l.line)
+				lay, err := layoutOf(l.line)
+				require.NoError(t, err)
+				out, err := marshal(cfg, lay)
 				require.NoError(t, err)
 				_, err = stackconfig.Check(l.line, out, stackconfig.Options{Env: stackconfig.MapEnv(env), Home: HomeDir})
 				require.NoError(t, err, "the completed base of %s", d)
@@ -521,5 +524,49 @@ func TestRefusesWritesOnTheReadOnlyRoot(t *testing.T) {
 			}
 			require.ErrorContains(t, err, "the server would write to "+c.want+", which is on its read-only root filesystem", "%s: %s", l.line, c.to)
 		}
+	}
+}
+
+// TestUnknownLineHasNoLayout: the pipeline refuses a line the registry
+// lacks rather than writing another line's layout.
+func TestUnknownLineHasNoLayout(t *testing.T) {
+	_, err := layoutOf(stackconfig.Line("0.7"))
+	var uv *stackconfig.UnknownVersionError
+	require.ErrorAs(t, err, &uv)
+	_, err = load(stackconfig.Line("0.7"), v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Image: "x"},
+		Providers: &v1alpha2.ProvidersSpec{Inference: v1alpha2.ProviderList{{Provider: "vllm", Endpoint: "http://v:8000"}}}})
+	require.ErrorAs(t, err, &uv)
+}
+
+// TestSemanticRefusalsNameTheSpecField: what a semantic rule refuses in a
+// provider the user declared is reported at the spec field the user wrote
+// (settings.<key>...), not at the run config's path, with what to write.
+func TestSemanticRefusalsNameTheSpecField(t *testing.T) {
+	vectorIO := func(settings string) v1alpha2.InferenceStackSpec {
+		return v1alpha2.InferenceStackSpec{
+			Distribution: v1alpha2.DistributionSpec{Name: v1alpha2.DistributionStarter},
+			Providers: &v1alpha2.ProvidersSpec{VectorIO: v1alpha2.ProviderList{{Provider: "chromadb", Endpoint: "http://chroma:8000",
+				Settings: &runtime.RawExtension{Raw: []byte(settings)}}}},
+		}
+	}
+	tests := []struct {
+		name    string
+		operand Operand
+		spec    v1alpha2.InferenceStackSpec
+		want    string
+	}{
+		{"a store reference to a backend the config lacks (validate_server_stores' kin, kvstore_impl)", Operand{LlamaStackVersion: "0.3.0"},
+			vectorIO(`{"persistence": {"namespace": "c", "backend": "nope"}}`),
+			`spec.providers.vectorIo[0].settings.persistence.backend: "nope" is not one of storage.backends ([kv_default sql_default])`},
+		{"a store file off the writable volumes", Operand{LlamaStackVersion: "0.2.23"},
+			vectorIO(`{"kvstore": {"type": "sqlite", "db_path": "/srv/chroma.db"}}`),
+			"spec.providers.vectorIo[0].settings.kvstore.db_path: the server would write to /srv, which is on its read-only root filesystem; keep the folders it writes to under " + DataDir},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Generate("s", tc.spec, tc.operand)
+			require.ErrorContains(t, err, tc.want)
+			require.NotContains(t, err.Error(), "providers.vector_io[", "the run config's path is not the user's")
+		})
 	}
 }

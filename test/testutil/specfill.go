@@ -277,7 +277,7 @@ var envNames = []string{"LOG_LEVEL", "INFERENCE_MODEL", "HOME", "LLAMA_STACK_CON
 // registry at each tag), sorted.
 func providerNames() map[string][]string {
 	out := map[string][]string{}
-	for _, l := range []stackconfig.Line{stackconfig.Line02, stackconfig.Line03} {
+	for _, l := range stackconfig.Lines() {
 		for _, api := range []string{"inference", "safety", "vector_io", "tool_runtime", "telemetry"} {
 			for t := range maps.Keys(l.Facts().Providers[api]) {
 				if n, ok := strings.CutPrefix(t, "remote::"); ok && !slices.Contains(out[api], n) && !strings.Contains(n, "::") {
@@ -304,7 +304,7 @@ type fields struct {
 
 func providerFields(api, name string) fields {
 	var f fields
-	for _, l := range []stackconfig.Line{stackconfig.Line02, stackconfig.Line03} {
+	for _, l := range stackconfig.Lines() {
 		ps, ok := l.Schemas().Provider(api, "remote::"+name)
 		if !ok {
 			continue

@@ -209,14 +209,15 @@ func tlsEnabled(stack *v1alpha2.InferenceStack) bool {
 //   - with a client CA (mutual TLS) the server requires a client
 //     certificate on every connection (uvicorn ssl_cert_reqs=CERT_REQUIRED
 //     at v0.2.23 and v0.3.0), and kubelet probes present none;
-//   - on Llama Stack 0.2 with authentication, the auth middleware demands a
-//     bearer token on every path, /v1/health included (v0.2.23; 0.3.0
-//     exempts /v1/health and /v1/version with require_authentication=False).
+//   - with authentication, on a line whose auth middleware demands a
+//     bearer token on /v1/health (facts.json server_api: v0.2.23 guards
+//     every path; 0.3.0 exempts /v1/health and /v1/version with
+//     require_authentication=False).
 func ProbesTCP(stack *v1alpha2.InferenceStack, line stackconfig.Line) bool {
 	if tlsEnabled(stack) && stack.Spec.Networking.TLS.CABundle != nil {
 		return true
 	}
-	return AuthEnabled(stack) && line == stackconfig.Line02
+	return AuthEnabled(stack) && line.HealthNeedsToken()
 }
 
 // AuthEnabled reports whether the server validates callers' tokens against

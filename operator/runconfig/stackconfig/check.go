@@ -9,7 +9,6 @@ import (
 	"io"
 	"maps"
 	"path"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -26,6 +25,9 @@ type Result struct {
 	// sorted. A relative one is relative to the container's working
 	// directory.
 	WritableDirs []string
+	// WrittenFrom maps each of WritableDirs to the run-config path that
+	// places it ("" when upstream's code does: its config folder, "None").
+	WrittenFrom map[string]string
 	// Providers lists the enabled providers' ids per API.
 	Providers map[string][]string
 	// Enabled are the enabled providers, by API (sorted), then in the
@@ -62,6 +64,9 @@ type Options struct {
 // file strictly and checks what upstream's validators check. Every
 // problem found is reported, each with its path.
 func Check(line Line, data []byte, opts Options) (Result, error) {
+	if !line.Known() {
+		return Result{}, &UnknownVersionError{Version: string(line)}
+	}
 	env := opts.Env
 	if env == nil {
 		env = MapEnv(nil)
@@ -97,24 +102,24 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 	var p problems
 	w := &writes{}
 	res := Result{Line: line}
-	switch line {
-	case Line02:
+	switch line.Layout() {
+	case InlineStores:
 		var c V02
-		if err := strictJSON(expanded, &c); err != nil {
+		if err := readJSON(expanded, &c); err != nil {
 			return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), cmp.Or(schemaProblems.err(), err))
 		}
-		c.check(&p, w)
+		c.check(&p, w, line.Schemas())
 		checkStart(&p, w, line, c.start(), env, home)
 		res.Enabled, res.Server = enabledList(c.Providers), c.Server
 		res.Stores = serverStores(line.Facts(), c.storeAt, deref(c.ImageName), env, home)
 		res.Models = registered(c.Models)
 		res.ExternalProvidersDir = deref(c.ExternalProvidersDir)
-	case Line03:
+	case StorageBackends:
 		var c V03
-		if err := strictJSON(expanded, &c); err != nil {
+		if err := readJSON(expanded, &c); err != nil {
 			return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), cmp.Or(schemaProblems.err(), err))
 		}
-		c.check(&p, w)
+		c.check(&p, w, line.Schemas())
 		checkStart(&p, w, line, c.start(), env, home)
 		res.Enabled, res.Server = enabledList(c.Providers), c.Server
 		res.Stores = serverStores(line.Facts(), c.storeAt, deref(c.ImageName), env, home)
@@ -123,51 +128,43 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 			res.Models = registered(c.RegisteredResources.Models)
 		}
 	default:
-		return Result{}, &UnknownVersionError{Version: string(line)}
+		return Result{}, fmt.Errorf("the StackRunConfig schema of Llama Stack %s (distributions/%s/schemas.json) has no known layout", line, line.Tag())
 	}
 	p = append(p, schemaProblems...)
 	if err := p.err(); err != nil {
 		return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), err)
 	}
-	res.Providers, res.WritableDirs = enabled(res.Enabled), w.sorted()
+	res.Providers, res.WritableDirs, res.WrittenFrom = enabled(res.Enabled), w.sorted(), w.dirs
 	return res, nil
 }
 
-// otherLayout names the top-level keys of the other line's layout, for a
-// message that says what is wrong with a file written for that line.
-var otherLayout = map[Line]map[string]string{
-	Line03: {
+// otherLayout names the top-level keys of the other layout, for a message
+// that says what is wrong with a file written in it.
+var otherLayout = map[Layout]map[string]string{
+	StorageBackends: {
 		"metadata_store": "storage.stores.metadata", "inference_store": "storage.stores.inference",
 		"models": "registered_resources.models", "shields": "registered_resources.shields",
 		"vector_dbs": "registered_resources.vector_stores", "datasets": "registered_resources.datasets",
 		"scoring_fns": "registered_resources.scoring_fns", "benchmarks": "registered_resources.benchmarks",
 		"tool_groups": "registered_resources.tool_groups",
 	},
-	Line02: {
+	InlineStores: {
 		"storage":              "metadata_store, inference_store and inline provider stores",
 		"registered_resources": "top-level models, shields, vector_dbs, ... lists",
 		"telemetry":            "a telemetry API provider", "vector_stores": "nothing (0.2 has no vector_stores defaults)",
 	},
 }
 
-// unknownTopLevel reports every top-level key the line's model lacks.
+// unknownTopLevel reports every top-level key the line's StackRunConfig
+// (schemas.json) lacks.
 func unknownTopLevel(line Line, doc map[string]any) error {
-	var model any = V02{}
-	if line == Line03 {
-		model = V03{}
-	}
-	known := map[string]bool{}
-	typ := reflect.TypeOf(model)
-	for i := range typ.NumField() {
-		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
-		known[name] = true
-	}
+	known := line.RunConfigFields()
 	var p problems
 	for _, k := range sortedKeys(doc) {
 		switch {
-		case known[k]:
-		case otherLayout[line][k] != "":
-			p.add(k, "unknown field: this is the other line's layout; Llama Stack %s has %s instead", line, otherLayout[line][k])
+		case slices.Contains(known, k):
+		case otherLayout[line.Layout()][k] != "":
+			p.add(k, "unknown field: this is the other line's layout; Llama Stack %s has %s instead", line, otherLayout[line.Layout()][k])
 		default:
 			p.add(k, "unknown field")
 		}
@@ -212,13 +209,12 @@ func enabledList(providers map[string][]Provider) []EnabledProvider {
 type storeKind int
 
 const (
-	filePath          storeKind = iota // a file the server creates
-	dirPath                            // a folder the server writes into
-	kvConfig                           // 0.2 inline KVStoreConfig
-	sqlConfig                          // 0.2 inline SqlStoreConfig
-	kvRef                              // 0.3 KVStoreReference
-	sqlRef                             // 0.3 SqlStoreReference
-	agentsPersistence                  // 0.3 agents persistence {agent_state, responses}
+	filePath  storeKind = iota // a file the server creates
+	dirPath                    // a folder the server writes into
+	kvConfig                   // 0.2 inline KVStoreConfig
+	sqlConfig                  // 0.2 inline SqlStoreConfig
+	kvRef                      // 0.3 KVStoreReference
+	sqlRef                     // 0.3 SqlStoreReference (and its Inference, Responses kin)
 )
 
 // storeKey is a key of a provider's config that holds a store or a path.
@@ -228,15 +224,97 @@ type storeKey struct {
 	required bool
 }
 
-// checkProviders checks each enabled provider: id and type present, the
-// stores its type keeps (table), and any other store-shaped value of its
-// config in the layout of the line.
+// pathFields are the config fields upstream's provider config classes name
+// for a file or a folder the provider writes (sqlite-vec's and milvus's
+// db_path, localfs's storage_dir, 0.2 telemetry's sqlite_db_path), the
+// same names at every tag.
+var pathFields = map[string]storeKind{"db_path": filePath, "sqlite_db_path": filePath, "storage_dir": dirPath}
+
+// storeKeys are the keys of a provider type's config that hold a store or
+// a path the server writes, read from its config class's schema
+// (schemas.json): a field typed with a KVStoreConfig or SqlStoreConfig
+// union (0.2 inline stores), a KVStoreReference or a SqlStoreReference
+// (0.3), or named in pathFields. A store field is required when the class
+// requires it or defaults it to a store (the server would then write where
+// the config does not say).
+func storeKeys(s *Schemas, api, providerType string) []storeKey {
+	ps, ok := s.Provider(api, providerType)
+	if !ok {
+		return nil
+	}
+	var doc struct {
+		Properties map[string]map[string]any `json:"properties"`
+		Required   []string                  `json:"required"`
+	}
+	if json.Unmarshal(ps.Schema, &doc) != nil {
+		return nil
+	}
+	var out []storeKey
+	for _, k := range sortedKeys(doc.Properties) {
+		prop := doc.Properties[k]
+		required := slices.Contains(doc.Required, k)
+		if kind, ok := pathFields[k]; ok && prop["type"] == "string" {
+			out = append(out, storeKey{key: k, kind: kind, required: required})
+			continue
+		}
+		refs := refNames(prop)
+		if len(refs) == 0 {
+			continue
+		}
+		var kind storeKind
+		switch {
+		case allSuffix(refs, "KVStoreConfig"):
+			kind = kvConfig
+		case allSuffix(refs, "SqlStoreConfig"):
+			kind = sqlConfig
+		case len(refs) == 1 && refs[0] == "KVStoreReference":
+			kind = kvRef
+		case len(refs) == 1 && strings.HasSuffix(refs[0], "StoreReference"):
+			kind = sqlRef
+		default:
+			continue // a nested model: walkStores finds the stores in it by their shape
+		}
+		if d, set := prop["default"]; set && d != nil {
+			required = true
+		}
+		out = append(out, storeKey{key: k, kind: kind, required: required})
+	}
+	return out
+}
+
+// refNames are the model names a property's schema refers to, directly or
+// through anyOf / oneOf (null left out).
+func refNames(prop map[string]any) []string {
+	var out []string
+	add := func(v any) {
+		if m, ok := v.(map[string]any); ok {
+			if r, ok := m["$ref"].(string); ok {
+				out = append(out, r[strings.LastIndex(r, "/")+1:])
+			}
+		}
+	}
+	add(prop)
+	for _, key := range []string{"anyOf", "oneOf"} {
+		list, _ := prop[key].([]any)
+		for _, e := range list {
+			add(e)
+		}
+	}
+	return out
+}
+
+func allSuffix(list []string, suffix string) bool {
+	return !slices.ContainsFunc(list, func(s string) bool { return !strings.HasSuffix(s, suffix) })
+}
+
+// checkProviders checks each enabled provider: the stores and paths its
+// type keeps (storeKeys), and any other store-shaped value of its config in
+// the layout of the line.
 func checkProviders(p *problems, w *writes, providers map[string][]Provider,
-	store func(at, key string, v any, kind storeKind), table map[string][]storeKey, line Line) {
+	store func(at, key string, v any, kind storeKind), s *Schemas, layout Layout) {
 	for _, api := range sortedKeys(providers) {
 		for i, pr := range providers[api] {
 			at := fmt.Sprintf("providers.%s[%d]", api, i)
-			required(p, at+".provider_type", pr.ProviderType)
 			if pr.ID() == "" || pr.ID() == disabledID {
 				continue
 			}
@@ -244,7 +322,7 @@ func checkProviders(p *problems, w *writes, providers map[string][]Provider,
 				p.add(at+".provider_type", "%q is not of the form inline::<name> or remote::<name>", *pr.ProviderType)
 			}
 			known := map[string]bool{}
-			for _, k := range table[api+"/"+pr.Type()] {
+			for _, k := range storeKeys(s, api, pr.Type()) {
 				known[k.key] = true
 				v, ok := pr.Config[k.key]
 				if !ok || v == nil {
@@ -257,7 +335,7 @@ func checkProviders(p *problems, w *writes, providers map[string][]Provider,
 			}
 			for _, k := range sortedKeys(pr.Config) {
 				if !known[k] {
-					walkStores(p, w, at+".config."+k, pr.Config[k], line, store)
+					walkStores(p, w, at+".config."+k, pr.Config[k], layout, store)
 				}
 			}
 		}
@@ -267,7 +345,7 @@ func checkProviders(p *problems, w *writes, providers map[string][]Provider,
 // walkStores finds store-shaped mappings in free-form provider config: a
 // mapping with a backend key is a 0.3 reference, one with a store type and
 // a db_path or host is a 0.2 inline store.
-func walkStores(p *problems, w *writes, at string, v any, line Line, store func(at, key string, v any, kind storeKind)) {
+func walkStores(p *problems, w *writes, at string, v any, layout Layout, store func(at, key string, v any, kind storeKind)) {
 	switch t := v.(type) {
 	case map[string]any:
 		_, hasBackend := t["backend"]
@@ -276,7 +354,7 @@ func walkStores(p *problems, w *writes, at string, v any, line Line, store func(
 		_, hasHost := t["host"]
 		inline := slices.Contains([]string{"sqlite", "postgres", "redis", "mongodb"}, typ) && (hasPath || hasHost)
 		switch {
-		case hasBackend && line == Line03:
+		case hasBackend && layout == StorageBackends:
 			kind := kvRef
 			if _, ok := t["table_name"]; ok {
 				kind = sqlRef
@@ -284,52 +362,50 @@ func walkStores(p *problems, w *writes, at string, v any, line Line, store func(
 			store(at, "", t, kind)
 		case hasBackend:
 			p.add(at, "refers to a storage backend by name, the 0.3 layout: a 0.2 server needs an inline store (type and db_path, or postgres host and user)")
-		case inline && line == Line03:
+		case inline && layout == StorageBackends:
 			store(at, "", t, kvRef) // reported as an inline store
 		case inline:
 			store(at, "", t, kvConfig)
 		default:
 			for _, k := range sortedKeys(t) {
-				walkStores(p, w, at+"."+k, t[k], line, store)
+				walkStores(p, w, at+"."+k, t[k], layout, store)
 			}
 		}
 	case []any:
 		for i, e := range t {
-			walkStores(p, w, fmt.Sprintf("%s[%d]", at, i), e, line, store)
+			walkStores(p, w, fmt.Sprintf("%s[%d]", at, i), e, layout, store)
 		}
 	}
 }
 
-// checkKeys refuses keys a store model does not have.
-func checkKeys(p *problems, at string, m map[string]any, allowed []string) {
-	for _, k := range sortedKeys(m) {
-		if !slices.Contains(allowed, k) {
-			p.add(at+"."+k, "unknown field (%s takes %s)", m["type"], strings.Join(allowed, ", "))
-		}
-	}
-}
+// writes collects the directories the server writes to, each with the
+// first run-config path that places it ("" for what upstream's code
+// places).
+type writes struct{ dirs map[string]string }
 
-// writes collects the directories the server writes to.
-type writes struct{ dirs map[string]bool }
+func (w *writes) add(dir string) { w.addFrom(dir, "") }
 
-func (w *writes) add(dir string) {
+func (w *writes) addFrom(dir, at string) {
 	if w.dirs == nil {
-		w.dirs = map[string]bool{}
+		w.dirs = map[string]string{}
 	}
-	w.dirs[path.Clean(dir)] = true
+	dir = path.Clean(dir)
+	if prev, ok := w.dirs[dir]; !ok || (prev == "" && at != "") {
+		w.dirs[dir] = at
+	}
 }
 
 // file records the folder of a file path value.
-func (w *writes) file(_ string, v any) {
+func (w *writes) file(at string, v any) {
 	if s, ok := v.(string); ok && s != "" && s != ":memory:" {
-		w.add(path.Dir(s))
+		w.addFrom(path.Dir(s), at)
 	}
 }
 
 // dir records a folder path value.
-func (w *writes) dir(_ string, v any) {
+func (w *writes) dir(at string, v any) {
 	if s, ok := v.(string); ok && s != "" {
-		w.add(s)
+		w.addFrom(s, at)
 	}
 }
 
@@ -342,7 +418,7 @@ func (w *writes) providersDir(v *string) {
 		w.add("None")
 		return
 	}
-	w.add(*v)
+	w.addFrom(*v, "external_providers_dir")
 }
 
 func (w *writes) sorted() []string { return slices.Sorted(maps.Keys(w.dirs)) }

@@ -121,10 +121,27 @@ func TestRefuses(t *testing.T) {
 			"is an inline store (type sqlite), the 0.2 layout"},
 		{"reference on 0.2", Line02, base02 + "providers:\n  vector_io:\n  - {provider_id: f, provider_type: inline::faiss, config: {kvstore: {namespace: f, backend: kv_default}}}\n",
 			"refers to a storage backend by name, the 0.3 layout"},
-		{"port below 1024", Line02, base02 + "providers: {}\nserver: {port: 80}\n", "server.port: 80 is outside 1024-65535"},
+		{"port below 1024", Line02, base02 + "providers: {}\nserver: {port: 80}\n", "server.port: minimum: got 80, want 1,024 (upstream: ServerConfig.port)"},
 		{"unknown server key", Line03, base03 + "providers: {}\nserver: {port: 8321, tls: true}\n", `server.tls: unknown field: upstream's ServerConfig has no field tls`},
 		{"access rule with both permit and forbid", Line03, base03 + "providers: {}\nserver:\n  auth:\n    provider_config: {type: kubernetes}\n    access_policy:\n    - {permit: {actions: [read]}, forbid: {actions: [read]}}\n",
 			"needs exactly one of permit or forbid"},
+		// the semantic rules upstream applies in code, each by its function
+		{"parse_and_maybe_upgrade_config: version 3", Line03, strings.Replace(base03, "version: 2", "version: 3", 1) + "providers: {}\n", "version: 3 is not 2"},
+		{"validate_table_name", Line03, "version: 2\nimage_name: t\nproviders: {}\nstorage:\n  backends:\n    kv_default: {type: kv_postgres, user: u, table_name: 'a-b'}\n",
+			`storage.backends.kv_default.table_name: "a-b" is not a PostgreSQL identifier`},
+		{"validate_api_server_url", Line03, base03 + "providers: {}\nserver:\n  auth:\n    provider_config: {type: kubernetes, api_server_url: 'ftp://k'}\n",
+			`server.auth.provider_config.api_server_url: "ftp://k" must be an http or https URL with a host`},
+		{"validate_claims_mapping", Line02, base02 + "providers: {}\nserver:\n  auth:\n    provider_config: {type: kubernetes, claims_mapping: {sub: ''}}\n",
+			"server.auth.provider_config.claims_mapping.sub: cannot be empty"},
+		{"tls files as a pair", Line02, base02 + "providers: {}\nserver: {tls_certfile: /c}\n", "server: tls_certfile and tls_keyfile go together"},
+		{"validate_server_stores: unknown backend", Line03, base03 + "  stores:\n    metadata: {namespace: r, backend: nope}\nproviders: {}\n",
+			`storage.stores.metadata.backend: "nope" is not one of storage.backends`},
+		{"agents persistence on the wrong kind", Line03, base03 + "providers:\n  agents:\n  - {provider_id: a, provider_type: inline::meta-reference, config: {persistence: {agent_state: {namespace: a, backend: sql_default}, responses: {table_name: r, backend: sql_default}}}}\n",
+			`providers.agents[0].config.persistence.agent_state.backend: "sql_default" is of type sql_sqlite, but a backend of type kv_* is required`},
+		// what the hand mirrors checked before, now upstream's schema
+		{"a model without model_id", Line03, base03 + "providers: {}\nregistered_resources:\n  models:\n  - {provider_id: x}\n", "registered_resources.models[0]"},
+		{"a key an inline store does not have", Line02, base02 + "providers: {}\nmetadata_store: {type: sqlite, db_path: /d/r.db, bogus: 1}\n", "metadata_store"},
+		{"an sqlite store without db_path", Line02, base02 + "providers: {}\nmetadata_store: {type: sqlite}\n", "metadata_store.db_path: required: the operator keeps the server's files"},
 		{"unset variable", Line03, base03 + "providers: {}\nserver: {port: '${env.PORT}'}\n", "environment variable PORT is not set"},
 		// Found by running upstream's start-up over the configs of fuzzed specs:
 		// MetaReferenceInferenceConfig's validator admits only upstream's models.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 )
 
 // Provider is one provider instance of an API (identical at both tags).
@@ -44,35 +43,10 @@ type ModelInput struct {
 	Metadata        map[string]any `json:"metadata,omitempty"`
 }
 
-// ShieldInput is a shield registered at start-up.
-type ShieldInput struct {
-	ShieldID         *string        `json:"shield_id"`
-	ProviderID       *string        `json:"provider_id,omitempty"`
-	ProviderShieldID *string        `json:"provider_shield_id,omitempty"`
-	Params           map[string]any `json:"params,omitempty"`
-}
-
-// ToolGroupInput is a tool group registered at start-up.
-type ToolGroupInput struct {
-	ToolGroupID *string        `json:"toolgroup_id"`
-	ProviderID  *string        `json:"provider_id"`
-	Args        map[string]any `json:"args,omitempty"`
-	MCPEndpoint *URL           `json:"mcp_endpoint,omitempty"`
-}
-
-// URL is upstream's URL model.
-type URL struct {
-	URI *string `json:"uri"`
-}
-
-// DatasetInput, ScoringFnInput and BenchmarkInput are kept as mappings:
-// the operator only ever copies them from upstream's run.yaml, and their
-// required id is checked.
-type (
-	DatasetInput   map[string]any
-	ScoringFnInput map[string]any
-	BenchmarkInput map[string]any
-)
+// Resource is a resource registered at start-up other than a model
+// (shield, vector store, tool group, dataset, ...): the semantic rules
+// read only its provider_id; the schema judges the rest.
+type Resource map[string]any
 
 // LoggingConfig sets log levels per category.
 type LoggingConfig struct {
@@ -129,155 +103,116 @@ type Scope struct {
 type problems []error
 
 func (p *problems) add(at, format string, args ...any) {
-	*p = append(*p, fmt.Errorf("%s: %s", at, fmt.Sprintf(format, args...)))
+	*p = append(*p, &Problem{At: at, Message: fmt.Sprintf(format, args...)})
 }
+
+// Problem is one thing a semantic rule refuses, at a run-config path
+// (providers.inference[0].config.persistence.backend), so that a caller
+// that wrote the value can name its own field instead.
+type Problem struct {
+	At, Message string
+}
+
+func (e *Problem) Error() string { return e.At + ": " + e.Message }
 
 func (p problems) err() error { return errors.Join(p...) }
 
-func required[T any](p *problems, at string, v *T) {
-	if v == nil {
-		p.add(at, "required")
-	}
-}
+// The semantic rules below are those upstream applies in code, beyond what
+// its models' JSON Schemas say (schemas.json judges every key, type,
+// enum, bound and required field: checkProviderConfigs). Each is named
+// after the upstream function it mirrors, with its file at v0.2.23 and
+// v0.3.0.
 
-// checkTop checks what both lines' StackRunConfig require at the top:
-// version 2 (the run-config version of both tags), an image_name and the
-// providers mapping.
-func checkTop(p *problems, version *int64, imageName *string, providers map[string][]Provider) {
+// parseAndMaybeUpgradeConfig mirrors parse_and_maybe_upgrade_config
+// (core/configure.py): a config of another version than 2 goes through
+// upstream's upgrade of pre-2 files, which the operator never writes, so
+// it is refused.
+func parseAndMaybeUpgradeConfig(p *problems, version *int64) {
 	if version != nil && *version != 2 {
 		p.add("version", "%d is not 2", *version)
 	}
-	required(p, "image_name", imageName)
-	if providers == nil {
-		p.add("providers", "required")
+}
+
+// tlsFilesTogether mirrors how `llama stack run` hands the TLS files to
+// uvicorn (cli/stack/run.py at v0.3.0, core/server/server.py main at
+// v0.2.23): keyfile and certfile are read as a pair; one alone serves
+// plain HTTP without a word, so it is refused.
+func (s ServerConfig) tlsFilesTogether(p *problems) {
+	if (s.TLSCertFile == nil) != (s.TLSKeyFile == nil) {
+		p.add("server", "tls_certfile and tls_keyfile go together")
 	}
 }
 
 func (s ServerConfig) check(p *problems) {
-	if s.Port != nil && (*s.Port < 1024 || *s.Port > 65535) {
-		p.add("server.port", "%d is outside 1024-65535", *s.Port)
-	}
-	if (s.TLSCertFile == nil) != (s.TLSKeyFile == nil) {
-		p.add("server", "tls_certfile and tls_keyfile go together")
-	}
-	if s.Auth != nil {
-		s.Auth.check(p)
-	}
-	if s.CORS != nil {
-		switch s.CORS.(type) {
-		case bool, map[string]any:
-		default:
-			p.add("server.cors", "must be a boolean or a mapping")
-		}
-	}
-}
-
-var authTypes = []string{"oauth2_token", "github_token", "custom", "kubernetes"}
-
-func (a AuthConfig) check(p *problems) {
-	at := "server.auth.provider_config"
-	typ, _ := a.ProviderConfig["type"].(string)
-	if !slices.Contains(authTypes, typ) {
-		p.add(at+".type", "%q is not one of %v", typ, authTypes)
+	s.tlsFilesTogether(p)
+	if s.Auth == nil {
 		return
 	}
-	if typ == "kubernetes" {
+	if typ, _ := s.Auth.ProviderConfig["type"].(string); typ == "kubernetes" {
 		var k KubernetesAuth
-		if err := strictJSON(a.ProviderConfig, &k); err != nil {
-			p.add(at, "%v", err)
-			return
-		}
-		if k.APIServerURL != nil {
-			u, err := url.Parse(*k.APIServerURL)
-			if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-				p.add(at+".api_server_url", "%q must be an http or https URL with a host", *k.APIServerURL)
-			}
-		}
-		for key, v := range k.ClaimsMapping {
-			if v == "" {
-				p.add(at+".claims_mapping."+key, "cannot be empty")
-			}
+		if err := strictJSON(s.Auth.ProviderConfig, &k); err == nil {
+			k.validateAPIServerURL(p)
+			k.validateClaimsMapping(p)
 		}
 	}
-	for i, r := range a.AccessPolicy {
-		r.check(p, fmt.Sprintf("server.auth.access_policy[%d]", i))
+	for i, r := range s.Auth.AccessPolicy {
+		r.validateRuleFormat(p, fmt.Sprintf("server.auth.access_policy[%d]", i))
 	}
 }
 
-var actions = []string{"create", "read", "update", "delete"}
+const kubernetesAuthAt = "server.auth.provider_config"
 
-func (r AccessRule) check(p *problems, at string) {
+// validateAPIServerURL mirrors KubernetesAuthProviderConfig's
+// validate_api_server_url (core/datatypes.py).
+func (k KubernetesAuth) validateAPIServerURL(p *problems) {
+	if k.APIServerURL == nil {
+		return
+	}
+	u, err := url.Parse(*k.APIServerURL)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		p.add(kubernetesAuthAt+".api_server_url", "%q must be an http or https URL with a host", *k.APIServerURL)
+	}
+}
+
+// validateClaimsMapping mirrors validate_claims_mapping (core/datatypes.py).
+func (k KubernetesAuth) validateClaimsMapping(p *problems) {
+	for _, key := range sortedKeys(k.ClaimsMapping) {
+		if k.ClaimsMapping[key] == "" {
+			p.add(kubernetesAuthAt+".claims_mapping."+key, "cannot be empty")
+		}
+	}
+}
+
+// validateRuleFormat mirrors AccessRule.validate_rule_format
+// (core/access_control/datatypes.py): exactly one of permit and forbid, at
+// most one of when and unless.
+func (r AccessRule) validateRuleFormat(p *problems, at string) {
 	if (r.Permit == nil) == (r.Forbid == nil) {
 		p.add(at, "needs exactly one of permit or forbid")
 	}
 	if r.When != nil && r.Unless != nil {
 		p.add(at, "when and unless are mutually exclusive")
 	}
-	for _, s := range []*Scope{r.Permit, r.Forbid} {
-		if s == nil {
-			continue
-		}
-		var list []any
-		switch a := s.Actions.(type) {
-		case string:
-			list = []any{a}
-		case []any:
-			list = a
-		default:
-			p.add(at, "actions must be an action or a list of actions")
-		}
-		for _, a := range list {
-			if s, ok := a.(string); !ok || !slices.Contains(actions, s) {
-				p.add(at+".actions", "%v is not one of %v", a, actions)
-			}
-		}
-	}
 }
 
-func checkModels(p *problems, at string, models []ModelInput) {
-	for i, m := range models {
-		here := fmt.Sprintf("%s[%d]", at, i)
-		required(p, here+".model_id", m.ModelID)
-		if m.ModelType != nil && *m.ModelType != "llm" && *m.ModelType != "embedding" {
-			p.add(here+".model_type", "%q is not llm or embedding", *m.ModelType)
-		}
-	}
-}
-
-func checkShields(p *problems, at string, shields []ShieldInput) {
-	for i, s := range shields {
-		required(p, fmt.Sprintf("%s[%d].shield_id", at, i), s.ShieldID)
-	}
-}
-
-func checkToolGroups(p *problems, at string, groups []ToolGroupInput) {
-	for i, g := range groups {
-		here := fmt.Sprintf("%s[%d]", at, i)
-		required(p, here+".toolgroup_id", g.ToolGroupID)
-		required(p, here+".provider_id", g.ProviderID)
-		if g.MCPEndpoint != nil {
-			required(p, here+".mcp_endpoint.uri", g.MCPEndpoint.URI)
-		}
-	}
-}
-
-func checkIDs[T ~map[string]any](p *problems, at, key string, list []T) {
-	for i, m := range list {
-		if s, ok := m[key].(string); !ok || s == "" {
-			p.add(fmt.Sprintf("%s[%d].%s", at, i, key), "required")
-		}
-	}
-}
+// readJSON decodes a decoded YAML value into the view the semantic rules
+// read (V02, V03): keys the view lacks are the schema's to judge
+// (checkProviderConfigs, strict), not the view's.
+func readJSON(v any, out any) error { return decodeJSON(v, out, false) }
 
 // strictJSON decodes a decoded YAML value into a typed model, refusing
 // keys the model does not know.
-func strictJSON(v any, out any) error {
+func strictJSON(v any, out any) error { return decodeJSON(v, out, true) }
+
+func decodeJSON(v any, out any, strict bool) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytesReader(data))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(out); err != nil {
 		return cleanJSONError(err)
 	}

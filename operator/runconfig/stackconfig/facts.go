@@ -48,6 +48,29 @@ type Facts struct {
 	ServerAPI ServerAPIFacts `json:"server_api"`
 	// Launch is how the server starts (launch.go).
 	Launch Launch `json:"launch"`
+	// RegistryKey is how the server keys its registry's entries in the
+	// metadata store.
+	RegistryKey RegistryKeyFact `json:"registry_key"`
+	// ModelIdentifier is how register_model names a registered model.
+	ModelIdentifier ModelIdentifierFact `json:"model_identifier"`
+}
+
+// ModelIdentifierFact is how the models routing table's register_model
+// (core/routing_tables/models.py) names a model: provider_id/
+// provider_model_id, or, where AliasWhenRenamed (v0.2.23), the model_id
+// itself when it differs from provider_model_id.
+type ModelIdentifierFact struct {
+	AliasWhenRenamed bool   `json:"alias_when_renamed"`
+	Source           string `json:"source"`
+}
+
+// RegistryKeyFact is KEY_VERSION of the server's registry
+// (core/store/registry.py): entries are keyed
+// distributions:registry:<Version>::<type>:<identifier>.
+type RegistryKeyFact struct {
+	Version string `json:"version"`
+	Format  string `json:"format"`
+	Source  string `json:"source"`
 }
 
 // ServerStoreFact says where the server keeps one of its own stores.
@@ -316,7 +339,9 @@ func checkStart(p *problems, w *writes, line Line, v startView, env Env, home st
 				r.providerID, api, strings.Join(enabledIDs(v.providers[api]), ", "))
 		}
 	}
-	if line == Line03 {
+	// the stores and vector_stores rules exist only in the facts of the
+	// lines whose start-up applies them (stack.py at v0.3.0)
+	{
 		s := v.stores
 		if s == nil {
 			s = &Stores{}

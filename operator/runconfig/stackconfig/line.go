@@ -1,7 +1,9 @@
 package stackconfig
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -17,34 +19,48 @@ const (
 	Line03 Line = "0.3"
 )
 
-// lines are the lines the operator knows, oldest first.
-func lines() []Line { return []Line{Line02, Line03} }
-
-// Tag is the upstream llamastack/llama-stack tag a line's model (and the
-// operator's embedded base configs of that line) were written from.
-func (l Line) Tag() string {
-	switch l {
-	case Line02:
-		return "v0.2.23"
-	case Line03:
-		return "v0.3.0"
-	}
-	return ""
+// lineEntry is the registry's entry of a line: the upstream tag its data
+// (distributions/<tag>/: base configs, facts.json, schemas.json) was
+// derived at, and the versions it covers. Everything else the operator
+// knows of a line is read from that data; this table is the only place
+// in the operator that names a line.
+type lineEntry struct {
+	tag      string
+	versions []string
 }
 
-// knownVersions maps each Llama Stack version whose layout was checked
-// against upstream's source to its line. Any other version is refused:
-// the operator never guesses a layout.
-var knownVersions = map[string]Line{
-	"0.2.23": Line02,
-	"0.3.0":  Line03,
+// registry holds every line the operator knows. A new line is a new data
+// folder and a row here.
+var registry = map[Line]lineEntry{
+	Line02: {tag: "v0.2.23", versions: []string{"0.2.23"}},
+	Line03: {tag: "v0.3.0", versions: []string{"0.3.0"}},
 }
+
+// Lines are the lines the operator knows, oldest first.
+func Lines() []Line { return lines() }
+
+func lines() []Line {
+	return slices.SortedFunc(maps.Keys(registry), func(a, b Line) int {
+		return semver.MustParse(registry[a].versions[0]).Compare(semver.MustParse(registry[b].versions[0]))
+	})
+}
+
+// Known reports whether the operator knows the line.
+func (l Line) Known() bool {
+	_, ok := registry[l]
+	return ok
+}
+
+// Tag is the upstream llamastack/llama-stack tag a line's data (and the
+// operator's embedded base configs of that line) were derived from; ""
+// for a line the registry lacks.
+func (l Line) Tag() string { return registry[l].tag }
 
 // KnownVersions lists the Llama Stack versions with a known layout, sorted.
 func KnownVersions() []string {
-	out := make([]string, 0, len(knownVersions))
-	for v := range knownVersions {
-		out = append(out, v)
+	var out []string
+	for _, e := range registry {
+		out = append(out, e.versions...)
 	}
 	slices.SortFunc(out, func(a, b string) int {
 		return semver.MustParse(a).Compare(semver.MustParse(b))
@@ -69,8 +85,93 @@ func (e *UnknownVersionError) Error() string {
 
 // LineOf returns the line of a Llama Stack version such as "0.3.0".
 func LineOf(version string) (Line, error) {
-	if l, ok := knownVersions[strings.TrimPrefix(version, "v")]; ok {
-		return l, nil
+	v := strings.TrimPrefix(version, "v")
+	for l, e := range registry {
+		if slices.Contains(e.versions, v) {
+			return l, nil
+		}
 	}
 	return "", &UnknownVersionError{Version: version}
+}
+
+// Layout is how a line's run config places the server's stores and the
+// resources it registers at start. It is read from the line's
+// StackRunConfig schema (schemas.json), not declared per line.
+type Layout int
+
+// The layouts upstream's StackRunConfig has had.
+const (
+	// UnknownLayout is the layout of a line the registry lacks, or whose
+	// schema has neither shape: every use of it is an error.
+	UnknownLayout Layout = iota
+	// InlineStores (0.2): metadata_store and inference_store, and a
+	// provider's kvstore, are inline store configs (a type and a db_path
+	// or a host); resources are top-level lists (models, shields, ...).
+	InlineStores
+	// StorageBackends (0.3 on): a required storage section names backends
+	// (kv_sqlite, sql_postgres, ...) and the server's stores; providers
+	// refer to a backend by name with a namespace or a table; resources
+	// live under registered_resources.
+	StorageBackends
+)
+
+func (l Layout) String() string {
+	switch l {
+	case InlineStores:
+		return "inline stores (metadata_store, inference_store, top-level resource lists)"
+	case StorageBackends:
+		return "storage backends (storage.backends and storage.stores, registered_resources)"
+	}
+	return "unknown"
+}
+
+// Layout reads the line's layout from its StackRunConfig schema: a
+// storage property makes it StorageBackends, a metadata_store property
+// InlineStores.
+func (l Line) Layout() Layout {
+	props := l.RunConfigFields()
+	switch {
+	case slices.Contains(props, "storage"):
+		return StorageBackends
+	case slices.Contains(props, "metadata_store"):
+		return InlineStores
+	}
+	return UnknownLayout
+}
+
+// RunConfigFields are the top-level fields of the line's StackRunConfig
+// (schemas.json), sorted; nil for a line the registry lacks.
+func (l Line) RunConfigFields() []string {
+	s := l.Schemas()
+	if s == nil {
+		return nil
+	}
+	var doc struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(s.RunConfig.Schema, &doc); err != nil {
+		return nil
+	}
+	return sortedKeys(doc.Properties)
+}
+
+// HasProviderAPI reports whether the line has providers of an API (from
+// facts.json: at 0.2 telemetry is an API with providers, at 0.3 a
+// top-level setting the stack serves itself).
+func (l Line) HasProviderAPI(api string) bool {
+	f := l.Facts()
+	if f == nil {
+		return false
+	}
+	_, ok := f.Providers[api]
+	return ok
+}
+
+// HealthNeedsToken reports whether the line's server, with server.auth
+// set, demands a bearer token on its health endpoint (facts.json
+// server_api: 0.2's middleware guards every path; 0.3 exempts health).
+// An unknown line or endpoint answers true, the safe side.
+func (l Line) HealthNeedsToken() bool {
+	e, err := l.Endpoint(EndpointHealth)
+	return err != nil || e.RequiresAuthentication
 }

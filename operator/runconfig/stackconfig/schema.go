@@ -533,6 +533,19 @@ func (e *ProviderConfigError) Error() string {
 // every problem it finds).
 func ProviderConfigErrors(err error) []*ProviderConfigError {
 	var out []*ProviderConfigError
+	for _, leaf := range Leaves(err) {
+		var pe *ProviderConfigError
+		if errors.As(leaf, &pe) {
+			out = append(out, pe)
+		}
+	}
+	return out
+}
+
+// Leaves are the single problems of an error Check returns: it joins every
+// problem it finds and wraps them with the line.
+func Leaves(err error) []error {
+	var out []error
 	var walk func(error)
 	walk = func(err error) {
 		if err == nil {
@@ -548,10 +561,7 @@ func ProviderConfigErrors(err error) []*ProviderConfigError {
 			walk(u)
 			return
 		}
-		var pe *ProviderConfigError
-		if errors.As(err, &pe) { // a leaf: ProviderConfigError wraps nothing
-			out = append(out, pe)
-		}
+		out = append(out, err)
 	}
 	walk(err)
 	return out

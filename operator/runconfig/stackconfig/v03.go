@@ -54,27 +54,20 @@ type SQLRef struct {
 	NumWriters        *int64  `json:"num_writers,omitempty"`
 }
 
-// RegisteredResources are the resources registered at start-up.
-// Upstream's own v0.3.0 run.yaml files still carry an empty vector_dbs
-// list, which the model ignores; a non-empty one would be dropped by the
-// server without a word, so it is refused.
+// RegisteredResources are the resources registered at start-up; the
+// semantic rules read only each one's provider_id (the schema judges the
+// rest). Upstream's own v0.3.0 run.yaml files still carry an empty
+// vector_dbs list, which the model ignores; a non-empty one would be
+// dropped by the server without a word, so it is refused.
 type RegisteredResources struct {
-	Models       []ModelInput       `json:"models,omitempty"`
-	Shields      []ShieldInput      `json:"shields,omitempty"`
-	VectorStores []VectorStoreInput `json:"vector_stores,omitempty"`
-	VectorDBs    []any              `json:"vector_dbs,omitempty"`
-	Datasets     []DatasetInput     `json:"datasets,omitempty"`
-	ScoringFns   []ScoringFnInput   `json:"scoring_fns,omitempty"`
-	Benchmarks   []BenchmarkInput   `json:"benchmarks,omitempty"`
-	ToolGroups   []ToolGroupInput   `json:"tool_groups,omitempty"`
-}
-
-// VectorStoreInput is a vector store registered at start-up (0.3).
-type VectorStoreInput struct {
-	VectorStoreID      *string `json:"vector_store_id"`
-	EmbeddingModel     *string `json:"embedding_model"`
-	EmbeddingDimension *int64  `json:"embedding_dimension"`
-	ProviderID         *string `json:"provider_id,omitempty"`
+	Models       []ModelInput `json:"models,omitempty"`
+	Shields      []Resource   `json:"shields,omitempty"`
+	VectorStores []Resource   `json:"vector_stores,omitempty"`
+	VectorDBs    []any        `json:"vector_dbs,omitempty"`
+	Datasets     []Resource   `json:"datasets,omitempty"`
+	ScoringFns   []Resource   `json:"scoring_fns,omitempty"`
+	Benchmarks   []Resource   `json:"benchmarks,omitempty"`
+	ToolGroups   []Resource   `json:"tool_groups,omitempty"`
 }
 
 // Telemetry is the 0.3 top-level telemetry setting.
@@ -94,40 +87,14 @@ type QualifiedModel struct {
 	ModelID    *string `json:"model_id"`
 }
 
-// Stores the v0.3.0 inline providers keep in their config: key, kind.
-var storesV03 = map[string][]storeKey{
-	"vector_io/inline::faiss":       {{"persistence", kvRef, true}},
-	"vector_io/inline::sqlite-vec":  {{"db_path", filePath, true}, {"persistence", kvRef, true}},
-	"vector_io/inline::milvus":      {{"db_path", filePath, true}, {"persistence", kvRef, true}},
-	"vector_io/remote::chromadb":    {{"persistence", kvRef, true}},
-	"vector_io/remote::qdrant":      {{"persistence", kvRef, true}},
-	"vector_io/remote::milvus":      {{"persistence", kvRef, true}},
-	"vector_io/remote::pgvector":    {{"persistence", kvRef, false}},
-	"vector_io/remote::weaviate":    {{"persistence", kvRef, false}},
-	"files/inline::localfs":         {{"storage_dir", dirPath, true}, {"metadata_store", sqlRef, true}},
-	"agents/inline::meta-reference": {{"persistence", agentsPersistence, true}},
-	"eval/inline::meta-reference":   {{"kvstore", kvRef, true}},
-	"datasetio/inline::localfs":     {{"kvstore", kvRef, true}},
-	"datasetio/remote::huggingface": {{"kvstore", kvRef, true}},
-	"batches/inline::reference":     {{"kvstore", kvRef, true}},
-}
-
 var (
 	kvBackendTypes  = []string{"kv_redis", "kv_sqlite", "kv_postgres", "kv_mongodb"}
 	sqlBackendTypes = []string{"sql_sqlite", "sql_postgres"}
-	backendKeys     = map[string][]string{
-		"kv_redis":     {"type", "namespace", "host", "port"},
-		"kv_sqlite":    {"type", "namespace", "db_path"},
-		"kv_postgres":  {"type", "namespace", "host", "port", "db", "user", "password", "ssl_mode", "ca_cert_path", "table_name"},
-		"kv_mongodb":   {"type", "namespace", "host", "port", "db", "user", "password", "collection_name"},
-		"sql_sqlite":   {"type", "db_path"},
-		"sql_postgres": {"type", "host", "port", "db", "user", "password"},
-	}
-	tableNameRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+	tableNameRE     = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 )
 
-func (c *V03) check(p *problems, w *writes) {
-	checkTop(p, c.Version, c.ImageName, c.Providers)
+func (c *V03) check(p *problems, w *writes, schemas *Schemas) {
+	parseAndMaybeUpgradeConfig(p, c.Version)
 	if c.Storage == nil || c.Storage.Backends == nil {
 		p.add("storage", "required: 0.3 servers need storage.backends (e.g. kv_default of type kv_sqlite, sql_default of type sql_sqlite) and storage.stores")
 		c.Storage = &Storage{}
@@ -135,60 +102,51 @@ func (c *V03) check(p *problems, w *writes) {
 	for _, name := range sortedKeys(c.Storage.Backends) {
 		b := c.Storage.Backends[name]
 		at := "storage.backends." + name
-		typ, _ := b["type"].(string)
-		keys, ok := backendKeys[typ]
-		if !ok {
-			p.add(at+".type", "%q is not one of %s", typ, sortedKeys(backendKeys))
-			continue
-		}
-		checkKeys(p, at, b, keys)
-		switch typ {
+		switch typ, _ := b["type"].(string); typ {
 		case "kv_sqlite", "sql_sqlite":
-			if _, ok := b["db_path"].(string); !ok {
-				p.add(at+".db_path", "required")
-			}
 			w.file(at+".db_path", b["db_path"])
-		case "kv_postgres", "sql_postgres":
-			if b["user"] == nil {
-				p.add(at+".user", "required")
-			}
-			if t, ok := b["table_name"].(string); ok && (!tableNameRE.MatchString(t) || len(t) > 63) {
-				p.add(at+".table_name", "%q is not a PostgreSQL identifier", t)
-			}
+		case "kv_postgres":
+			validateTableName(p, at+".table_name", b["table_name"])
 		}
 	}
-	if s := c.Storage.Stores; s != nil {
-		c.checkKV(p, "storage.stores.metadata", s.Metadata)
-		c.checkSQL(p, "storage.stores.inference", s.Inference)
-		c.checkSQL(p, "storage.stores.conversations", s.Conversations)
-		c.checkSQL(p, "storage.stores.responses", s.Responses)
-	}
+	c.validateServerStores(p)
 	checkProviders(p, w, c.Providers, func(at, key string, v any, kind storeKind) {
 		c.checkStoreValue(p, w, at, v, kind)
-	}, storesV03, Line03)
-	if r := c.RegisteredResources; r != nil {
-		checkModels(p, "registered_resources.models", r.Models)
-		checkShields(p, "registered_resources.shields", r.Shields)
-		checkToolGroups(p, "registered_resources.tool_groups", r.ToolGroups)
-		for i, v := range r.VectorStores {
-			at := fmt.Sprintf("registered_resources.vector_stores[%d]", i)
-			required(p, at+".vector_store_id", v.VectorStoreID)
-			required(p, at+".embedding_model", v.EmbeddingModel)
-			required(p, at+".embedding_dimension", v.EmbeddingDimension)
-		}
-		if len(r.VectorDBs) > 0 {
-			p.add("registered_resources.vector_dbs", "0.3 ignores vector_dbs: register vector_stores instead")
-		}
-		checkIDs(p, "registered_resources.datasets", "dataset_id", r.Datasets)
-		checkIDs(p, "registered_resources.scoring_fns", "scoring_fn_id", r.ScoringFns)
-		checkIDs(p, "registered_resources.benchmarks", "benchmark_id", r.Benchmarks)
-	}
-	if v := c.VectorStores; v != nil && v.DefaultEmbeddingModel != nil {
-		required(p, "vector_stores.default_embedding_model.provider_id", v.DefaultEmbeddingModel.ProviderID)
-		required(p, "vector_stores.default_embedding_model.model_id", v.DefaultEmbeddingModel.ModelID)
+	}, schemas, StorageBackends)
+	if r := c.RegisteredResources; r != nil && len(r.VectorDBs) > 0 {
+		p.add("registered_resources.vector_dbs", "0.3 ignores vector_dbs: register vector_stores instead")
 	}
 	if c.Server != nil {
 		c.Server.check(p)
+	}
+}
+
+// validateTableName mirrors PostgresKVStoreConfig.validate_table_name
+// (core/storage/datatypes.py at v0.3.0).
+func validateTableName(p *problems, at string, v any) {
+	if t, ok := v.(string); ok && (!tableNameRE.MatchString(t) || len(t) > 63) {
+		p.add(at, "%q is not a PostgreSQL identifier", t)
+	}
+}
+
+// validateServerStores mirrors StackRunConfig.validate_server_stores
+// (core/datatypes.py at v0.3.0): each of storage.stores names a backend of
+// storage.backends of the right kind.
+func (c *V03) validateServerStores(p *problems) {
+	s := c.Storage.Stores
+	if s == nil {
+		return
+	}
+	if s.Metadata != nil {
+		c.backend(p, "storage.stores.metadata", s.Metadata.Backend, kvBackendTypes, "kv_*")
+	}
+	for _, r := range []struct {
+		name string
+		ref  *SQLRef
+	}{{"inference", s.Inference}, {"conversations", s.Conversations}, {"responses", s.Responses}} {
+		if r.ref != nil {
+			c.backend(p, "storage.stores."+r.name, r.ref.Backend, sqlBackendTypes, "sql_*")
+		}
 	}
 }
 
@@ -210,15 +168,9 @@ func (c *V03) start() startView {
 		for i, m := range r.Models {
 			v.resources = append(v.resources, ref(fmt.Sprintf(at+"models[%d]", i), "models", m.ProviderID))
 		}
-		for i, s := range r.Shields {
-			v.resources = append(v.resources, ref(fmt.Sprintf(at+"shields[%d]", i), "shields", s.ProviderID))
-		}
-		for i, s := range r.VectorStores {
-			v.resources = append(v.resources, ref(fmt.Sprintf(at+"vector_stores[%d]", i), "vector_stores", s.ProviderID))
-		}
-		for i, g := range r.ToolGroups {
-			v.resources = append(v.resources, ref(fmt.Sprintf(at+"tool_groups[%d]", i), "tool_groups", g.ProviderID))
-		}
+		v.resources = append(v.resources, mapRefs(at+"shields", "shields", r.Shields)...)
+		v.resources = append(v.resources, mapRefs(at+"vector_stores", "vector_stores", r.VectorStores)...)
+		v.resources = append(v.resources, mapRefs(at+"tool_groups", "tool_groups", r.ToolGroups)...)
 		v.resources = append(v.resources, mapRefs(at+"datasets", "datasets", r.Datasets)...)
 		v.resources = append(v.resources, mapRefs(at+"scoring_fns", "scoring_functions", r.ScoringFns)...)
 		v.resources = append(v.resources, mapRefs(at+"benchmarks", "benchmarks", r.Benchmarks)...)
@@ -226,10 +178,13 @@ func (c *V03) start() startView {
 	return v
 }
 
+// backend resolves a reference to a backend of storage.backends, as
+// validate_server_stores does for the server's stores and kvstore_impl /
+// sqlstore_impl (providers/utils/{kvstore,sqlstore}) do for a provider's,
+// when it starts: the name must exist and be of the kind the store needs.
 func (c *V03) backend(p *problems, at string, name *string, kinds []string, want string) {
 	if name == nil {
-		p.add(at+".backend", "required")
-		return
+		return // the schema requires it
 	}
 	b, ok := c.Storage.Backends[*name]
 	if !ok {
@@ -241,22 +196,8 @@ func (c *V03) backend(p *problems, at string, name *string, kinds []string, want
 	}
 }
 
-func (c *V03) checkKV(p *problems, at string, r *KVRef) {
-	if r == nil {
-		return
-	}
-	required(p, at+".namespace", r.Namespace)
-	c.backend(p, at, r.Backend, kvBackendTypes, "kv_*")
-}
-
-func (c *V03) checkSQL(p *problems, at string, r *SQLRef) {
-	if r == nil {
-		return
-	}
-	required(p, at+".table_name", r.TableName)
-	c.backend(p, at, r.Backend, sqlBackendTypes, "sql_*")
-}
-
+// checkStoreValue records a path a provider's config makes the server
+// write, and resolves a store reference's backend.
 func (c *V03) checkStoreValue(p *problems, w *writes, at string, v any, kind storeKind) {
 	switch kind {
 	case filePath:
@@ -268,40 +209,22 @@ func (c *V03) checkStoreValue(p *problems, w *writes, at string, v any, kind sto
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		p.add(at, "must be a mapping")
-		return
+		return // the provider's schema says what it takes
 	}
 	if _, inline := m["type"]; inline {
 		p.add(at, "is an inline store (type %v), the 0.2 layout: 0.3 refers to a backend of storage.backends by name, e.g. {namespace: ..., backend: kv_default}", m["type"])
 		return
 	}
+	backendOf := func(v any) *string {
+		if s, ok := v.(map[string]any)["backend"].(string); ok {
+			return &s
+		}
+		return nil
+	}
 	switch kind {
 	case kvRef:
-		var r KVRef
-		if err := strictJSON(m, &r); err != nil {
-			p.add(at, "%v", err)
-			return
-		}
-		c.checkKV(p, at, &r)
+		c.backend(p, at, backendOf(m), kvBackendTypes, "kv_*")
 	case sqlRef:
-		var r SQLRef
-		if err := strictJSON(m, &r); err != nil {
-			p.add(at, "%v", err)
-			return
-		}
-		c.checkSQL(p, at, &r)
-	case agentsPersistence:
-		var r struct {
-			AgentState *KVRef  `json:"agent_state"`
-			Responses  *SQLRef `json:"responses"`
-		}
-		if err := strictJSON(m, &r); err != nil {
-			p.add(at, "%v", err)
-			return
-		}
-		required(p, at+".agent_state", r.AgentState)
-		required(p, at+".responses", r.Responses)
-		c.checkKV(p, at+".agent_state", r.AgentState)
-		c.checkSQL(p, at+".responses", r.Responses)
+		c.backend(p, at, backendOf(m), sqlBackendTypes, "sql_*")
 	}
 }

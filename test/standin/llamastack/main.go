@@ -69,6 +69,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -235,7 +236,7 @@ func (s *server) routes() http.Handler {
 		p, err := s.state.createPrompt(in.Prompt, in.Variables)
 		reply(w, p, err)
 	})
-	if s.line != stackconfig.Line02 { // the conversations API arrived in 0.3
+	if slices.Contains(s.line.Facts().InternalAPIs, "conversations") { // the conversations API arrived in 0.3
 		mux.HandleFunc("POST /v1/conversations", func(w http.ResponseWriter, r *http.Request) {
 			var in struct {
 				Metadata map[string]string `json:"metadata"`

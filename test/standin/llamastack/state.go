@@ -23,10 +23,6 @@ import (
 // no SQLite), and refuses a file it did not write.
 const fileFormat = "llama-stack stand-in store (JSON, not SQLite; test/standin/llamastack)"
 
-// registryKeyVersion is KEY_VERSION of llama_stack/core/store/registry.py
-// (distributions:registry:<version>::<type>:<identifier>).
-var registryKeyVersion = map[stackconfig.Line]string{stackconfig.Line02: "v9", stackconfig.Line03: "v10"}
-
 // file is one store file: tables of keys (a key-value store's keys, a SQL
 // table's rows by id) to JSON strings.
 type file struct {
@@ -218,14 +214,14 @@ func (s *state) registerModel(providers []string, in stackconfig.ModelInput, sou
 		return model{}, errors.New("Embedding model must have an embedding dimension in its metadata") //nolint:staticcheck // upstream's message, verbatim (ST1005)
 	}
 	m.Identifier = provider + "/" + m.ProviderResourceID
-	if s.line == stackconfig.Line02 && id != m.ProviderResourceID {
+	if s.line.Facts().ModelIdentifier.AliasWhenRenamed && id != m.ProviderResourceID {
 		m.Identifier = id
 	}
 	return m, s.put("registry", s.registryKey("model", m.Identifier), m)
 }
 
 func (s *state) registryKey(typ, id string) string {
-	return "distributions:registry:" + registryKeyVersion[s.line] + "::" + typ + ":" + id
+	return "distributions:registry:" + s.line.Facts().RegistryKey.Version + "::" + typ + ":" + id
 }
 
 func (s *state) models() ([]model, error) {

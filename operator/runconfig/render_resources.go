@@ -32,7 +32,7 @@ func disable(cfg *runConfig, line stackconfig.Line, spec v1alpha2.InferenceStack
 	off := map[string]bool{}
 	for _, api := range spec.Disabled {
 		a := string(api)
-		if api == v1alpha2.APITelemetry && line != stackconfig.Line02 {
+		if api == v1alpha2.APITelemetry && !line.HasProviderAPI(a) {
 			// 0.3: telemetry is a top-level switch, not an API.
 			cfg.Telemetry = &telemetry{Enabled: false}
 			continue

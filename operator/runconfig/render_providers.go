@@ -60,13 +60,17 @@ func providerID(p v1alpha2.ProviderSpec) string {
 // overlayProviders merges the user's providers into the config by id: a
 // matching id is replaced, a new id appended, the rest kept.
 func overlayProviders(cfg *runConfig, line stackconfig.Line, spec v1alpha2.InferenceStackSpec, env *envSet, origins specOrigins) error {
+	lay, err := layoutOf(line)
+	if err != nil {
+		return err
+	}
 	base := field.NewPath("spec", "providers")
 	for _, l := range apiProviders(spec.Providers) {
 		if len(l.list) == 0 {
 			continue
 		}
 		path := base.Child(l.field)
-		if l.api == string(v1alpha2.APITelemetry) && line != stackconfig.Line02 {
+		if l.api == string(v1alpha2.APITelemetry) && !line.HasProviderAPI(l.api) {
 			return field.Forbidden(path, fmt.Sprintf("Llama Stack %s has no telemetry API to add providers to "+
 				"(telemetry is a top-level setting; the server exports through the OTEL_* variables of workload.env): "+
 				"remove providers.telemetry, or pin an operator release with Llama Stack 0.2", line))
@@ -87,7 +91,7 @@ func overlayProviders(cfg *runConfig, line stackconfig.Line, spec v1alpha2.Infer
 			seen[id] = i
 			p, err := userProvider(line, l.api, path.Index(i), up, env, origins)
 			if err == nil && l.api == string(v1alpha2.APIVectorIO) {
-				vectorStore(&p, line)
+				lay.vectorStore(&p)
 			}
 			if err != nil {
 				return err
@@ -239,58 +243,89 @@ type providerOrigin struct {
 // specOrigins maps "<api>/<provider id>" to the spec's provider.
 type specOrigins map[string]providerOrigin
 
-// specError restates the run-config problems a check found in the user's
-// providers at the spec fields the user wrote; the rest are returned as
-// they are.
-func (o specOrigins) specError(err error) error {
-	pes := stackconfig.ProviderConfigErrors(err)
-	if len(pes) == 0 {
-		return err
-	}
+// specError restates the problems a check found in the user's providers
+// at the spec fields the user wrote: a provider config's schema errors
+// (stackconfig.ProviderConfigError) and the semantic rules' problems under
+// providers.<api>[i] (stackconfig.Problem), the index read in cfg. The
+// other problems are kept as they are; when none is the user's, err is
+// returned unchanged.
+func (o specOrigins) specError(err error, cfg *runConfig) error {
+	leaves := stackconfig.Leaves(err)
 	var list []error
-	for _, pe := range pes {
-		po, ok := o[pe.API+"/"+pe.ID]
-		if !ok || len(pe.Path) == 0 {
-			return err
-		}
-		at, ok := po.keys[pe.Path[0]]
-		if !ok {
-			at = po.path.Child("settings", pe.Path[0])
-		}
-		for _, s := range pe.Path[1:] {
-			if i, err := strconv.Atoi(s); err == nil {
-				at = at.Index(i)
-			} else {
-				at = at.Child(s)
+	mapped := false
+	for _, leaf := range leaves {
+		var pe *stackconfig.ProviderConfigError
+		var pr *stackconfig.Problem
+		switch {
+		case errors.As(leaf, &pe):
+			if po, ok := o[pe.API+"/"+pe.ID]; ok && len(pe.Path) > 0 {
+				msg := pe.Message
+				if pe.Upstream != "" {
+					msg += " (upstream: " + pe.Upstream + ")"
+				}
+				list, mapped = append(list, fmt.Errorf("%s: %s", po.at(pe.Path), msg)), true
+				continue
+			}
+		case errors.As(leaf, &pr):
+			if m := providerAt.FindStringSubmatch(pr.At); m != nil {
+				i, _ := strconv.Atoi(m[2])
+				if ps := cfg.Providers[m[1]]; i < len(ps) {
+					if po, ok := o[m[1]+"/"+ps[i].ProviderID]; ok {
+						list, mapped = append(list, fmt.Errorf("%s: %s", po.at(configPath(m[3])), pr.Message)), true
+						continue
+					}
+				}
 			}
 		}
-		msg := pe.Message
-		if pe.Upstream != "" {
-			msg += " (upstream: " + pe.Upstream + ")"
-		}
-		list = append(list, fmt.Errorf("%s: %s", at, msg))
+		list = append(list, leaf)
+	}
+	if !mapped {
+		return err
 	}
 	return errors.Join(list...)
 }
 
-// vectorStore gives a remote vector_io provider the key-value store its
-// config needs for its registry, unless the user's settings set one:
-// chromadb, qdrant and milvus require it, pgvector and weaviate take it
-// (their config classes at v0.2.23: kvstore, an inline store; at v0.3.0:
-// persistence, a reference to a backend), as upstream's starter writes.
-func vectorStore(p *provider, line stackconfig.Line) {
-	if p.Config == nil {
-		p.Config = map[string]any{}
+// providerAt splits a run-config path under a provider: API, index, rest.
+var providerAt = regexp.MustCompile(`^providers\.([a-z_]+)\[(\d+)\](.*)$`)
+
+// configPath is the path inside a provider's config of the rest of a
+// run-config path (".config.persistence.backend"; nil when it is not under
+// config).
+func configPath(rest string) []string {
+	rest, ok := strings.CutPrefix(rest, ".config.")
+	if !ok {
+		return nil
 	}
-	if line == stackconfig.Line02 {
-		if _, ok := p.Config["kvstore"]; !ok {
-			p.Config["kvstore"] = sqliteStore(strings.ToLower(envName(p.ProviderID)) + "_registry.db")
+	var out []string
+	for _, part := range strings.Split(rest, ".") {
+		name, idx, _ := strings.Cut(part, "[")
+		out = append(out, name)
+		if idx != "" {
+			out = append(out, strings.TrimSuffix(idx, "]"))
 		}
-		return
 	}
-	if _, ok := p.Config["persistence"]; !ok {
-		p.Config["persistence"] = map[string]any{"namespace": "vector_io::" + p.ProviderID, "backend": kvDefault}
+	return out
+}
+
+// at is the spec field of a path inside the provider's config: the field
+// that set its first key (endpoint, apiKey, secretRefs[k]) or
+// settings.<key>, then the rest; the provider itself for an empty path.
+func (po providerOrigin) at(path []string) *field.Path {
+	if len(path) == 0 {
+		return po.path
 	}
+	at, ok := po.keys[path[0]]
+	if !ok {
+		at = po.path.Child("settings", path[0])
+	}
+	for _, s := range path[1:] {
+		if i, err := strconv.Atoi(s); err == nil {
+			at = at.Index(i)
+		} else {
+			at = at.Child(s)
+		}
+	}
+	return at
 }
 
 // settings decodes the free-form settings into a fresh map.

@@ -167,24 +167,22 @@ func configureStorage(cfg *runConfig, line stackconfig.Line, stack string, spec 
 		cacheEnv(stack, env)
 		postgres = true
 	}
-	var err error
-	if line == stackconfig.Line02 {
-		err = storage02(cfg, kv, sql, postgres, env)
-	} else {
-		err = storage03(cfg, kv, sql, postgres, env)
-	}
+	lay, err := layoutOf(line)
 	if err != nil {
 		return err
 	}
-	if usesPostgresEnv(cfg, line) && env.origin[EnvPostgresHost] == "" {
+	if err := lay.storage(cfg, kv, sql, postgres, env); err != nil {
+		return err
+	}
+	if usesPostgresEnv(cfg, lay) && env.origin[EnvPostgresHost] == "" {
 		return field.Required(field.NewPath("spec", "cache", "enabled"), fmt.Sprintf(
 			"distribution %s keeps stores in PostgreSQL: set cache.enabled, or storage.sql of type postgres", cfg.ImageName))
 	}
 	return nil
 }
 
-// storage02 edits the inline stores of the 0.2 layout.
-func storage02(cfg *runConfig, kv *v1alpha2.KVStoreSpec, sql *v1alpha2.SQLStoreSpec, postgres bool, env *envSet) error {
+// storage edits the inline stores of the InlineStores layout (0.2).
+func (inlineStores) storage(cfg *runConfig, kv *v1alpha2.KVStoreSpec, sql *v1alpha2.SQLStoreSpec, postgres bool, env *envSet) error {
 	if kv != nil {
 		store, err := kvStore(kv, env)
 		if err != nil {
@@ -207,10 +205,10 @@ func storage02(cfg *runConfig, kv *v1alpha2.KVStoreSpec, sql *v1alpha2.SQLStoreS
 	return nil
 }
 
-// storage03 edits the named backends of the 0.3 layout: kv_default and
-// sql_default, which every store and provider of upstream's distributions
-// refers to.
-func storage03(cfg *runConfig, kv *v1alpha2.KVStoreSpec, sql *v1alpha2.SQLStoreSpec, postgres bool, env *envSet) error {
+// storage edits the named backends of the StorageBackends layout (0.3):
+// kv_default and sql_default, which every store and provider of upstream's
+// distributions refers to.
+func (storageBackends) storage(cfg *runConfig, kv *v1alpha2.KVStoreSpec, sql *v1alpha2.SQLStoreSpec, postgres bool, env *envSet) error {
 	if cfg.Storage == nil || cfg.Storage.Backends[kvDefault] == nil || cfg.Storage.Backends[sqlDefault] == nil {
 		// The embedded bases all have both; a base without them is a build defect.
 		return fmt.Errorf("base config of %s has no %s and %s backends", cfg.ImageName, kvDefault, sqlDefault)
@@ -327,10 +325,10 @@ func eachProviderStore(cfg *runConfig, key string, store func(file, namespace st
 // holds every string of the config (and escapes neither "$" nor "{"); it
 // costs a fraction of the YAML form, which serves when a value has no
 // JSON form.
-func usesPostgresEnv(cfg *runConfig, line stackconfig.Line) bool {
+func usesPostgresEnv(cfg *runConfig, lay layout) bool {
 	data, err := json.Marshal(cfg)
 	if err != nil {
-		data, err = marshal(*cfg, line)
+		data, err = marshal(*cfg, lay)
 	}
 	return err == nil && strings.Contains(string(data), "${env."+EnvPostgresHost)
 }

@@ -1,0 +1,292 @@
+package runconfig
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
+	"github.com/inferencestack/inferencestack/operator/runconfig/distributions"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
+)
+
+// Stage 2 of the walk (doc.go): the line layout. A line's layout
+// (stackconfig.Line.Layout, read from the line's StackRunConfig schema)
+// decides how the pipeline's runConfig is read from and written to a file,
+// what an empty config holds, and where spec.storage puts the stores. Each
+// layout is one value of this interface; nothing else in the pipeline
+// branches on the line. load reads a distribution's base config (or an
+// empty one) in it.
+type layout interface {
+	// decode reads a base config file of the layout.
+	decode(dec *yaml.Decoder) (runConfig, error)
+	// file is the config in the layout's file shape, for marshalling.
+	file(c runConfig) any
+	// empty is the base of a custom image: no providers, the server's
+	// stores on sqlite under DataDir.
+	empty() runConfig
+	// storage points the stores at the backends spec.storage selects.
+	storage(cfg *runConfig, kv *v1alpha2.KVStoreSpec, sql *v1alpha2.SQLStoreSpec, postgres bool, env *envSet) error
+	// vectorStore gives a remote vector_io provider the key-value store its
+	// config needs for its registry, unless the user's settings set one.
+	vectorStore(p *provider)
+}
+
+// layoutOf is the layout of a line; a line the registry lacks, or whose
+// schema has no known layout, is an error.
+func layoutOf(line stackconfig.Line) (layout, error) {
+	switch line.Layout() {
+	case stackconfig.InlineStores:
+		return inlineStores{}, nil
+	case stackconfig.StorageBackends:
+		return storageBackends{}, nil
+	}
+	if !line.Known() {
+		return nil, &stackconfig.UnknownVersionError{Version: string(line)}
+	}
+	return nil, fmt.Errorf("the StackRunConfig schema of Llama Stack %s (distributions/%s/schemas.json) has neither storage nor metadata_store: "+
+		"the operator knows no run-config layout for it", line, line.Tag())
+}
+
+// inlineStores is stackconfig.InlineStores (0.2).
+type inlineStores struct{}
+
+func (inlineStores) decode(dec *yaml.Decoder) (runConfig, error) {
+	var f inlineFile
+	err := dec.Decode(&f)
+	return f.config(), err
+}
+
+func (inlineStores) file(c runConfig) any { return c.inlineFile() }
+
+func (inlineStores) empty() runConfig {
+	cfg := runConfig{Version: 2, ImageName: v1alpha2.CustomDistributionName, Providers: map[string][]provider{}}
+	cfg.MetadataStore = sqliteStore("registry.db")
+	cfg.InferenceStore = sqliteStore("inference_store.db")
+	return cfg
+}
+
+// vectorStore: chromadb, qdrant and milvus require a kvstore, pgvector and
+// weaviate take one (their config classes at v0.2.23: an inline store), as
+// upstream's starter writes.
+func (inlineStores) vectorStore(p *provider) {
+	if p.Config == nil {
+		p.Config = map[string]any{}
+	}
+	if _, ok := p.Config["kvstore"]; !ok {
+		p.Config["kvstore"] = sqliteStore(strings.ToLower(envName(p.ProviderID)) + "_registry.db")
+	}
+}
+
+// storageBackends is stackconfig.StorageBackends (0.3).
+type storageBackends struct{}
+
+func (storageBackends) decode(dec *yaml.Decoder) (runConfig, error) {
+	var f backendsFile
+	err := dec.Decode(&f)
+	return f.config(), err
+}
+
+func (storageBackends) file(c runConfig) any { return c.backendsFile() }
+
+func (storageBackends) empty() runConfig {
+	cfg := runConfig{Version: 2, ImageName: v1alpha2.CustomDistributionName, Providers: map[string][]provider{}}
+	cfg.Storage = &storage{
+		Backends: map[string]map[string]any{
+			kvDefault:  {"type": "kv_sqlite", "db_path": sqlitePath("kvstore.db")},
+			sqlDefault: {"type": "sql_sqlite", "db_path": sqlitePath("sql_store.db")},
+		},
+		Stores: map[string]map[string]any{
+			"metadata":      {"namespace": "registry", "backend": kvDefault},
+			"inference":     {"table_name": "inference_store", "backend": sqlDefault},
+			"conversations": {"table_name": "openai_conversations", "backend": sqlDefault},
+		},
+	}
+	return cfg
+}
+
+// vectorStore: the config classes at v0.3.0 take persistence, a reference
+// to a backend, as upstream's starter writes.
+func (storageBackends) vectorStore(p *provider) {
+	if p.Config == nil {
+		p.Config = map[string]any{}
+	}
+	if _, ok := p.Config["persistence"]; !ok {
+		p.Config["persistence"] = map[string]any{"namespace": "vector_io::" + p.ProviderID, "backend": kvDefault}
+	}
+}
+
+// inlineFile is the file of the InlineStores layout (upstream v0.2.23's
+// StackRunConfig); field order is the order of upstream's run.yaml.
+type inlineFile struct {
+	Version              int                   `yaml:"version"`
+	ImageName            string                `yaml:"image_name"`
+	APIs                 []string              `yaml:"apis"`
+	Providers            map[string][]provider `yaml:"providers"`
+	MetadataStore        map[string]any        `yaml:"metadata_store,omitempty"`
+	InferenceStore       map[string]any        `yaml:"inference_store,omitempty"`
+	Models               []model               `yaml:"models"`
+	Shields              []shield              `yaml:"shields"`
+	VectorDBs            []map[string]any      `yaml:"vector_dbs"`
+	Datasets             []map[string]any      `yaml:"datasets"`
+	ScoringFns           []map[string]any      `yaml:"scoring_fns"`
+	Benchmarks           []map[string]any      `yaml:"benchmarks"`
+	ToolGroups           []toolGroup           `yaml:"tool_groups"`
+	Server               server                `yaml:"server"`
+	ExternalProvidersDir string                `yaml:"external_providers_dir,omitempty"`
+}
+
+// backendsFile is the file of the StorageBackends layout (upstream
+// v0.3.0's StackRunConfig).
+type backendsFile struct {
+	Version              int                   `yaml:"version"`
+	ImageName            string                `yaml:"image_name"`
+	APIs                 []string              `yaml:"apis"`
+	Providers            map[string][]provider `yaml:"providers"`
+	Storage              *storage              `yaml:"storage"`
+	RegisteredResources  registeredResources   `yaml:"registered_resources"`
+	Server               server                `yaml:"server"`
+	Telemetry            *telemetry            `yaml:"telemetry,omitempty"`
+	VectorStores         map[string]any        `yaml:"vector_stores,omitempty"`
+	ExternalProvidersDir string                `yaml:"external_providers_dir,omitempty"`
+}
+
+// registeredResources is the 0.3 registered_resources section. Upstream's
+// v0.3.0 files still carry an empty vector_dbs list, which the server
+// ignores; it is read and never written.
+type registeredResources struct {
+	Models       []model          `yaml:"models"`
+	Shields      []shield         `yaml:"shields"`
+	VectorDBs    []map[string]any `yaml:"vector_dbs,omitempty"`
+	VectorStores []map[string]any `yaml:"vector_stores"`
+	Datasets     []map[string]any `yaml:"datasets"`
+	ScoringFns   []map[string]any `yaml:"scoring_fns"`
+	Benchmarks   []map[string]any `yaml:"benchmarks"`
+	ToolGroups   []toolGroup      `yaml:"tool_groups"`
+}
+
+func (f inlineFile) config() runConfig {
+	return runConfig{
+		Version: f.Version, ImageName: f.ImageName, APIs: f.APIs, Providers: f.Providers,
+		MetadataStore: f.MetadataStore, InferenceStore: f.InferenceStore,
+		Models: f.Models, Shields: f.Shields, VectorDBs: f.VectorDBs, Datasets: f.Datasets,
+		ScoringFns: f.ScoringFns, Benchmarks: f.Benchmarks, ToolGroups: f.ToolGroups,
+		Server: f.Server, ProvidersDir: f.ExternalProvidersDir,
+	}
+}
+
+func (f backendsFile) config() runConfig {
+	r := f.RegisteredResources
+	return runConfig{
+		Version: f.Version, ImageName: f.ImageName, APIs: f.APIs, Providers: f.Providers,
+		Storage: f.Storage, Telemetry: f.Telemetry, VectorStores: f.VectorStores,
+		Models: r.Models, Shields: r.Shields, VectorDBs: r.VectorStores, Datasets: r.Datasets,
+		ScoringFns: r.ScoringFns, Benchmarks: r.Benchmarks, ToolGroups: r.ToolGroups,
+		Server: f.Server, ProvidersDir: f.ExternalProvidersDir,
+	}
+}
+
+func (c runConfig) inlineFile() inlineFile {
+	return inlineFile{
+		Version: c.Version, ImageName: c.ImageName, APIs: c.APIs, Providers: c.Providers,
+		MetadataStore: c.MetadataStore, InferenceStore: c.InferenceStore,
+		Models: c.Models, Shields: c.Shields, VectorDBs: c.VectorDBs, Datasets: c.Datasets,
+		ScoringFns: c.ScoringFns, Benchmarks: c.Benchmarks, ToolGroups: c.ToolGroups,
+		Server: c.Server, ExternalProvidersDir: c.ProvidersDir,
+	}
+}
+
+func (c runConfig) backendsFile() backendsFile {
+	return backendsFile{
+		Version: c.Version, ImageName: c.ImageName, APIs: c.APIs, Providers: c.Providers,
+		Storage: c.Storage, Telemetry: c.Telemetry, VectorStores: c.VectorStores,
+		RegisteredResources: registeredResources{
+			Models: c.Models, Shields: c.Shields, VectorStores: c.VectorDBs, Datasets: c.Datasets,
+			ScoringFns: c.ScoringFns, Benchmarks: c.Benchmarks, ToolGroups: c.ToolGroups,
+		},
+		Server: c.Server, ExternalProvidersDir: c.ProvidersDir,
+	}
+}
+
+// Base returns the embedded upstream run config of a distribution at a
+// line's tag, as upstream wrote it.
+func Base(line stackconfig.Line, distribution string) ([]byte, error) {
+	if !slices.Contains(Distributions(), distribution) {
+		return nil, field.NotSupported(field.NewPath("spec", "distribution", "name"), distribution, Distributions())
+	}
+	return distributions.FS.ReadFile(line.Tag() + "/" + distribution + ".yaml")
+}
+
+// load parses the base config of the distribution at the line's tag, or
+// starts an empty one for a custom image. Parsing the embedded bytes on
+// every call gives a fresh copy: the base is never shared or mutated.
+func load(line stackconfig.Line, spec v1alpha2.InferenceStackSpec) (runConfig, error) {
+	d := spec.Distribution
+	path := field.NewPath("spec", "distribution")
+	switch {
+	case d.Name != "" && d.Image != "":
+		return runConfig{}, field.Invalid(path, d.Name, "set exactly one of name or image")
+	case d.Image != "":
+		if countProviders(spec.Providers) == 0 {
+			return runConfig{}, field.Required(field.NewPath("spec", "providers"),
+				"a custom distribution.image has no embedded base config: list at least one provider")
+		}
+		lay, err := layoutOf(line)
+		if err != nil {
+			return runConfig{}, err
+		}
+		return lay.empty(), nil
+	case d.Name == "":
+		return runConfig{}, field.Required(path, "set name (one of "+strings.Join(distributionNames(), ", ")+") or image")
+	}
+	if !slices.Contains(v1alpha2.DistributionNames, d.Name) {
+		return runConfig{}, field.NotSupported(path.Child("name"), d.Name, distributionNames())
+	}
+	cfg, err := loadBase(line, ImageDistribution(d.Name))
+	if err != nil {
+		return runConfig{}, err
+	}
+	return cfg, completeBase(&cfg, line)
+}
+
+// loadBase parses the embedded base config of a distribution, relocated,
+// in the line's layout.
+func loadBase(line stackconfig.Line, base string) (runConfig, error) {
+	lay, err := layoutOf(line)
+	if err != nil {
+		return runConfig{}, err
+	}
+	data, err := Base(line, base)
+	if err != nil {
+		return runConfig{}, err
+	}
+	data = relocate(data, base)
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	cfg, err := lay.decode(dec)
+	if err != nil {
+		// The embedded bases are tested; this is a build defect.
+		return runConfig{}, fmt.Errorf("embedded base config of distribution %q at %s: %w", base, line.Tag(), err)
+	}
+	if cfg.Providers == nil {
+		cfg.Providers = map[string][]provider{}
+	}
+	return cfg, nil
+}
+
+// relocate applies the one edit the operator makes to upstream's base
+// configs as text: upstream keeps state under ~/.llama/distributions/<name>
+// (the image's home, on its read-only root filesystem); the operator moves
+// it to DataDir, the server's state volume. The variables that move it
+// (SQLITE_STORE_DIR, FILES_STORAGE_DIR, MILVUS_DB_PATH) keep working.
+func relocate(data []byte, distribution string) []byte {
+	return bytes.ReplaceAll(data, []byte("~/.llama/distributions/"+distribution), []byte(DataDir))
+}
+
+func sqlitePath(file string) string {
+	return "${env." + EnvSQLiteStoreDir + ":=" + DataDir + "}/" + file
+}

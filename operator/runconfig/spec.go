@@ -1,0 +1,58 @@
+package runconfig
+
+import (
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
+)
+
+// Stage 1 of the walk (doc.go): the spec. What the operand pin and the
+// spec ask for, before any layout: the Llama Stack line, the distribution.
+
+// Operand is what the operator knows of the server it deploys.
+type Operand struct {
+	// LlamaStackVersion is the pinned Llama Stack version (e.g. 0.3.0); it
+	// selects the run-config layout.
+	LlamaStackVersion string
+}
+
+// LineOf is the line of the pinned operand.
+func (o Operand) LineOf() (stackconfig.Line, error) {
+	return stackconfig.LineOf(o.LlamaStackVersion)
+}
+
+// Distributions lists the distributions upstream publishes an image of at
+// every line the operator knows (their base configs are embedded), sorted.
+// The CRD's remote-vllm is an alias onto starter (RemoteVLLMAlias).
+func Distributions() []string {
+	return []string{
+		string(v1alpha2.DistributionMetaReferenceGPU),
+		string(v1alpha2.DistributionPostgresDemo),
+		string(v1alpha2.DistributionStarter),
+	}
+}
+
+// ImageDistribution is the distribution whose image serves the named one:
+// remote-vllm runs the starter image (upstream has no remote-vllm
+// distribution after 0.2.14; vLLM is a provider of starter).
+func ImageDistribution(name v1alpha2.DistributionName) string {
+	if name == v1alpha2.DistributionRemoteVLLM {
+		return string(v1alpha2.DistributionStarter)
+	}
+	return string(name)
+}
+
+func distributionNames() []string {
+	var out []string
+	for _, d := range v1alpha2.DistributionNames {
+		out = append(out, string(d))
+	}
+	return out
+}
+
+func countProviders(p *v1alpha2.ProvidersSpec) int {
+	n := 0
+	for _, l := range apiProviders(p) {
+		n += len(l.list)
+	}
+	return n
+}
