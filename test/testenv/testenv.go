@@ -102,7 +102,10 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// FreePorts returns n distinct free TCP ports of 127.0.0.1.
+// FreePorts returns n distinct TCP ports free on every address of the
+// machine: a port free on 127.0.0.1 alone may be taken on another address
+// (the node's kube-apiserver on its host IP), where a server that binds
+// every address (catalogd's webhook server, ":port") then fails.
 func FreePorts(n int) ([]int, error) {
 	var ports []int
 	var listeners []net.Listener
@@ -112,7 +115,7 @@ func FreePorts(n int) ([]int, error) {
 		}
 	}()
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", ":0")
 		if err != nil {
 			return nil, fmt.Errorf("finding a free port: %w", err)
 		}
