@@ -85,19 +85,19 @@ node: ## Build kubelet, kube-scheduler, kube-proxy and kube-router (NetworkPolic
 
 .PHONY: test
 test: controlplane test-e2e test-node ## Run all tests (unit, integration on a real control plane, OLM v1 end-to-end, end-to-end on a real node).
-	go test -tags $(GO_TAGS) $(TEST_FLAGS) ./...
+	hack/phase.sh test-unit-integration go test -tags $(GO_TAGS) $(TEST_FLAGS) ./...
 
 E2E_FLAGS ?=
 
 .PHONY: test-e2e
 test-e2e: controlplane olm ## Run the OLM v1 end-to-end tests: install and upgrade the release's catalog with real catalogd and operator-controller (needs root or user namespaces for unshare).
-	go test -tags $(GO_TAGS),e2e -count=1 -timeout 15m $(E2E_FLAGS) ./test/olm/e2e/
+	hack/phase.sh test-olm-e2e go test -tags $(GO_TAGS),e2e -count=1 -timeout 15m $(E2E_FLAGS) ./test/olm/e2e/
 
 NODE_FLAGS ?=
 
 .PHONY: test-node
 test-node: controlplane olm node ## Run the end-to-end tests on a real node: kubelet, kube-proxy, kube-scheduler, containerd; pods of images from an in-process registry (needs root).
-	go test -tags $(GO_TAGS),e2e -count=1 -timeout 20m $(NODE_FLAGS) ./test/node/...
+	hack/phase.sh test-node-e2e go test -tags $(GO_TAGS),e2e -count=1 -timeout 20m $(NODE_FLAGS) ./test/node/...
 
 .PHONY: verify
 verify: ## Regenerate every generated file and fail, naming them, if any differs from what is committed.
