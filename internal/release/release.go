@@ -55,8 +55,12 @@ type Input struct {
 	// OperatorImage is the controller image, by tag or digest.
 	OperatorImage string `json:"operatorImage"`
 	// Operands maps a distribution name to its Llama Stack server image:
-	// upstream's docker.io/llamastack/distribution-<name>:<llamaStackVersion>
-	// or a mirror of it, by tag (equal to LlamaStackVersion) or digest.
+	// the one upstream publishes at LlamaStackVersion (its
+	// build-distributions workflow's IMAGE_PREFIX at the tag, -<name>:
+	// docker.io/llamastack/distribution-<name> until 0.7,
+	// docker.io/ogx/distribution-<name> from 0.8.0) or a mirror of it, by
+	// tag (equal to LlamaStackVersion) or digest. Only the distributions
+	// upstream publishes an image of belong here.
 	Operands map[string]string `json:"operands"`
 	// CacheImage is the PostgreSQL image of spec.cache (optional; without
 	// it the operator uses its built-in default, which is then missing from
@@ -172,9 +176,14 @@ func (in Input) check() error {
 		}
 		// CheckReference refuses a reference with neither tag nor digest.
 		if tag, hasTag := image.Tag(ref); hasTag && lsvErr == nil && tag != in.LlamaStackVersion {
+			// The repository is the input's own: upstream's changes with
+			// the line (llamastack/distribution-<name> until 0.7,
+			// ogx/distribution-<name> from 0.8.0), and a mirror has its own.
+			repo, _, _ := strings.Cut(ref, "@")
+			repo = strings.TrimSuffix(repo, ":"+tag)
 			fail("operands."+d, "the tag of %s is %q, but llamaStackVersion is %q: every operand must be the Llama Stack release the operator generates run configs for; "+
-				"use the image tagged %s (upstream: docker.io/llamastack/distribution-%s:%s, or a mirror), or change llamaStackVersion",
-				ref, tag, in.LlamaStackVersion, in.LlamaStackVersion, d, in.LlamaStackVersion)
+				"use %s:%s (the image upstream publishes at that release, or its mirror), or change llamaStackVersion",
+				ref, tag, in.LlamaStackVersion, repo, in.LlamaStackVersion)
 		}
 	}
 	if c := in.SourceCommit; c != "" && (len(c) != 40 && len(c) != 64 || strings.Trim(c, "0123456789abcdef") != "") {
