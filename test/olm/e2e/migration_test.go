@@ -585,14 +585,22 @@ type stackWriters struct {
 	mu     sync.Mutex
 	writes map[string]int
 	named  map[string]map[string]bool
+	// rv is the resourceVersion of the last write seen of each stack.
+	rv map[string]string
+	// restarts counts the watches that ended and were made again (the API
+	// server ends a custom resource's watches when its CRD changes).
+	restarts int
 }
 
 // operatorInMessage is the release a condition message of the operator
 // names first ("operator 3.0.0: Llama Stack version ...").
 var operatorInMessage = regexp.MustCompile(`^operator ([0-9]+\.[0-9]+\.[0-9]+[^:]*):`)
 
-// watchWriters watches the InferenceStacks of ns from now on (every write,
-// in etcd's order, resumed where a watch ends) until the test ends.
+// watchWriters watches the InferenceStacks of ns from now on until the test
+// ends: every write, in etcd's order, resumed where a watch ends; when the
+// API server ends it for good (a CRD update), from a new list, whose items
+// count as writes (a write in between that a later one overwrote is then
+// unseen; the check at the end reads every stack's last write).
 func watchWriters(t *testing.T, ns string) *stackWriters {
 	t.Helper()
 	dyn, err := dynamic.NewForConfig(cluster.Config)
@@ -602,44 +610,71 @@ func watchWriters(t *testing.T, ns string) *stackWriters {
 	require.NoError(t, err)
 	require.Empty(t, list.Items, "stacks in %s before the test made any", ns)
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return res.Watch(ctx, o) },
-	})
-	require.NoError(t, err)
-	sw := &stackWriters{writes: map[string]int{}, named: map[string]map[string]bool{}}
+	sw := &stackWriters{writes: map[string]int{}, named: map[string]map[string]bool{}, rv: map[string]string{}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for ev := range w.ResultChan() {
-			u, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok || ev.Type == watch.Deleted {
-				continue
+		from := list.GetResourceVersion()
+		for ctx.Err() == nil {
+			w, err := watchtools.NewRetryWatcherWithContext(ctx, from, &cache.ListWatch{
+				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return res.Watch(ctx, o) },
+			})
+			if err != nil {
+				t.Errorf("watching the stacks of %s: %v", ns, err)
+				return
 			}
-			names := map[string]bool{}
-			if v, _, _ := unstructured.NestedString(u.Object, "status", "resolvedDistribution", "operatorVersion"); v != "" {
-				names[v] = true
-			}
-			conds, _ := olm.Conditions(u)
-			for _, c := range conds {
-				if m := operatorInMessage.FindStringSubmatch(c.Message); m != nil {
-					names[m[1]] = true
+			for ev := range w.ResultChan() {
+				if u, ok := ev.Object.(*unstructured.Unstructured); ok && ev.Type != watch.Deleted && ev.Type != watch.Error {
+					sw.record(u)
 				}
 			}
-			sw.mu.Lock()
-			sw.writes[u.GetName()]++
-			if sw.named[u.GetName()] == nil {
-				sw.named[u.GetName()] = map[string]bool{}
+			w.Stop()
+			if ctx.Err() != nil {
+				return
 			}
-			maps.Copy(sw.named[u.GetName()], names)
+			l, err := res.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("listing the stacks of %s: %v", ns, err)
+				}
+				return
+			}
+			for i := range l.Items {
+				sw.record(&l.Items[i])
+			}
+			sw.mu.Lock()
+			sw.restarts++
 			sw.mu.Unlock()
+			from = l.GetResourceVersion()
 		}
 	}()
 	t.Cleanup(func() {
 		cancel()
-		w.Stop()
 		<-done
 	})
 	return sw
+}
+
+// record notes a write of a stack and the operator releases its status names.
+func (sw *stackWriters) record(u *unstructured.Unstructured) {
+	names := map[string]bool{}
+	if v, _, _ := unstructured.NestedString(u.Object, "status", "resolvedDistribution", "operatorVersion"); v != "" {
+		names[v] = true
+	}
+	conds, _ := olm.Conditions(u)
+	for _, c := range conds {
+		if m := operatorInMessage.FindStringSubmatch(c.Message); m != nil {
+			names[m[1]] = true
+		}
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	sw.writes[u.GetName()]++
+	sw.rv[u.GetName()] = u.GetResourceVersion()
+	if sw.named[u.GetName()] == nil {
+		sw.named[u.GetName()] = map[string]bool{}
+	}
+	maps.Copy(sw.named[u.GetName()], names)
 }
 
 // requireOwnMajorOnly fails if a write to a major's stack named an operator
@@ -647,15 +682,16 @@ func watchWriters(t *testing.T, ns string) *stackWriters {
 func (sw *stackWriters) requireOwnMajorOnly(t *testing.T, majors []*majorStack) {
 	t.Helper()
 	// The watch may trail the reads of waitReconciled: wait until it has
-	// seen each stack's current resourceVersion.
+	// seen each stack's current write.
 	for _, m := range majors {
-		require.NoError(t, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(m.stack), m.stack))
-		want := m.stack.GetResourceVersion()
 		require.Eventually(t, func() bool {
+			if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(m.stack), m.stack); err != nil {
+				return false
+			}
 			sw.mu.Lock()
 			defer sw.mu.Unlock()
-			return sw.named[m.stack.GetName()][m.version]
-		}, time.Minute, 100*time.Millisecond, "the watch saw no write of %s (resourceVersion %s) naming operator %s", m.stack.GetName(), want, m.version)
+			return sw.rv[m.stack.GetName()] == m.stack.GetResourceVersion() && sw.named[m.stack.GetName()][m.version]
+		}, time.Minute, 100*time.Millisecond, "the watch saw no write of %s at its current resourceVersion naming operator %s", m.stack.GetName(), m.version)
 	}
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
@@ -665,6 +701,7 @@ func (sw *stackWriters) requireOwnMajorOnly(t *testing.T, majors []*majorStack) 
 			require.Equal(t, m.major(), strings.Split(v, ".")[0], "a write to %s (major %s) names operator %s: another major reconciled it (releases named: %v)",
 				m.stack.GetName(), m.major(), v, names)
 		}
-		t.Logf("%s: %d writes watched, naming operator %v only", m.stack.GetName(), sw.writes[m.stack.GetName()], names)
+		t.Logf("%s: %d writes watched (up to resourceVersion %s), naming operator %v only", m.stack.GetName(), sw.writes[m.stack.GetName()], sw.rv[m.stack.GetName()], names)
 	}
+	t.Logf("stack watch: %d restarts from a new list", sw.restarts)
 }
