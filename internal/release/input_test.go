@@ -64,6 +64,13 @@ func TestLoadInput(t *testing.T) {
 		{name: "operand tag differs", old: "distribution-starter:0.3.0", new: "distribution-starter:0.2.23",
 			want:      []string{"field operands.starter", `the tag of docker.io/llamastack/distribution-starter:0.2.23 is "0.2.23", but llamaStackVersion is "0.3.0"`},
 			assertion: require.Error},
+		{name: "OGX repository, tag differs: the way out is upstream's repository at the line", old: "docker.io/llamastack/distribution-starter:0.3.0", new: "docker.io/ogx/distribution-starter:0.8.0",
+			want: []string{"field operands.starter", `is "0.8.0"`, "use upstream's docker.io/llamastack/distribution-starter:0.3.0, or docker.io/ogx/distribution-starter:0.3.0 where"}, assertion: require.Error},
+		{name: "tag and digest, the way out names the repository", old: "docker.io/llamastack/distribution-starter:0.3.0",
+			new:  "docker.io/llamastack/distribution-starter:0.8.0@" + digest,
+			want: []string{"field operands.starter", "use docker.io/llamastack/distribution-starter:0.3.0 (the same repository at that release)"}, assertion: require.Error},
+		{name: "a line the operator does not know", old: "llamaStackVersion: 0.3.0", new: "llamaStackVersion: 0.3.1",
+			want: []string{"field llamaStackVersion", "Llama Stack version 0.3.1 has no known run-config layout", "the operator would deploy nothing"}, assertion: require.Error},
 		{name: "mirror with another tag", old: "docker.io/llamastack/distribution-starter:0.3.0", new: "mirror.example.com/starter:latest",
 			want: []string{"field operands.starter", `is "latest"`}, assertion: require.Error},
 		{name: "tag and digest, tag differs", old: "docker.io/llamastack/distribution-starter:0.3.0",
@@ -200,6 +207,43 @@ func TestLoadSum(t *testing.T) {
 			again, err := os.ReadFile(path)
 			require.NoError(t, err)
 			require.Contains(t, string(s.Marshal()), strings.TrimPrefix(string(again), "# c\n"))
+		})
+	}
+}
+
+// TestLoadInputNewerLines: from 0.7.1 on the line's facts name what
+// upstream publishes (starter alone) and where (docker.io/ogx from 0.8.0).
+func TestLoadInputNewerLines(t *testing.T) {
+	input := func(lsv string, operands ...string) string {
+		return "version: 4.0.0\nreleaseDate: \"2027-01-01T00:00:00Z\"\nminKubeVersion: 1.30.0\nllamaStackVersion: " + lsv +
+			"\noperatorImage: quay.io/inferencestack/inferencestack-operator:v4.0.0\noperands:\n" + strings.Join(operands, "") +
+			"api:\n  reads: v1alpha2\n  served: [v1alpha1, v1alpha2]\n  storage: v1alpha2\n"
+	}
+	tests := []struct {
+		name      string
+		data      string
+		want      []string
+		assertion require.ErrorAssertionFunc
+	}{
+		{name: "0.7.1 starter", data: input("0.7.1", "  starter: docker.io/llamastack/distribution-starter:0.7.1\n"), assertion: require.NoError},
+		{name: "OGX 0.8.0 starter", data: input("0.8.0", "  starter: docker.io/ogx/distribution-starter:0.8.0\n"), assertion: require.NoError},
+		{name: "a mirror of OGX 0.8.0", data: input("0.8.0", "  starter: mirror.example.com/ogx/starter:0.8.0\n"), assertion: require.NoError},
+		{name: "0.7.1 postgres-demo: no such image upstream", assertion: require.Error,
+			data: input("0.7.1", "  starter: docker.io/llamastack/distribution-starter:0.7.1\n", "  postgres-demo: docker.io/llamastack/distribution-postgres-demo:0.7.1\n"),
+			want: []string{"field operands.postgres-demo", "upstream publishes no image of postgres-demo at v0.7.1 (.github/workflows/build-distributions.yml builds starter): remove it"}},
+		{name: "OGX 0.8.0 with the old repository and tag", assertion: require.Error,
+			data: input("0.8.0", "  starter: docker.io/llamastack/distribution-starter:0.7.1\n"),
+			want: []string{"field operands.starter", "use upstream's docker.io/ogx/distribution-starter:0.8.0, or docker.io/llamastack/distribution-starter:0.8.0 where"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "4.0.0.yaml")
+			require.NoError(t, os.WriteFile(path, []byte(tc.data), 0o644))
+			_, err := LoadInput(path)
+			tc.assertion(t, err)
+			for _, w := range tc.want {
+				require.ErrorContains(t, err, w)
+			}
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -186,7 +187,32 @@ func (m Matrix) Markdown() []byte {
 		}
 		b.WriteString("\n")
 	}
+	m.operandsMarkdown(&b)
 	return []byte(b.String())
+}
+
+// operandsMarkdown writes what each operator release deploys: its Llama
+// Stack (OGX from 0.8.0) release, the operand images of its pin, and the
+// stacks it takes (docs/lines/ has a page per Llama Stack release).
+func (m Matrix) operandsMarkdown(b *strings.Builder) {
+	b.WriteString("\n## What each operator release deploys\n\n")
+	b.WriteString("A row per operator release: the Llama Stack release of its operands (llamaStackVersion; the line's\n")
+	b.WriteString("page under docs/lines/ says what changed for users and how a stack moves to the next major), the\n")
+	b.WriteString("operand images of its pin by distribution (only those upstream publishes at that release; a stack\n")
+	b.WriteString("naming another distribution is refused by that operator), and the InferenceStacks it reconciles\n")
+	b.WriteString("(label inferencestack.io/operator-major).\n\n")
+	b.WriteString("| operator | Llama Stack | operands | reconciles |\n|---|---|---|---|\n")
+	for _, o := range m.Releases {
+		var ops []string
+		for _, d := range slices.Sorted(maps.Keys(o.Operands)) {
+			ops = append(ops, fmt.Sprintf("%s: `%s`", d, o.Operands[d]))
+		}
+		stacks := fmt.Sprintf("labelled %q", strconv.FormatUint(o.SemVer().Major, 10))
+		if o.TakesUnlabeled() {
+			stacks += " and unlabelled"
+		}
+		fmt.Fprintf(b, "| %s | [%s](lines/%s.md) | %s | %s |\n", o.Version, o.LlamaStackVersion, o.LlamaStackVersion, strings.Join(ops, "<br>"), stacks)
+	}
 }
 
 func heads(channels []string) string {

@@ -21,7 +21,8 @@ func TestMatrixCheck(t *testing.T) {
 	// The repository's releases (channels/releases).
 	v21 := rel("2.1.0", "v1alpha1", "v1alpha1", "v1alpha1", "v1alpha2")
 	v3op := rel("3.0.0", "v1alpha2", "v1alpha2", "v1alpha1", "v1alpha2")
-	repo := []Input{v1, v2, v21, v3op}
+	v4op := rel("4.0.0", "v1alpha2", "v1alpha2", "v1alpha1", "v1alpha2")
+	repo := []Input{v1, v2, v21, v3op, v4op}
 	tests := []struct {
 		name     string
 		releases []Input
@@ -49,14 +50,14 @@ func TestMatrixCheck(t *testing.T) {
 		want: []string{"operator 1.0.0 (head of stable-v1) reads InferenceStack v1alpha1 (releases/1.0.0.yaml: api.reads), but CRD package 5.0.0 (head of stable-v5) serves only v1alpha2 (releases/5.0.0.yaml: api.served), " +
 			"and no upgrade edge of the CRD package leads from 5.0.0 to a release that serves v1alpha1 and v1alpha2"},
 	}, {
-		// The repository's releases: operator 3.0.0 reads v1alpha2, CRD
-		// packages 1.0.0 and 2.0.0 do not serve it ("no" cells) but upgrade
-		// to 2.1.0 and 3.0.0, which do.
-		name:     "a v1alpha2 operator beside CRD heads that do not serve it but upgrade to one that does",
+		// The repository's releases: operators 3.0.0 and 4.0.0 read
+		// v1alpha2, CRD packages 1.0.0 and 2.0.0 do not serve it ("no"
+		// cells) but upgrade to 2.1.0, 3.0.0 and 4.0.0, which do.
+		name:     "v1alpha2 operators beside CRD heads that do not serve it but upgrade to one that does",
 		releases: repo,
-		op:       map[string][]string{"1.0.0": {"stable-v1"}, "2.1.0": {"stable-v2"}, "3.0.0": {"stable-v3"}},
-		crd:      map[string][]string{"1.0.0": {"stable-v1"}, "2.1.0": {"stable-v2"}, "3.0.0": {"stable-v3"}},
-		edges:    [][2]string{{"1.0.0", "2.0.0"}, {"2.0.0", "2.1.0"}, {"2.1.0", "3.0.0"}},
+		op:       map[string][]string{"1.0.0": {"stable-v1"}, "2.1.0": {"stable-v2"}, "3.0.0": {"stable-v3"}, "4.0.0": {"stable-v4"}},
+		crd:      map[string][]string{"1.0.0": {"stable-v1"}, "2.1.0": {"stable-v2"}, "3.0.0": {"stable-v3"}, "4.0.0": {"stable-v4"}},
+		edges:    [][2]string{{"1.0.0", "2.0.0"}, {"2.0.0", "2.1.0"}, {"2.1.0", "3.0.0"}, {"3.0.0", "4.0.0"}},
 	}, {
 		name:     "a v1alpha2 operator whose CRD channel head has no way to a release serving v1alpha2",
 		releases: repo,
@@ -122,4 +123,20 @@ func TestMatrixMarkdown(t *testing.T) {
 	require.Contains(t, got, "| operator \\ CRD package | 1.0.0: **v1alpha1** | 2.0.0: v1alpha1, **v1alpha2** (head of stable) |\n")
 	require.Contains(t, got, "| 1.0.0 reads v1alpha1 | yes | yes |\n")
 	require.Contains(t, got, "| 2.0.0 reads v1alpha2 (head of stable) | no | yes |\n")
+}
+
+// TestMatrixOperands: a row per operator release with its Llama Stack
+// release, linked to the line's page, its operand images and the stacks it
+// takes.
+func TestMatrixOperands(t *testing.T) {
+	v1 := rel("1.0.0", "v1alpha1", "v1alpha1", "v1alpha1")
+	v1.LlamaStackVersion = "0.3.0"
+	v1.Operands = map[string]string{"starter": "docker.io/llamastack/distribution-starter:0.3.0", "postgres-demo": "docker.io/llamastack/distribution-postgres-demo:0.3.0"}
+	v4 := rel("4.0.0", "v1alpha2", "v1alpha2", "v1alpha1", "v1alpha2")
+	v4.LlamaStackVersion = "0.8.0"
+	v4.Operands = map[string]string{"starter": "docker.io/ogx/distribution-starter:0.8.0"}
+	v4.TakesUnlabeledStacks = new(bool)
+	got := string(Matrix{Releases: []Input{v1, v4}}.Markdown())
+	require.Contains(t, got, "| 1.0.0 | [0.3.0](lines/0.3.0.md) | postgres-demo: `docker.io/llamastack/distribution-postgres-demo:0.3.0`<br>starter: `docker.io/llamastack/distribution-starter:0.3.0` | labelled \"1\" and unlabelled |\n")
+	require.Contains(t, got, "| 4.0.0 | [0.8.0](lines/0.8.0.md) | starter: `docker.io/ogx/distribution-starter:0.8.0` | labelled \"4\" |\n")
 }

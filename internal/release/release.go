@@ -21,6 +21,7 @@ import (
 	"github.com/inferencestack/inferencestack/internal/atomicfs"
 	"github.com/inferencestack/inferencestack/internal/image"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
 // Distributions are the distribution names the operator embeds; a release
@@ -55,8 +56,12 @@ type Input struct {
 	// OperatorImage is the controller image, by tag or digest.
 	OperatorImage string `json:"operatorImage"`
 	// Operands maps a distribution name to its Llama Stack server image:
-	// upstream's docker.io/llamastack/distribution-<name>:<llamaStackVersion>
-	// or a mirror of it, by tag (equal to LlamaStackVersion) or digest.
+	// the one upstream publishes at LlamaStackVersion (its
+	// build-distributions workflow's IMAGE_PREFIX at the tag, -<name>:
+	// docker.io/llamastack/distribution-<name> until 0.7,
+	// docker.io/ogx/distribution-<name> from 0.8.0) or a mirror of it, by
+	// tag (equal to LlamaStackVersion) or digest. Only the distributions
+	// upstream publishes an image of belong here.
 	Operands map[string]string `json:"operands"`
 	// CacheImage is the PostgreSQL image of spec.cache (optional; without
 	// it the operator uses its built-in default, which is then missing from
@@ -143,11 +148,21 @@ func (in Input) check() error {
 		fail("minKubeVersion", "%q is not a version such as 1.30.0", in.MinKubeVersion)
 	}
 	_, lsvErr := semver.Parse(in.LlamaStackVersion)
+	// line is the operator's knowledge of the Llama Stack release, from
+	// upstream at its tag ("" when it has none).
+	var line stackconfig.Line
 	switch {
 	case in.LlamaStackVersion == "":
 		fail("llamaStackVersion", "missing: name the Llama Stack release of the operand images, such as 0.3.0")
 	case lsvErr != nil:
 		fail("llamaStackVersion", "%q is not a semantic version (%v): write it as MAJOR.MINOR.PATCH, without a leading v, such as 0.3.0", in.LlamaStackVersion, lsvErr)
+	default:
+		l, err := stackconfig.LineOf(in.LlamaStackVersion)
+		if err != nil {
+			fail("llamaStackVersion", "%v: the operator would deploy nothing (every stack Degraded, UnsupportedOperandVersion); "+
+				"pin a version it knows, or add the line's data first (operator/runconfig/distributions/<tag>/, the registry in operator/runconfig/stackconfig/line.go)", err)
+		}
+		line = l
 	}
 	if err := image.CheckReference(in.OperatorImage); err != nil {
 		fail("operatorImage", "%v: write registry/repository:tag or registry/repository@sha256:<digest>", err)
@@ -160,9 +175,17 @@ func (in Input) check() error {
 	if len(in.Operands) == 0 {
 		fail("operands", "empty: name the image of at least one distribution (%s)", strings.Join(Distributions, ", "))
 	}
+	published := line.PublishedDistributions()
 	for _, d := range slices.Sorted(maps.Keys(in.Operands)) {
 		if !slices.Contains(Distributions, d) {
 			fail("operands."+d, "unknown distribution %q: the operator knows %s", d, strings.Join(Distributions, ", "))
+			continue
+		}
+		// Only where the line's facts name what upstream publishes (its
+		// build-distributions workflow, from 0.4 on).
+		if published != nil && !slices.Contains(published, d) {
+			fail("operands."+d, "upstream publishes no image of %s at %s (%s builds %s): remove it; the operator then refuses a stack naming it (Degraded, DistributionNotPinned)",
+				d, line.Tag(), ".github/workflows/build-distributions.yml", strings.Join(published, ", "))
 			continue
 		}
 		ref := in.Operands[d]
@@ -172,9 +195,18 @@ func (in Input) check() error {
 		}
 		// CheckReference refuses a reference with neither tag nor digest.
 		if tag, hasTag := image.Tag(ref); hasTag && lsvErr == nil && tag != in.LlamaStackVersion {
+			// Upstream's repository changes with the line
+			// (llamastack/distribution-<name> until 0.7,
+			// ogx/distribution-<name> from 0.8.0): the line's facts name
+			// it; a mirror keeps its own.
+			repo, _, _ := strings.Cut(ref, "@")
+			repo = strings.TrimSuffix(repo, ":"+tag)
+			way := fmt.Sprintf("use %s:%s (the same repository at that release)", repo, in.LlamaStackVersion)
+			if up := line.ImageRepository(d); up != "" && up != repo {
+				way = fmt.Sprintf("use upstream's %s:%s, or %s:%s where %s mirrors it", up, in.LlamaStackVersion, repo, in.LlamaStackVersion, repo)
+			}
 			fail("operands."+d, "the tag of %s is %q, but llamaStackVersion is %q: every operand must be the Llama Stack release the operator generates run configs for; "+
-				"use the image tagged %s (upstream: docker.io/llamastack/distribution-%s:%s, or a mirror), or change llamaStackVersion",
-				ref, tag, in.LlamaStackVersion, in.LlamaStackVersion, d, in.LlamaStackVersion)
+				"%s, or change llamaStackVersion", ref, tag, in.LlamaStackVersion, way)
 		}
 	}
 	if c := in.SourceCommit; c != "" && (len(c) != 40 && len(c) != 64 || strings.Trim(c, "0123456789abcdef") != "") {

@@ -111,13 +111,15 @@ func TestReleaseEditsTheInputs(t *testing.T) {
 		Edit: func(in *release.Input) {
 			in.Operands["starter"] = "registry.test/standin/llama-stack:" + in.LlamaStackVersion
 		},
-		Digests: map[string]string{"registry.test/standin/llama-stack:0.2.23": digest, "registry.test/standin/llama-stack:0.3.0": digest},
+		Digests: map[string]string{"registry.test/standin/llama-stack:0.2.23": digest, "registry.test/standin/llama-stack:0.3.0": digest,
+			"registry.test/standin/llama-stack:0.7.1": digest, "registry.test/standin/llama-stack:0.8.0": digest},
 	}.Run(ctx)
 	require.NoError(t, err)
-	for _, v := range []string{"1.0.0", "2.0.0"} {
+	for _, v := range []string{"1.0.0", "2.0.0", "3.0.0", "4.0.0"} {
 		csv, err := os.ReadFile(filepath.Join(dir, "bundle", "inferencestack-operator", v, "manifests", "inferencestack-operator.clusterserviceversion.yaml"))
 		require.NoError(t, err)
 		require.Contains(t, string(csv), "registry.test/standin/llama-stack@"+digest, "the CSV of %s", v)
 		require.NotContains(t, string(csv), "docker.io/llamastack/distribution-starter", "the CSV of %s", v)
+		require.NotContains(t, string(csv), "docker.io/ogx/distribution-starter", "the CSV of %s", v)
 	}
 }

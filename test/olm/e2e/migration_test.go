@@ -5,10 +5,14 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,9 +29,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -53,26 +60,43 @@ type majorStack struct {
 	// which takes unlabelled stacks).
 	label string
 	stack *unstructured.Unstructured
+	// llamaStack is the installed pin's llamaStackVersion.
+	llamaStack string
+	// mustRender says the operator writes the stack's run config; else it
+	// may not render its line yet, and the stack is Degraded (renders
+	// says which was seen).
+	mustRender, renders bool
 }
 
-// TestStorageMovesToV1alpha2WithThreeMajors is the repository's own
-// releases moving the API's storage to v1alpha2 on the real OLM v1
-// (docs/api-versions.md, "Upgrade steps"), the sample manifests of three
-// majors applied as users apply them: the CRD package at 2.1.0 (serving
-// v1alpha1 and v1alpha2, storing v1alpha1) and operators 1.0.0, 2.1.0
-// (reading v1alpha1) and 3.0.0 (reading v1alpha2), each run out of cluster
-// as the ServiceAccount and with the arguments and pin OLM installed. The
-// conversion webhook runs in the test process as the CRD package's
-// ServiceAccount, reached by the API server through the package's Service
-// (an EndpointSlice naming the test process). Each major reconciles its
-// stack, stored as v1alpha1 (read from etcd). OLM upgrades the CRD package
+// TestStorageMovesToV1alpha2WithFourMajors is the repository's own
+// releases side by side and moving the API's storage to v1alpha2 on the
+// real OLM v1 (docs/api-versions.md, "Upgrade steps"), the sample manifests
+// of four majors applied as users apply them: the CRD package at 2.1.0
+// (serving v1alpha1 and v1alpha2, storing v1alpha1) and operators 1.0.0
+// (Llama Stack 0.2.23), 2.x (0.3.0), 3.0.0 (0.7.1) and 4.0.0 (OGX 0.8.0).
+// The 2.x extension is installed at 2.0.0 and upgraded within its major to
+// 2.1.0, the one major with two versions in the catalog. Each operator runs
+// out of cluster as the ServiceAccount and with the arguments and pin OLM
+// installed, started one after the other: once an operator reconciled its
+// own stack, the stacks of the majors not started yet are still untouched
+// (no status.observedGeneration), and no write to a stack, watched from
+// before its creation, ever names another operator release than its major's
+// (checked again at the end). The conversion webhook runs in the test
+// process as the CRD package's ServiceAccount, reached by the API server
+// through the package's Service (an EndpointSlice naming the test
+// process). Each stack is stored as v1alpha1 (read from etcd). OLM upgrades the CRD package
 // along the catalog's bridge to 3.0.0 (v1alpha2 stored); the migration
 // rewrites every stack, and etcd's own order of writes shows each stack
 // stored as v1alpha2 before the write that trims status.storedVersions to
 // [v1alpha2]. OLM's preflight then refuses moving the CRD package back to
 // 2.0.0, which does not serve v1alpha2. Every major still reconciles a
 // change to its stack: 1.x and 2.x read v1alpha1 through the webhook.
-func TestStorageMovesToV1alpha2WithThreeMajors(t *testing.T) {
+//
+// A major whose Llama Stack line the operator cannot render yet (3.x, 4.x:
+// mustRender unset) may reconcile its stack to Degraded with
+// ConfigGenerated False and no Deployment; the test logs which it saw, and
+// runs the Deployment checks where there is one.
+func TestStorageMovesToV1alpha2WithFourMajors(t *testing.T) {
 	dumpLogsOnFailure(t)
 	ctx := context.Background()
 	start := time.Now()
@@ -82,7 +106,8 @@ func TestStorageMovesToV1alpha2WithThreeMajors(t *testing.T) {
 	var objs []*unstructured.Unstructured
 	for _, f := range []string{"namespace.yaml", "installer-rbac.yaml", "clusterextension-crds.yaml", "clusterextension-operator.yaml",
 		"v2/namespace.yaml", "v2/installer.yaml", "v2/clusterextension-operator.yaml",
-		"v3/namespace.yaml", "v3/installer.yaml", "v3/clusterextension-operator.yaml"} {
+		"v3/namespace.yaml", "v3/installer.yaml", "v3/clusterextension-operator.yaml",
+		"v4/namespace.yaml", "v4/installer.yaml", "v4/clusterextension-operator.yaml"} {
 		objs = append(objs, sample(t, f)...)
 	}
 	exts := map[string]*unstructured.Unstructured{}
@@ -95,22 +120,53 @@ func TestStorageMovesToV1alpha2WithThreeMajors(t *testing.T) {
 	require.NotNil(t, crds, "the sample ClusterExtension of the CRD package")
 	// Step 1 of the storage move: the CRD package serving both versions.
 	require.NoError(t, unstructured.SetNestedField(crds.Object, "2.1.0", "spec", "source", "catalog", "version"))
+	// 2.x first at its older version, upgraded below.
+	v2 := exts["inferencestack-operator-v2"]
+	require.NotNil(t, v2, "the sample ClusterExtension of the operator's 2.x")
+	require.NoError(t, unstructured.SetNestedField(v2.Object, "2.0.0", "spec", "source", "catalog", "version"))
 	apply(t, objs...)
 	majors := []*majorStack{
-		{extension: "inferencestack-operator", version: "1.0.0", apiVersion: "inferencestack.io/v1alpha1"},
-		{extension: "inferencestack-operator-v2", version: "2.1.0", apiVersion: "inferencestack.io/v1alpha1", label: "2"},
+		{extension: "inferencestack-operator", version: "1.0.0", apiVersion: "inferencestack.io/v1alpha1", mustRender: true},
+		{extension: "inferencestack-operator-v2", version: "2.1.0", apiVersion: "inferencestack.io/v1alpha1", label: "2", mustRender: true},
+		// Llama Stack 0.7.1 and OGX 0.8.0: set mustRender once the
+		// operator renders their run configs.
 		{extension: "inferencestack-operator-v3", version: "3.0.0", apiVersion: "inferencestack.io/v1alpha2", label: "3"},
+		{extension: "inferencestack-operator-v4", version: "4.0.0", apiVersion: "inferencestack.io/v1alpha2", label: "4"},
 	}
-	for _, ce := range append([]*unstructured.Unstructured{crds}, exts["inferencestack-operator"], exts["inferencestack-operator-v2"], exts["inferencestack-operator-v3"]) {
+	installed := []*unstructured.Unstructured{crds}
+	for _, m := range majors {
+		installed = append(installed, exts[m.extension])
+	}
+	for _, ce := range installed {
 		require.NotNil(t, ce, "the sample manifests lack a ClusterExtension")
 		_, err := cluster.WaitCondition(ctx, ce, olm.TypeInstalled, installTimeout)
 		require.NoError(t, err)
 	}
 	require.Equal(t, "2.1.0", installedVersion(t, crds))
+	require.Equal(t, "2.0.0", installedVersion(t, v2))
+	t.Logf("the CRD package 2.1.0 and operators 1.0.0, 2.0.0, 3.0.0, 4.0.0 Installed side by side %s after the start", time.Since(start).Round(100*time.Millisecond))
+
+	// The upgrade within a major: 2.x from 2.0.0 to 2.1.0 along the
+	// catalog's edge in stable-v2.
+	v2Start := time.Now()
+	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKeyFromObject(v2), v2))
+	require.NoError(t, unstructured.SetNestedField(v2.Object, "2.x", "spec", "source", "catalog", "version"))
+	require.NoError(t, cluster.Client.Update(ctx, v2))
+	_, err := cluster.WaitFor(ctx, v2, installTimeout, func(conds []metav1.Condition) (metav1.Condition, bool) {
+		c := meta.FindStatusCondition(conds, olm.TypeInstalled)
+		return metav1.Condition{}, c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == v2.GetGeneration() && installedVersionOf(v2) == "2.1.0"
+	})
+	require.NoError(t, err, "OLM upgrades the operator's 2.x from 2.0.0 to 2.1.0")
+	t.Logf("operator 2.0.0 -> 2.1.0 in %s", time.Since(v2Start).Round(100*time.Millisecond))
 	for _, m := range majors {
 		require.Equal(t, m.version, installedVersion(t, exts[m.extension]), "the version ClusterExtension %s installed", m.extension)
+		ns, _, _ := unstructured.NestedString(exts[m.extension].Object, "spec", "namespace")
+		_, p := installedPin(t, ns)
+		require.Equal(t, m.version, p.OperatorVersion, "the pin OLM installed for %s", m.extension)
+		m.llamaStack = p.LlamaStackVersion
+		t.Logf("operator %s pins Llama Stack %s (%v)", m.version, p.LlamaStackVersion, p.Operands)
 	}
-	t.Logf("the CRD package 2.1.0 and operators 1.0.0, 2.1.0, 3.0.0 Installed %s after the start", time.Since(start).Round(100*time.Millisecond))
+	checkSideBySide(t, bundleRoot, crds, installed[1:])
 
 	ext, err := apiextensionsclient.NewForConfig(cluster.Config)
 	require.NoError(t, err)
@@ -122,6 +178,7 @@ func TestStorageMovesToV1alpha2WithThreeMajors(t *testing.T) {
 	stackNS.SetKind("Namespace")
 	stackNS.SetName("e2e-migration")
 	apply(t, stackNS)
+	writers := watchWriters(t, stackNS.GetName())
 	for _, m := range majors {
 		m.stack = starterSample(t)
 		m.stack.SetAPIVersion(m.apiVersion) // the starter's fields are the same in v1alpha2
@@ -150,9 +207,7 @@ func TestStorageMovesToV1alpha2WithThreeMajors(t *testing.T) {
 		})
 	}
 	startMajors(t, exts, majors)
-	for _, m := range majors {
-		waitReconciled(t, m)
-	}
+	writers.requireOwnMajorOnly(t, majors)
 	stored := storedVersions(t)
 	for _, m := range majors {
 		require.Equal(t, "inferencestack.io/v1alpha1", stored[m.stack.GetName()].apiVersion, "%s is stored as v1alpha1 under CRD package 2.1.0", m.stack.GetName())
@@ -268,7 +323,11 @@ func TestStorageMovesToV1alpha2WithThreeMajors(t *testing.T) {
 	for _, m := range majors {
 		waitReconciled(t, m)
 	}
+	writers.requireOwnMajorOnly(t, majors)
 	for _, m := range majors {
+		if !m.renders {
+			continue // no Deployment: waitReconciled checked its Degraded reason
+		}
 		dep := &appsv1.Deployment{}
 		require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: stackNS.GetName(), Name: m.stack.GetName()}, dep))
 		refs := dep.GetOwnerReferences()
@@ -430,8 +489,13 @@ func hostIP(t *testing.T) net.IP {
 
 // startMajors runs each major's operator binary as the ServiceAccount OLM
 // made for its bundle, with the arguments of the Deployment OLM installed
-// (--api-version=v1alpha2 for 3.0.0, --take-unlabeled-stacks=false for 2.x
-// and 3.x) and its pin ConfigMap, on local ports.
+// (--api-version=v1alpha2 for 3.x and 4.x, --take-unlabeled-stacks=false
+// for 2.x, 3.x and 4.x) and its pin ConfigMap, on local ports, one after
+// the other. Every stack exists before the first starts, so each
+// operator's first list holds all of them: once an operator reconciled
+// its own stack (waitReconciled), the stacks of the majors not started yet
+// are still without status.observedGeneration, which a reconcile by a
+// running operator would have written.
 func startMajors(t *testing.T, exts map[string]*unstructured.Unstructured, majors []*majorStack) {
 	t.Helper()
 	ctx := context.Background()
@@ -464,21 +528,196 @@ func startMajors(t *testing.T, exts map[string]*unstructured.Unstructured, major
 		args = append(args, "--pin-file="+pinFile, "--leader-election-namespace="+ns)
 		t.Logf("operator %s: %v", m.version, args)
 		startOperator(t, kubeconfig, args...)
+		waitReconciled(t, m)
+		for _, later := range majors[i+1:] {
+			require.NoError(t, cluster.Client.Get(ctx, client.ObjectKeyFromObject(later.stack), later.stack))
+			g, found, _ := unstructured.NestedInt64(later.stack.Object, "status", "observedGeneration")
+			require.False(t, found, "%s (major %s) has status.observedGeneration %d before its operator %s runs: operators %s reconciled it",
+				later.stack.GetName(), later.major(), g, later.version, versionsOf(majors[:i+1]))
+		}
 	}
 }
 
+// major is the major's label value ("1" for 1.x, whose stack is unlabelled).
+func (m *majorStack) major() string { return strings.Split(m.version, ".")[0] }
+
+func versionsOf(majors []*majorStack) string {
+	var out []string
+	for _, m := range majors {
+		out = append(out, m.version)
+	}
+	return strings.Join(out, ", ")
+}
+
 // waitReconciled waits until the major's operator reconciled the stack's
-// current generation: ConfigGenerated for it, and the status naming the
-// operator release.
+// current generation (status.observedGeneration): ConfigGenerated for that
+// generation and the status naming the operator release; or, where the
+// major need not render its line yet (mustRender unset), Degraded for that
+// generation, with ConfigGenerated False (the operator does not know the
+// line's layout, or cannot render it yet).
 func waitReconciled(t *testing.T, m *majorStack) {
 	t.Helper()
 	require.NoError(t, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(m.stack), m.stack))
 	start := time.Now()
+	var degraded metav1.Condition
 	_, err := cluster.WaitFor(context.Background(), m.stack, reconcileTimeout, func(conds []metav1.Condition) (metav1.Condition, bool) {
+		if g, _, _ := unstructured.NestedInt64(m.stack.Object, "status", "observedGeneration"); g != m.stack.GetGeneration() {
+			return metav1.Condition{}, false
+		}
 		c := meta.FindStatusCondition(conds, v1alpha2.TypeConfigGenerated)
+		if c == nil || c.ObservedGeneration != m.stack.GetGeneration() {
+			return metav1.Condition{}, false
+		}
 		operator, _, _ := unstructured.NestedString(m.stack.Object, "status", "resolvedDistribution", "operatorVersion")
-		return metav1.Condition{}, c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == m.stack.GetGeneration() && operator == m.version
+		if c.Status == metav1.ConditionTrue && operator == m.version {
+			m.renders = true
+			return metav1.Condition{}, true
+		}
+		d := meta.FindStatusCondition(conds, v1alpha2.TypeDegraded)
+		if !m.mustRender && c.Status == metav1.ConditionFalse && d != nil && d.Status == metav1.ConditionTrue && d.ObservedGeneration == m.stack.GetGeneration() {
+			m.renders, degraded = false, *d
+			return metav1.Condition{}, true
+		}
+		return metav1.Condition{}, false
 	})
 	require.NoError(t, err, "operator %s reconciles %s (generation %d)", m.version, m.stack.GetName(), m.stack.GetGeneration())
-	t.Logf("%s (generation %d) reconciled by operator %s in %s", m.stack.GetName(), m.stack.GetGeneration(), m.version, time.Since(start).Round(100*time.Millisecond))
+	how := "run config generated"
+	if !m.renders {
+		how = fmt.Sprintf("Degraded %s, the operator does not render Llama Stack %s yet: %.160s", degraded.Reason, m.llamaStack, degraded.Message)
+	}
+	t.Logf("%s (generation %d) reconciled by operator %s in %s: %s", m.stack.GetName(), m.stack.GetGeneration(), m.version, time.Since(start).Round(100*time.Millisecond), how)
+}
+
+// stackWriters records, for every write to a stack of a namespace, the
+// operator releases the written status names: its
+// status.resolvedDistribution.operatorVersion and the release a condition
+// message starts with ("operator 3.0.0: ..."), by stack name.
+type stackWriters struct {
+	mu     sync.Mutex
+	writes map[string]int
+	named  map[string]map[string]bool
+	// rv is the resourceVersion of the last write seen of each stack.
+	rv map[string]string
+	// restarts counts the watches that ended and were made again (the API
+	// server ends a custom resource's watches when its CRD changes).
+	restarts int
+}
+
+// operatorInMessage is the release a condition message of the operator
+// names first ("operator 3.0.0: Llama Stack version ...").
+var operatorInMessage = regexp.MustCompile(`^operator ([0-9]+\.[0-9]+\.[0-9]+[^:]*):`)
+
+// watchWriters watches the InferenceStacks of ns from now on until the test
+// ends: every write, in etcd's order, resumed where a watch ends; when the
+// API server ends it for good (a CRD update), from a new list, whose items
+// count as writes (a write in between that a later one overwrote is then
+// unseen; the check at the end reads every stack's last write).
+func watchWriters(t *testing.T, ns string) *stackWriters {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cluster.Config)
+	require.NoError(t, err)
+	res := dyn.Resource(v1alpha2.GroupVersion.WithResource("inferencestacks")).Namespace(ns)
+	list, err := res.List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, list.Items, "stacks in %s before the test made any", ns)
+	ctx, cancel := context.WithCancel(context.Background())
+	sw := &stackWriters{writes: map[string]int{}, named: map[string]map[string]bool{}, rv: map[string]string{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		from := list.GetResourceVersion()
+		for ctx.Err() == nil {
+			w, err := watchtools.NewRetryWatcherWithContext(ctx, from, &cache.ListWatch{
+				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return res.Watch(ctx, o) },
+			})
+			if err != nil {
+				t.Errorf("watching the stacks of %s: %v", ns, err)
+				return
+			}
+			for ev := range w.ResultChan() {
+				if u, ok := ev.Object.(*unstructured.Unstructured); ok && ev.Type != watch.Deleted && ev.Type != watch.Error {
+					sw.record(u)
+				}
+			}
+			w.Stop()
+			if ctx.Err() != nil {
+				return
+			}
+			l, err := res.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("listing the stacks of %s: %v", ns, err)
+				}
+				return
+			}
+			for i := range l.Items {
+				sw.record(&l.Items[i])
+			}
+			sw.mu.Lock()
+			sw.restarts++
+			sw.mu.Unlock()
+			from = l.GetResourceVersion()
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return sw
+}
+
+// record notes a write of a stack and the operator releases its status names.
+func (sw *stackWriters) record(u *unstructured.Unstructured) {
+	names := map[string]bool{}
+	if v, _, _ := unstructured.NestedString(u.Object, "status", "resolvedDistribution", "operatorVersion"); v != "" {
+		names[v] = true
+	}
+	conds, _ := olm.Conditions(u)
+	for _, c := range conds {
+		if m := operatorInMessage.FindStringSubmatch(c.Message); m != nil {
+			names[m[1]] = true
+		}
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	sw.writes[u.GetName()]++
+	sw.rv[u.GetName()] = u.GetResourceVersion()
+	if sw.named[u.GetName()] == nil {
+		sw.named[u.GetName()] = map[string]bool{}
+	}
+	maps.Copy(sw.named[u.GetName()], names)
+}
+
+// requireOwnMajorOnly fails if a write to a major's stack named an operator
+// release of another major, or if no write named its own (where the
+// operator renders the stack; a Degraded stack's status may name none: a
+// write to it by another major is then caught only where that major's
+// status names it, and by startMajors' order check).
+func (sw *stackWriters) requireOwnMajorOnly(t *testing.T, majors []*majorStack) {
+	t.Helper()
+	// The watch may trail the reads of waitReconciled: wait until it has
+	// seen each stack's current write.
+	for _, m := range majors {
+		require.Eventually(t, func() bool {
+			if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(m.stack), m.stack); err != nil {
+				return false
+			}
+			sw.mu.Lock()
+			defer sw.mu.Unlock()
+			// A stack Degraded before its config names no operator
+			// release unless the reason does (UnsupportedOperandVersion).
+			return sw.rv[m.stack.GetName()] == m.stack.GetResourceVersion() && (sw.named[m.stack.GetName()][m.version] || !m.renders)
+		}, time.Minute, 100*time.Millisecond, "the watch saw no write of %s at its current resourceVersion naming operator %s", m.stack.GetName(), m.version)
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	for _, m := range majors {
+		names := slices.Sorted(maps.Keys(sw.named[m.stack.GetName()]))
+		for _, v := range names {
+			require.Equal(t, m.major(), strings.Split(v, ".")[0], "a write to %s (major %s) names operator %s: another major reconciled it (releases named: %v)",
+				m.stack.GetName(), m.major(), v, names)
+		}
+		t.Logf("%s: %d writes watched (up to resourceVersion %s), naming operator %v only", m.stack.GetName(), sw.writes[m.stack.GetName()], sw.rv[m.stack.GetName()], names)
+	}
+	t.Logf("stack watch: %d restarts from a new list", sw.restarts)
 }

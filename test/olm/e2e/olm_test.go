@@ -269,88 +269,53 @@ func TestUpgradeFollowsTheCatalogEdges(t *testing.T) {
 	}
 }
 
-// TestTwoMajorsSideBySide: the README's manifests for two majors (the sample
-// install of operator/config/olm, then operator/config/olm/v2) over the
-// release catalog: the operator at 1.x and at 2.x, each in its own namespace,
-// are Installed at once; the CRD comes once, from the inferencestack-crds
-// package; only the 1.x operator takes unlabelled stacks.
-func TestTwoMajorsSideBySide(t *testing.T) {
-	dumpLogsOnFailure(t)
+// checkSideBySide checks operator majors installed side by side from the
+// README's manifests (operator/config/olm, then v2, v3, v4): what each
+// bundle holds exists, each in its own namespace; each operator Deployment
+// is owned by its own extension, and only 1.x runs without
+// --take-unlabeled-stacks=false; the CRD exists once, owned by the
+// inferencestack-crds extension, and no operator bundle ships it.
+func checkSideBySide(t *testing.T, bundleRoot string, crds *unstructured.Unstructured, operators []*unstructured.Unstructured) {
+	t.Helper()
 	ctx := context.Background()
-	bundleRoot, catalogDir := releaseCatalog(t)
-	serveCatalog(t, "inferencestack", "catalog", bundleRoot, catalogDir)
-
-	var objs []*unstructured.Unstructured
-	for _, f := range []string{"namespace.yaml", "installer-rbac.yaml", "clusterextension-crds.yaml", "clusterextension-operator.yaml",
-		"v2/namespace.yaml", "v2/installer.yaml", "v2/clusterextension-operator.yaml"} {
-		objs = append(objs, sample(t, f)...)
-	}
-	apply(t, objs...)
-	var crds, v1, v2 *unstructured.Unstructured
-	for _, o := range objs {
-		switch o.GetName() {
-		case "inferencestack-crds":
-			crds = o
-		case "inferencestack-operator":
-			v1 = o
-		case "inferencestack-operator-v2":
-			v2 = o
-		}
-	}
-	for _, ce := range []*unstructured.Unstructured{crds, v1, v2} {
-		require.NotNil(t, ce, "the sample manifests lack a ClusterExtension")
-		start := time.Now()
-		_, err := cluster.WaitCondition(ctx, ce, olm.TypeInstalled, installTimeout)
-		require.NoError(t, err)
-		t.Logf("ClusterExtension %s Installed (%s) in %s", ce.GetName(), installedVersion(t, ce), time.Since(start).Round(100*time.Millisecond))
-	}
-	// All three Installed at once, each on the major asked for.
-	for _, ce := range []*unstructured.Unstructured{crds, v1, v2} {
-		require.NoError(t, cluster.Client.Get(ctx, client.ObjectKeyFromObject(ce), ce))
-		cond := meta.FindStatusCondition(mustConditions(t, ce), olm.TypeInstalled)
-		require.NotNil(t, cond)
-		require.Equal(t, metav1.ConditionTrue, cond.Status, "%s: %s", ce.GetName(), cond.Message)
-	}
-	require.Equal(t, "1", strings.Split(installedVersion(t, v1), ".")[0], "major of %s", v1.GetName())
-	require.Equal(t, "2", strings.Split(installedVersion(t, v2), ".")[0], "major of %s", v2.GetName())
 	checkInstalled(t, filepath.Join(bundleRoot, bundle.PackageCRDs, installedVersion(t, crds)), crds)
-	checkInstalled(t, filepath.Join(bundleRoot, bundle.PackageOperator, installedVersion(t, v1)), v1)
-	checkInstalled(t, filepath.Join(bundleRoot, bundle.PackageOperator, installedVersion(t, v2)), v2)
-
-	// No object is claimed by both extensions: OLM labels what it installs
-	// with its owner, and each operator's objects live in its namespace.
-	for _, ce := range []*unstructured.Unstructured{v1, v2} {
+	namespaces := map[string]bool{}
+	for _, ce := range operators {
+		version := installedVersion(t, ce)
+		checkInstalled(t, filepath.Join(bundleRoot, bundle.PackageOperator, version), ce)
 		ns, _, _ := unstructured.NestedString(ce.Object, "spec", "namespace")
+		require.False(t, namespaces[ns], "two majors install into namespace %s", ns)
+		namespaces[ns] = true
+		// No object is claimed by two extensions: OLM labels what it
+		// installs with its owner, and each operator's objects live in its
+		// namespace.
 		dep := &unstructured.Unstructured{}
 		dep.SetAPIVersion("apps/v1")
 		dep.SetKind("Deployment")
 		require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: bundle.PackageOperator}, dep))
 		require.Equal(t, ce.GetName(), dep.GetLabels()[ownerNameLabel], "Deployment %s/%s", ns, dep.GetName())
-		// Exactly one major takes unlabelled stacks: 2.x runs with
-		// --take-unlabeled-stacks=false, 1.x with the default (true).
+		// Exactly one major takes unlabelled stacks: 1.x, with the default
+		// (true); the others run with --take-unlabeled-stacks=false.
 		containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
 		args := toStrings(containers[0].(map[string]any)["args"])
-		require.Equal(t, ce == v2, slices.Contains(args, bundle.TakeUnlabeledFlag+"=false"), "%s args %v", ce.GetName(), args)
-	}
-
-	// The CRD exists once, owned by the CRD package's extension; neither
-	// operator bundle ships it.
-	crd := &unstructured.Unstructured{}
-	crd.SetAPIVersion("apiextensions.k8s.io/v1")
-	crd.SetKind("CustomResourceDefinition")
-	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Name: crdName}, crd))
-	require.Equal(t, "inferencestack-crds", crd.GetLabels()[ownerNameLabel], "CRD %s labels: %v", crdName, crd.GetLabels())
-	for _, v := range []string{installedVersion(t, v1), installedVersion(t, v2)} {
-		files, err := filepath.Glob(filepath.Join(bundleRoot, bundle.PackageOperator, v, "manifests", "*.yaml"))
+		require.Equal(t, !strings.HasPrefix(version, "1."), slices.Contains(args, bundle.TakeUnlabeledFlag+"=false"), "%s (%s) args %v", ce.GetName(), version, args)
+		// The operator bundle ships no CRD.
+		files, err := filepath.Glob(filepath.Join(bundleRoot, bundle.PackageOperator, version, "manifests", "*.yaml"))
 		require.NoError(t, err)
 		for _, f := range files {
 			objs, err := olm.ReadObjects(f)
 			require.NoError(t, err)
 			for _, o := range objs {
-				require.NotEqual(t, "CustomResourceDefinition", o.GetKind(), "operator bundle %s ships a CRD in %s", v, f)
+				require.NotEqual(t, "CustomResourceDefinition", o.GetKind(), "operator bundle %s ships a CRD in %s", version, f)
 			}
 		}
 	}
+	// The CRD exists once, owned by the CRD package's extension.
+	crd := &unstructured.Unstructured{}
+	crd.SetAPIVersion("apiextensions.k8s.io/v1")
+	crd.SetKind("CustomResourceDefinition")
+	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Name: crdName}, crd))
+	require.Equal(t, "inferencestack-crds", crd.GetLabels()[ownerNameLabel], "CRD %s labels: %v", crdName, crd.GetLabels())
 }
 
 // checkInstalled checks that what the bundle at dir holds exists in the

@@ -1,7 +1,8 @@
 // Command llama is a test-only stand-in for a Llama Stack server image,
-// used where the real images (docker.io/llamastack/distribution-*) cannot be
-// pulled. It is not Llama Stack: it enforces the start-up contract of the
-// pinned line as upstream's source defines it, and nothing more.
+// used where the real images (docker.io/llamastack/distribution-*, and
+// docker.io/ogx/distribution-* from OGX 0.8.0) cannot be pulled. It is not
+// Llama Stack: it enforces the start-up contract of the pinned line as
+// upstream's source defines it, and nothing more.
 //
 // Run as `llama stack run <config> [options]` (the operator's command) or,
 // called as uvicorn, `uvicorn llama_stack.core.server.server:create_app

@@ -74,8 +74,8 @@ func TestCheck(t *testing.T) {
 			args:      nil, // set below: needs t
 			assertion: require.Error,
 			want: []string{
-				"inferencestack-operator.clusterserviceversion.yaml spec.install.spec.clusterPermissions: stale: differ from the ClusterRoles bound to inferencestack-operator-v3",
-				"(the bundle grants, the RBAC manifests do not: inferencestack-operator-v3: apiGroups=events.k8s.io resources=events verbs=patch)",
+				"inferencestack-operator.clusterserviceversion.yaml spec.install.spec.clusterPermissions: stale: differ from the ClusterRoles bound to inferencestack-operator-v4",
+				"(the bundle grants, the RBAC manifests do not: inferencestack-operator-v4: apiGroups=events.k8s.io resources=events verbs=patch)",
 				"rbac check: 0 missing rule(s), 1 stale bundle field(s)",
 			},
 		},

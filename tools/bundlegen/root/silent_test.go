@@ -285,7 +285,7 @@ func TestSilentRBACCheck(t *testing.T) {
 			replaceIn(t, filepath.Join(drifted, "role.yaml"), "  - events\n  verbs:\n  - create\n  - patch\n", "  - events\n  verbs:\n  - create\n")
 			return args(drifted, repo+"/channels/releases", repo+"/bundle")
 		}, want: []string{"1 stale bundle field(s)",
-			"out:the bundle grants, the RBAC manifests do not: inferencestack-operator-v3: apiGroups=events.k8s.io resources=events verbs=patch"}},
+			"out:the bundle grants, the RBAC manifests do not: inferencestack-operator-v4: apiGroups=events.k8s.io resources=events verbs=patch"}},
 	})
 }
 
