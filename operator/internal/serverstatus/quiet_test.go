@@ -152,3 +152,39 @@ func TestFailingServersDoNotDelayTheOthers(t *testing.T) {
 	require.Eventually(t, func() bool { return good.Load() >= before+20 }, 30*time.Second, time.Millisecond,
 		"the answering server is polled while six others hang")
 }
+
+// TestServersThatNeverAnswerDoNotDelayTheOthers: servers that accept and
+// never answer, from their first poll on (so in the lane of servers that
+// answer), take a slot for slotHold each at most, not for the poll's
+// Timeout: the one server that answers is polled again and again while
+// they hang, with a single slot.
+func TestServersThatNeverAnswerDoNotDelayTheOthers(t *testing.T) {
+	stuck := make(chan struct{})
+	var hung atomic.Int64
+	bad := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		hung.Add(1)
+		<-stuck
+	}))
+	defer bad.Close()
+	defer close(stuck) // first: bad.Close waits for the hanging requests
+	var good atomic.Int64
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		good.Add(1)
+		answer(w, r)
+	}))
+	defer ok.Close()
+	ts := targets(4)
+	p := &Prober{Interval: 5 * time.Millisecond, Timeout: time.Hour, Concurrency: 1, Resolve: func(hostport string) string {
+		if strings.HasPrefix(hostport, ts[0].Host) {
+			return ok.Listener.Addr().String()
+		}
+		return bad.Listener.Addr().String()
+	}}
+	p.Source()
+	for _, tg := range ts {
+		p.Watch(tg)
+	}
+	start(t, p)
+	require.Eventually(t, func() bool { return hung.Load() == 3 && good.Load() >= 20 }, 30*time.Second, time.Millisecond,
+		"the answering server is polled while three others hang")
+}
