@@ -25,9 +25,12 @@
 //
 // The stand-in sits behind the bench's own front (servers.go), which after
 // the steady state has the servers behave as each of -cases says in turn:
-// answer at once, answer after -slow, or accept the connection and never
-// answer, or every other hang and the others answer. For each it waits until every server was polled twice in it,
-// then prints over -case-window the prober's requests a minute and the
+// answer at once, answer after -slow, every other accept the connection
+// and never answer (the others answer), or all of them hang. For each it
+// waits until every server was sent two requests in it (a poll of a server
+// that answers sends two, of one that hangs one: the first poll's result
+// is recorded by then), then prints over -case-window the prober's
+// requests a minute and the
 // operator's status writes, Events and all writes a minute (target 0: a
 // status records a classified cause, not the error's text), and the
 // longest a server that answers, and one that hangs, waited between two
@@ -130,7 +133,7 @@ func main() {
 	flag.BoolVar(&o.serverStatus, "server-status", true,
 		"Make the stacks Ready (the bench writes their Deployments' status) with one stand-in Llama Stack server answering for all, so the operator reads their live status.")
 	flag.StringVar(&caseList, "cases", strings.Join(cases, ","),
-		"With -server-status, after the steady state: how the servers behave in turn, each measured over -case-window once every server was polled twice in it: "+
+		"With -server-status, after the steady state: how the servers behave in turn, each measured over -case-window once every server was sent two requests in it: "+
 			caseAnswer+" (at once), "+caseSlow+" (after -slow), "+caseHang+" (accept the connection, never answer), "+caseMixed+" (every other hangs, the others answer); \"\" skips them.")
 	flag.DurationVar(&o.window, "case-window", time.Minute, "How long each of -cases is measured.")
 	flag.DurationVar(&o.slow, "slow", 2*time.Second, "How long the servers of the slow case take to answer (keep it under the operator's --server-status-timeout).")

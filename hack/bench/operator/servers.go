@@ -181,7 +181,7 @@ func (f *front) waitPolled(ctx context.Context, hosts []string, n int) error {
 type caseResult struct {
 	name string
 	// switchStatus, switchEvents are the status writes and Events from the
-	// switch until every server was polled twice in the case.
+	// switch until every server was sent two requests in the case.
 	switchStatus, switchEvents int
 	window                     time.Duration
 	requests, writes           int64
@@ -231,14 +231,15 @@ func splitCases(s string) ([]string, error) {
 }
 
 // runCases has the servers behave as each of o.cases says in turn: it
-// switches, waits until every server that answered so far has been polled
-// twice in the case (the first poll's result is then recorded), and
+// switches, waits until every server that answered so far has been sent
+// two requests in the case (a poll of a server that answers sends two, of
+// one that hangs one: the first poll's result is recorded by then), and
 // measures the window that follows.
 func runCases(ctx context.Context, o options, f *front, m *metrics, audit *auditLog) ([]caseResult, error) {
 	hosts := f.servers()
 	var out []caseResult
 	for _, c := range o.cases {
-		fmt.Fprintf(os.Stderr, "bench: servers %s: waiting until each of %d was polled twice...\n", c, len(hosts))
+		fmt.Fprintf(os.Stderr, "bench: servers %s: waiting until each of %d was sent two requests...\n", c, len(hosts))
 		f.set(c, hosts)
 		if _, err := audit.operators(); err != nil {
 			return nil, err
