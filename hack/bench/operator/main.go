@@ -106,8 +106,8 @@ type options struct {
 	// cases are how the servers behave in turn after the steady state
 	// (servers.go), each measured over window; slow is the delay of the
 	// slow case.
-	cases        []string
-	window, slow time.Duration
+	cases                     []string
+	window, slow, caseTimeout time.Duration
 	// clockTicks is the rate of the CPU times in /proc/<pid>/stat, ticks a
 	// second (AT_CLKTCK).
 	clockTicks int64
@@ -136,6 +136,8 @@ func main() {
 		"With -server-status, after the steady state: how the servers behave in turn, each measured over -case-window once every server was sent two requests in it: "+
 			caseAnswer+" (at once), "+caseSlow+" (after -slow), "+caseHang+" (accept the connection, never answer), "+caseMixed+" (every other hangs, the others answer); \"\" skips them.")
 	flag.DurationVar(&o.window, "case-window", time.Minute, "How long each of -cases is measured.")
+	flag.DurationVar(&o.caseTimeout, "case-timeout", 5*time.Minute,
+		"How long to wait after each switch of -cases for every server to be sent two requests; the window then begins anyway, and says so.")
 	flag.DurationVar(&o.slow, "slow", 2*time.Second, "How long the servers of the slow case take to answer (keep it under the operator's --server-status-timeout).")
 	flag.Parse()
 	// envtest logs through controller-runtime's logger; the bench prints

@@ -190,6 +190,9 @@ type caseResult struct {
 	// of a server that answers and of one that hangs, from the switch to
 	// the window's end (0: none such in the case).
 	answeringGap, hangingGap time.Duration
+	// unsettled, when not "", says that not every server was sent two
+	// requests within -case-timeout of the switch, and how many were not.
+	unsettled string
 }
 
 func perMinute(n int64, d time.Duration) float64 { return float64(n) / d.Minutes() }
@@ -211,6 +214,9 @@ func printCases(stacks int, slow time.Duration, results []caseResult) {
 			perMinute(c.requests, c.window), perMinute(c.requests, c.window)/float64(stacks),
 			perMinute(int64(c.status), c.window), perMinute(int64(c.events), c.window), perMinute(c.writes, c.window),
 			gap(c.answeringGap), gap(c.hangingGap), c.switchStatus, c.switchEvents)
+		if c.unsettled != "" {
+			fmt.Printf("  %-7s (the window began unsettled: %s)\n", "", c.unsettled)
+		}
 	}
 }
 
@@ -244,17 +250,22 @@ func runCases(ctx context.Context, o options, f *front, m *metrics, audit *audit
 		if _, err := audit.operators(); err != nil {
 			return nil, err
 		}
-		waitCtx, cancel := context.WithTimeout(ctx, o.timeout)
+		res := caseResult{name: c}
+		waitCtx, cancel := context.WithTimeout(ctx, o.caseTimeout)
 		err := f.waitPolled(waitCtx, hosts, 2)
 		cancel()
-		if err != nil {
-			return nil, err
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err != nil:
+			// A finding, not a failure of the bench: the prober did not
+			// get round to every server within -case-timeout.
+			res.unsettled = fmt.Sprintf("after %s: %v", o.caseTimeout, err)
 		}
 		switched, err := audit.operators()
 		if err != nil {
 			return nil, err
 		}
-		res := caseResult{name: c}
 		res.switchStatus, res.switchEvents = statusWrites(switched)
 		before, err := m.read()
 		if err != nil {
