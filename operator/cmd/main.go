@@ -138,7 +138,7 @@ func main() {
 		"How often the operator reads each Available server's version and providers (status.server, condition ProvidersHealthy); "+
 			"each wait varies by 20%, and doubles (up to 10m) while a server does not answer. 0 turns the reading off.")
 	fs.DurationVar(&o.serverStatus.timeout, "server-status-timeout", serverstatus.DefaultTimeout, "How long one reading of a server may take.")
-	fs.IntVar(&o.serverStatus.concurrency, "server-status-concurrency", serverstatus.DefaultConcurrency, "How many servers are read at once; beside them, a quarter as many (at least 1) whose last read failed.")
+	fs.IntVar(&o.serverStatus.concurrency, "server-status-concurrency", serverstatus.DefaultConcurrency, "How many servers are read at once; beside them, a quarter as many (at least 1) whose last read failed. A read holds its slot for 200 ms at most, then waits for its server without one.")
 	fs.StringVar(&o.serverStatus.testAddress, "server-status-test-address", "",
 		"TESTS ONLY: dial this host:port instead of each server's Service (the bench's stand-in server); TLS still verifies the Service's name.")
 	fs.StringVar(&o.operatorNamespace, "operator-namespace", os.Getenv(podNamespaceEnv),

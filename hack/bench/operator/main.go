@@ -22,6 +22,26 @@
 // in it. A stack whose server the one stand-in cannot answer as it expects
 // (TLS, mutual TLS: the features kind has such stacks) shows
 // ProvidersHealthy Unknown, which counts as shown.
+//
+// The stand-in sits behind the bench's own front (servers.go), which after
+// the steady state has the servers behave as each of -cases says in turn:
+// answer at once, answer after -slow, every other accept the connection
+// and never answer (the others answer), or all of them hang. For each it
+// waits until every server was sent two requests in it (a poll of a server
+// that answers sends two, of one that hangs one: the first poll's result
+// is recorded by then), then prints over -case-window the prober's
+// requests a minute and the
+// operator's status writes, Events and all writes a minute (target 0: a
+// status records a classified cause, not the error's text), and the
+// longest a server that answers, and one that hangs, waited between two
+// polls since the switch (servers that hang must not delay the others).
+//
+// The API server's audit log records the metadata of every write in the
+// bench's namespace; the bench tells its own writes apart by their user
+// agent and prints the operator's per resource (objects, creates, patches,
+// updates, status writes, deletes): until every stack was applied, and
+// from then until settled. The floor is one write per object made and one
+// status write per stack.
 package main
 
 import (
@@ -83,6 +103,11 @@ type options struct {
 	// idle is a window after the steady state in which nothing is changed:
 	// what the operator does alone (its polling of the servers).
 	idle time.Duration
+	// cases are how the servers behave in turn after the steady state
+	// (servers.go), each measured over window; slow is the delay of the
+	// slow case.
+	cases                     []string
+	window, slow, caseTimeout time.Duration
 	// clockTicks is the rate of the CPU times in /proc/<pid>/stat, ticks a
 	// second (AT_CLKTCK).
 	clockTicks int64
@@ -90,7 +115,7 @@ type options struct {
 
 func main() {
 	var o options
-	var sizes, operatorFlags string
+	var sizes, operatorFlags, caseList string
 	flag.StringVar(&o.operator, "operator", "bin/manager", "Operator binary (relative to the repository root, or absolute).")
 	flag.StringVar(&operatorFlags, "operator-flags", "", "Extra flags of the operator, separated by spaces (e.g. --max-concurrent-reconciles=4).")
 	flag.StringVar(&o.kind, "kind", kindFeatures,
@@ -107,11 +132,18 @@ func main() {
 		"After the steady state, a window of this length in which the bench changes nothing: the operator's writes, CPU and requests to servers alone (0 skips it).")
 	flag.BoolVar(&o.serverStatus, "server-status", true,
 		"Make the stacks Ready (the bench writes their Deployments' status) with one stand-in Llama Stack server answering for all, so the operator reads their live status.")
+	flag.StringVar(&caseList, "cases", strings.Join(cases, ","),
+		"With -server-status, after the steady state: how the servers behave in turn, each measured over -case-window once every server was sent two requests in it: "+
+			caseAnswer+" (at once), "+caseSlow+" (after -slow), "+caseHang+" (accept the connection, never answer), "+caseMixed+" (every other hangs, the others answer); \"\" skips them.")
+	flag.DurationVar(&o.window, "case-window", time.Minute, "How long each of -cases is measured.")
+	flag.DurationVar(&o.caseTimeout, "case-timeout", 5*time.Minute,
+		"How long to wait after each switch of -cases for every server to be sent two requests; the window then begins anyway, and says so.")
+	flag.DurationVar(&o.slow, "slow", 2*time.Second, "How long the servers of the slow case take to answer (keep it under the operator's --server-status-timeout).")
 	flag.Parse()
 	// envtest logs through controller-runtime's logger; the bench prints
 	// its own progress.
 	ctrllog.SetLogger(logr.Discard())
-	if err := o.parse(sizes, operatorFlags); err != nil {
+	if err := o.parse(sizes, operatorFlags, caseList); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
@@ -123,7 +155,11 @@ func main() {
 	}
 }
 
-func (o *options) parse(sizes, operatorFlags string) error {
+func (o *options) parse(sizes, operatorFlags, caseList string) error {
+	var err error
+	if o.cases, err = splitCases(caseList); err != nil {
+		return err
+	}
 	if o.kind != kindFeatures && o.kind != kindStarter {
 		return fmt.Errorf("-kind %q: want %s or %s", o.kind, kindFeatures, kindStarter)
 	}
@@ -189,6 +225,12 @@ type result struct {
 	cpuSteady                      time.Duration
 	serverRequestsSteady           int64
 	serverRequestsCreation         int64
+	// The operator's writes per resource (from the API server's audit
+	// log): until every stack was applied, and from then until settled
+	// (with server status: the stacks' readiness and live status).
+	createdKinds, settledKinds map[string]*kindWrites
+	// cases are the live status's figures per behaviour of the servers.
+	cases []caseResult
 }
 
 func run(ctx context.Context, o options) error {
@@ -253,13 +295,14 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 	newStack func(string, int) *v1alpha1.InferenceStack, objects []client.Object) (result, error) {
 	r := result{stacks: n, operatorFlags: o.operatorFlags, loadBefore: loadAverage()}
 	fmt.Fprintf(os.Stderr, "bench: %d stacks: starting etcd and kube-apiserver (load average %s)...\n", n, r.loadBefore)
-	env, err := local.StartControlPlane(root, false)
+	env, audit, err := startControlPlane(root)
 	if err != nil {
 		return r, err
 	}
 	defer func() { _ = env.Stop() }()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = -1, 0 // the bench's own requests are not what is measured
+	cfg.UserAgent = benchAgent // the audit log tells them apart
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: local.Scheme()})
 	if err != nil {
 		return r, err
@@ -267,13 +310,18 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 
 	logFile := filepath.Join(env.Dir(), "operator.log")
 	flags := o.operatorFlags
+	var fr *front
 	if o.serverStatus {
 		addr, stop, err := startStandin(env.Dir(), local.DemoPin("2.0.0").LlamaStackVersion)
 		if err != nil {
 			return r, err
 		}
 		defer stop()
-		flags = append([]string{"--server-status-test-address=" + addr}, flags...)
+		if fr, err = startFront(addr, o.slow); err != nil {
+			return r, err
+		}
+		defer fr.close()
+		flags = append([]string{"--server-status-test-address=" + fr.addr}, flags...)
 	}
 	op, err := local.StartOperator(binary, env.Kubeconfig(), logFile, local.DemoPin("2.0.0"), flags...)
 	if err != nil {
@@ -298,6 +346,9 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 	if err != nil {
 		return r, err
 	}
+	if _, err := audit.operators(); err != nil {
+		return r, err
+	}
 	cpuStart, othersStart := cpuTime(op.Cmd.Process.Pid, o.clockTicks), othersCPU(op.Cmd.Process.Pid, o.clockTicks)
 	start := time.Now()
 	err = parallel(n, 8, func(i int) error { return c.Create(ctx, newStack(stackName(i), i)) })
@@ -311,6 +362,11 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 		return r, fmt.Errorf("%w (log: %s)", err, logFile)
 	}
 	r.applied = time.Since(start)
+	created, err := audit.operators()
+	if err != nil {
+		return r, err
+	}
+	r.createdKinds = perKind(created)
 	_, r.peak, _ = op.RSS()
 	r.cpuApplied, r.cpuOthers = cpuTime(op.Cmd.Process.Pid, o.clockTicks)-cpuStart, othersCPU(op.Cmd.Process.Pid, o.clockTicks)-othersStart
 	var beforeLive sample
@@ -343,6 +399,11 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 		}
 	}
 	r.creationWrites = afterCreate.writes - before.writes
+	settled, err := audit.operators()
+	if err != nil {
+		return r, err
+	}
+	r.settledKinds = perKind(settled)
 	if o.serverStatus {
 		// Those of the stacks' readiness (their status, the PhaseReady
 		// Event, the live status) apart.
@@ -388,6 +449,15 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 		r.idleWrites, r.idleServerRequests = afterIdle.writes-afterSteady.writes, afterIdle.serverRequests-afterSteady.serverRequests
 		r.idleReconciles = afterIdle.reconciles - afterSteady.reconciles
 		afterSteady = afterIdle
+	}
+
+	if o.serverStatus && len(o.cases) > 0 {
+		if r.cases, err = runCases(ctx, o, fr, m, audit); err != nil {
+			return r, fmt.Errorf("%w (log: %s)", err, logFile)
+		}
+		if afterSteady, err = m.read(); err != nil {
+			return r, err
+		}
 	}
 
 	if o.unrelated > 0 {
@@ -501,6 +571,15 @@ func (r result) print(o options) {
 		fmt.Printf("idle window (the bench changes nothing):  %s: %d writes, %d reconciles, %d requests to servers (%.0f a minute), operator CPU %s (%.2f%% of a core)\n",
 			r.idleTime.Round(time.Second), r.idleWrites, r.idleReconciles, r.idleServerRequests, float64(r.idleServerRequests)/r.idleTime.Minutes(),
 			r.cpuIdle.Round(10*time.Millisecond), 100*r.cpuIdle.Seconds()/r.idleTime.Seconds())
+	}
+	printPerKind("the operator's writes per resource until every stack was applied", r.stacks, r.createdKinds, true)
+	title := "the operator's writes per resource from then until settled"
+	if o.serverStatus {
+		title += " (the stacks' readiness and live status)"
+	}
+	printPerKind(title, r.stacks, r.settledKinds, false)
+	if len(r.cases) > 0 {
+		printCases(r.stacks, o.slow, r.cases)
 	}
 	fmt.Printf("operator peak RSS after creation:         %s\n", mib(r.peak))
 	fmt.Printf("operator RSS / peak after steady state:   %s / %s (%s; heap in use %s)\n", mib(r.rss), mib(r.peakSteady), r.rssParts, mib(r.heapSteady))

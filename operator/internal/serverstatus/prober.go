@@ -44,6 +44,14 @@ const (
 	DefaultConcurrency = 8
 	// maxBackoff bounds how far the interval grows while a server fails.
 	maxBackoff = 10 * time.Minute
+	// maxSlotHold bounds how long one poll holds its slot (the poll's
+	// Timeout when shorter): a server that has not answered by then goes
+	// on waiting without one, so that servers which accept and never
+	// answer, or answer slowly, cannot take every slot for a Timeout each.
+	// A server answers its version in milliseconds; with the default
+	// Concurrency, even when every server hangs, 40 polls start a second:
+	// a round of 2,000 stacks in 50 s, within the default Interval.
+	maxSlotHold = 200 * time.Millisecond
 	// jitter is the fraction of the interval each wait varies by, so
 	// stacks made together are not polled together.
 	jitter = 0.2
@@ -205,11 +213,19 @@ func (p *Prober) Watch(t Target) (Result, bool) {
 	e := p.entries[t.Stack]
 	switch {
 	case e == nil || e.target.UID != t.UID:
+		if e != nil {
+			// A stack of that name made anew: the old one's is of no use.
+			e.drop()
+			p.tokens.drop(t.Stack)
+		}
 		e = &entry{target: t, next: time.Now().Add(p.jittered(p.interval() / 10))}
 		p.entries[t.Stack] = e
 		p.poke()
 	case !equalTargets(e.target, t):
 		e.drop()
+		if e.target.Identity != t.Identity {
+			p.tokens.drop(t.Stack)
+		}
 		e.target, e.tls, e.fails = t, nil, 0
 		e.next = time.Now()
 		p.poke()
@@ -275,6 +291,11 @@ func (p *Prober) concurrency() int {
 	return DefaultConcurrency
 }
 
+// slotHold is how long a poll holds its slot at most.
+func (p *Prober) slotHold() time.Duration {
+	return min(p.timeout(), maxSlotHold)
+}
+
 // jittered varies d by up to ±jitter.
 func (p *Prober) jittered(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (1 - jitter + 2*jitter*rand.Float64())) //nolint:gosec // spreading polls needs no secure randomness
@@ -282,9 +303,12 @@ func (p *Prober) jittered(d time.Duration) time.Duration {
 
 // Start polls until ctx ends: each due server, at most Concurrency at once,
 // and beside them at most a quarter as many (at least one) whose last poll
-// failed: a server that does not answer holds a slot of its own lane until
-// the poll's Timeout, so servers that do not answer never delay the ones
-// that do. The loop never waits for a slot itself.
+// failed, in a lane of their own. A poll holds its slot until it ends or
+// for 200 ms (slotHold), whichever comes first, then waits for its
+// server without one: a server that accepts and never answers delays the
+// others by those 200 ms at most, not by the poll's Timeout (at most one
+// poll per stack is in flight, so those waiting are at most one per
+// stack). The loop never waits for a slot itself.
 func (p *Prober) Start(ctx context.Context) error {
 	p.mu.Lock()
 	p.init()
@@ -329,7 +353,11 @@ func (p *Prober) Start(ctx context.Context) error {
 				case <-ctx.Done():
 					return
 				}
-				defer func() { <-lane }()
+				var once sync.Once
+				release := func() { once.Do(func() { <-lane }) }
+				defer release()
+				hold := time.AfterFunc(p.slotHold(), release)
+				defer hold.Stop()
 				p.poll(ctx, e)
 			}()
 		}

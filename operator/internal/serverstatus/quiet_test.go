@@ -1,6 +1,8 @@
 package serverstatus
 
 import (
+	"crypto/tls"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // answer serves a server's version and providers.
@@ -151,4 +155,73 @@ func TestFailingServersDoNotDelayTheOthers(t *testing.T) {
 	before := good.Load()
 	require.Eventually(t, func() bool { return good.Load() >= before+20 }, 30*time.Second, time.Millisecond,
 		"the answering server is polled while six others hang")
+}
+
+// TestServersThatNeverAnswerDoNotDelayTheOthers: servers that accept and
+// never answer, from their first poll on (so in the lane of servers that
+// answer), take a slot for slotHold each at most, not for the poll's
+// Timeout: the one server that answers is polled again and again while
+// they hang, with a single slot.
+func TestServersThatNeverAnswerDoNotDelayTheOthers(t *testing.T) {
+	stuck := make(chan struct{})
+	var hung atomic.Int64
+	bad := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		hung.Add(1)
+		<-stuck
+	}))
+	defer bad.Close()
+	defer close(stuck) // first: bad.Close waits for the hanging requests
+	var good atomic.Int64
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		good.Add(1)
+		answer(w, r)
+	}))
+	defer ok.Close()
+	ts := targets(4)
+	p := &Prober{Interval: 5 * time.Millisecond, Timeout: time.Hour, Concurrency: 1, Resolve: func(hostport string) string {
+		if strings.HasPrefix(hostport, ts[0].Host) {
+			return ok.Listener.Addr().String()
+		}
+		return bad.Listener.Addr().String()
+	}}
+	p.Source()
+	for _, tg := range ts {
+		p.Watch(tg)
+	}
+	start(t, p)
+	require.Eventually(t, func() bool { return hung.Load() == 3 && good.Load() >= 20 }, 30*time.Second, time.Millisecond,
+		"the answering server is polled while three others hang")
+}
+
+// TestTLSConnectionIsReused: polls of a server with TLS go over one
+// connection, one TLS handshake, not one handshake each.
+func TestTLSConnectionIsReused(t *testing.T) {
+	var conns, handshakes atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(answer))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.TLS = &tls.Config{VerifyConnection: func(tls.ConnectionState) error { handshakes.Add(1); return nil }} //nolint:gosec // a test server
+	srv.StartTLS()
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	tg := targets(1)[0]
+	tg.TLS = &TLS{SecretName: "s0-tls"}
+	// The server's own certificate, pinned: it names example.com, not the
+	// Service.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s0-tls"},
+		Data: map[string][]byte{corev1.TLSCertKey: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
+	c := (&tokenRequests{now: time.Now}).client(t, secret)
+	p := &Prober{Reader: c, Client: c, Interval: 5 * time.Millisecond, Resolve: func(string) string { return addr }}
+	p.Source()
+	p.Watch(tg)
+	start(t, p)
+	require.Eventually(t, func() bool { return p.Requests() >= 20 }, 30*time.Second, time.Millisecond)
+	r, ok := p.Watch(tg)
+	require.True(t, ok)
+	require.Empty(t, r.Err)
+	require.Equal(t, int64(1), conns.Load(), "connections for %d requests", p.Requests())
+	require.Equal(t, int64(1), handshakes.Load(), "TLS handshakes for %d requests", p.Requests())
 }

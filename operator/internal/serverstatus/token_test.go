@@ -136,3 +136,32 @@ func TestNoTokenForAnObjectThatIsNotTheStacks(t *testing.T) {
 		})
 	}
 }
+
+// TestTokenIsDroppedWhenNoLongerOfUse: the token cache shrinks when a
+// stack no longer has the identity it was issued for (auth turned off) or
+// is made anew (another UID), not only when the stack is forgotten.
+func TestTokenIsDroppedWhenNoLongerOfUse(t *testing.T) {
+	target := Target{Stack: types.NamespacedName{Namespace: "ns", Name: "s"}, UID: "uid-s", Line: stackconfig.Line03,
+		Identity: "s-prober"}
+	withToken := func() *Prober {
+		p := &Prober{}
+		p.Watch(target)
+		p.tokens.put(target.Stack, cachedToken{uid: target.UID, identity: target.Identity, token: "t", renewAt: time.Now().Add(time.Hour)})
+		return p
+	}
+
+	p := withToken()
+	p.Watch(target)
+	require.Equal(t, 1, p.Tokens(), "the same target keeps its token")
+
+	noAuth := target
+	noAuth.Identity = ""
+	p.Watch(noAuth)
+	require.Equal(t, 0, p.Tokens(), "a stack whose auth was turned off")
+
+	p = withToken()
+	again := target
+	again.UID = "uid-s2"
+	p.Watch(again)
+	require.Equal(t, 0, p.Tokens(), "a stack made anew under the same name")
+}
