@@ -39,6 +39,14 @@ func operand(s *state) runconfig.Operand {
 	return runconfig.Operand{LlamaStackVersion: s.Pin.LlamaStackVersion}
 }
 
+// stateLine is the line whose names the stack's state uses
+// (status.stateLine; for a stack that has none yet, the line its server
+// runs, else this operator's line).
+func (s *state) stateLine() stackconfig.Line {
+	target, _ := stackconfig.LineOf(s.Pin.LlamaStackVersion)
+	return stateLine(s.Stack, target)
+}
+
 // configStep resolves the server image, reads (and watches) the user objects
 // the stack references, generates the run config (or takes the override)
 // and applies its ConfigMap (and, for an external PostgreSQL, the Secret
@@ -72,7 +80,7 @@ func configStep(ctx context.Context, s *state) (rendered, error) {
 		}
 		override = &text
 	}
-	inputs := configInputs(stack, s.Pin.LlamaStackVersion, override)
+	inputs := configInputs(stack, s.Pin.LlamaStackVersion, s.stateLine(), override)
 	memo, remembered := s.Configs.get(stack.UID, inputs)
 	if remembered {
 		// The ConfigMap may have been changed or deleted since.

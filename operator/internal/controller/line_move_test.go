@@ -1,0 +1,169 @@
+package controller_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
+	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
+	"github.com/inferencestack/inferencestack/operator/runconfig"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
+	"github.com/inferencestack/inferencestack/test/testutil"
+)
+
+// overrideOf is a ConfigMap holding the line's starter config as an
+// override, with edit applied to its text.
+func overrideOf(t *testing.T, ns, name string, line stackconfig.Line, edit func(string) string) *corev1.ConfigMap {
+	t.Helper()
+	base, err := runconfig.Base(line, string(v1alpha1.DistributionStarter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(base)
+	if edit != nil {
+		text = edit(text)
+	}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{runconfig.ConfigKey: text}}
+}
+
+// serverGeneration is the generation of the stack's server Deployment.
+func serverGeneration(t *testing.T, ns, name string) int64 {
+	t.Helper()
+	dep, err := get(t, &appsv1.Deployment{}, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dep.Generation
+}
+
+// describedGeneration waits until the stack's status describes its
+// current generation (a reconcile that saw the last change finished) and
+// returns the stack.
+func describedGeneration(t *testing.T, ns, name string) *v1alpha1.InferenceStack {
+	t.Helper()
+	var stack *v1alpha1.InferenceStack
+	eventually(t, timeout, func() error {
+		var err error
+		if stack, err = get(t, &v1alpha1.InferenceStack{}, ns, name); err != nil {
+			return err
+		}
+		if stack.Status.ObservedGeneration != stack.Generation {
+			return fmt.Errorf("status is of generation %d, spec is %d", stack.Status.ObservedGeneration, stack.Generation)
+		}
+		return nil
+	})
+	return stack
+}
+
+// TestLineMoveThatDropsResourcesWaitsForConsent: a stack deployed by the
+// 0.2 major, whose run config registers a vector database (0.3 has no
+// vector_db resources: upstream renamed them vector_store), is moved to
+// the 0.3 major by its label. The move is refused, naming the resource,
+// and the old server Deployment keeps its generation and its run config;
+// status.stateLine stays 0.2. Once spec.lineMove accepts the loss for
+// 0.3 (through v1alpha1's spec annotation), the new line rolls out and
+// stateLine still says 0.2.
+func TestLineMoveThatDropsResourcesWaitsForConsent(t *testing.T) {
+	startOperator(t, onlyMajor(t, "1"))
+	startOperator(t, onlyMajor(t, "2"), withPin(pin03))
+	ns := namespace(t)
+	create(t, overrideOf(t, ns, "run-02", stackconfig.Line02, func(s string) string {
+		return strings.Replace(s, "vector_dbs: []", "vector_dbs:\n- vector_db_id: docs\n  embedding_model: all-MiniLM-L6-v2\n  embedding_dimension: 384\n  provider_id: faiss", 1)
+	}))
+	create(t, overrideOf(t, ns, "run-03", stackconfig.Line03, nil))
+	stack := testutil.Stack("mv", testutil.WithNamespace(ns), testutil.WithOverrideConfig("run-02"))
+	stack.Labels = map[string]string{v1alpha2.LabelOperatorMajor: "1"}
+	create(t, stack)
+	before := converged(t, ns, "mv")
+	if got := before.Status.StateLine; got != "0.2" {
+		t.Fatalf("status.stateLine = %q after the 0.2 major deployed the stack, want 0.2", got)
+	}
+	gen := serverGeneration(t, ns, "mv")
+	cm, err := get(t, &corev1.ConfigMap{}, ns, "mv-run-config")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	update(t, ns, "mv", func(s *v1alpha1.InferenceStack) {
+		s.Labels[v1alpha2.LabelOperatorMajor] = "2"
+		s.Spec.OverrideConfig.ConfigMapName = "run-03"
+	})
+	refused := describedGeneration(t, ns, "mv")
+	c := meta.FindStatusCondition(refused.Status.Conditions, v1alpha2.TypeDegraded)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha2.ReasonLineMoveLosesResources {
+		t.Fatalf("after the move to 0.3, Degraded = %+v, want True with reason %s", c, v1alpha2.ReasonLineMoveLosesResources)
+	}
+	if !strings.Contains(c.Message, "vector_db/docs") {
+		t.Errorf("the refusal does not name the vector database vector_db/docs: %s", c.Message)
+	}
+	if got := serverGeneration(t, ns, "mv"); got != gen {
+		t.Errorf("server Deployment generation %d after the refused move, was %d: the old server was changed", got, gen)
+	}
+	if again, _ := get(t, &corev1.ConfigMap{}, ns, "mv-run-config"); again.ResourceVersion != cm.ResourceVersion {
+		t.Errorf("the run-config ConfigMap was rewritten by the refused move")
+	}
+	if rd := refused.Status.ResolvedDistribution; rd == nil || rd.OperandVersion != testPin.LlamaStackVersion {
+		t.Errorf("resolvedDistribution %+v after the refused move, want operand version %s (the old server still runs)", rd, testPin.LlamaStackVersion)
+	}
+
+	// Accepting another line's losses does not do.
+	update(t, ns, "mv", func(s *v1alpha1.InferenceStack) {
+		s.Annotations = map[string]string{v1alpha2.SpecAnnotation: `{"lineMove":{"line":"0.8","acceptLosses":["vector_db/docs"]}}`}
+	})
+	if c := meta.FindStatusCondition(describedGeneration(t, ns, "mv").Status.Conditions, v1alpha2.TypeDegraded); c == nil || c.Reason != v1alpha2.ReasonLineMoveLosesResources {
+		t.Fatalf("acceptance for line 0.8 let the move to 0.3 go on: Degraded %+v", c)
+	}
+	if got := serverGeneration(t, ns, "mv"); got != gen {
+		t.Errorf("server Deployment generation %d after a move accepted for another line, was %d", got, gen)
+	}
+
+	update(t, ns, "mv", func(s *v1alpha1.InferenceStack) {
+		s.Annotations = map[string]string{v1alpha2.SpecAnnotation: `{"lineMove":{"line":"0.3","acceptLosses":["vector_db/docs"]}}`}
+	})
+	moved := converged(t, ns, "mv")
+	if got := serverGeneration(t, ns, "mv"); got == gen {
+		t.Errorf("server Deployment generation still %d after the move was accepted", got)
+	}
+	if got := moved.Status.StateLine; got != "0.2" {
+		t.Errorf("status.stateLine = %q after the move to 0.3, want 0.2 (the line the state was written by)", got)
+	}
+	eventually(t, timeout, func() error {
+		s, _ := get(t, &v1alpha1.InferenceStack{}, ns, "mv")
+		if rd := s.Status.ResolvedDistribution; rd == nil || rd.OperandVersion != pin03.LlamaStackVersion {
+			return fmt.Errorf("resolvedDistribution %+v, want operand version %s", rd, pin03.LlamaStackVersion)
+		}
+		return nil
+	})
+}
+
+// TestLineMoveThatDropsNothingGoesOn: a stack whose config registers
+// nothing the new line lacks moves at once, and keeps its state line.
+func TestLineMoveThatDropsNothingGoesOn(t *testing.T) {
+	startOperator(t, onlyMajor(t, "1"))
+	startOperator(t, onlyMajor(t, "2"), withPin(pin03))
+	ns := namespace(t)
+	create(t, overrideOf(t, ns, "run-02", stackconfig.Line02, nil))
+	create(t, overrideOf(t, ns, "run-03", stackconfig.Line03, nil))
+	stack := testutil.Stack("mv", testutil.WithNamespace(ns), testutil.WithOverrideConfig("run-02"))
+	stack.Labels = map[string]string{v1alpha2.LabelOperatorMajor: "1"}
+	create(t, stack)
+	converged(t, ns, "mv")
+	gen := serverGeneration(t, ns, "mv")
+	update(t, ns, "mv", func(s *v1alpha1.InferenceStack) {
+		s.Labels[v1alpha2.LabelOperatorMajor] = "2"
+		s.Spec.OverrideConfig.ConfigMapName = "run-03"
+	})
+	moved := converged(t, ns, "mv")
+	if got := serverGeneration(t, ns, "mv"); got == gen {
+		t.Errorf("server Deployment generation still %d after the move", got)
+	}
+	if got := moved.Status.StateLine; got != "0.2" {
+		t.Errorf("status.stateLine = %q after the move, want 0.2", got)
+	}
+}
