@@ -167,3 +167,40 @@ func TestLineMoveThatDropsNothingGoesOn(t *testing.T) {
 		t.Errorf("status.stateLine = %q after the move, want 0.2", got)
 	}
 }
+
+// TestLineMoveTheNewLineCannotExpressIsRefused: a stack moved to the 0.3
+// major with a spec 0.3 cannot express (its override is a 0.2 run config)
+// is refused by the config step before anything is written: the old
+// server Deployment keeps its generation, the run-config ConfigMap its
+// content.
+func TestLineMoveTheNewLineCannotExpressIsRefused(t *testing.T) {
+	startOperator(t, onlyMajor(t, "1"))
+	startOperator(t, onlyMajor(t, "2"), withPin(pin03))
+	ns := namespace(t)
+	create(t, overrideOf(t, ns, "run-02", stackconfig.Line02, nil))
+	stack := testutil.Stack("mv", testutil.WithNamespace(ns), testutil.WithOverrideConfig("run-02"))
+	stack.Labels = map[string]string{v1alpha2.LabelOperatorMajor: "1"}
+	create(t, stack)
+	converged(t, ns, "mv")
+	gen := serverGeneration(t, ns, "mv")
+	cm, err := get(t, &corev1.ConfigMap{}, ns, "mv-run-config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	update(t, ns, "mv", func(s *v1alpha1.InferenceStack) {
+		s.Labels[v1alpha2.LabelOperatorMajor] = "2"
+		// A spec change the reconcile must describe (observedGeneration).
+		s.Spec.Cache = &v1alpha1.CacheSpec{}
+	})
+	refused := describedGeneration(t, ns, "mv")
+	c := meta.FindStatusCondition(refused.Status.Conditions, v1alpha2.TypeConfigGenerated)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha2.ReasonInvalidConfig {
+		t.Fatalf("ConfigGenerated = %+v after moving a 0.2 override to 0.3, want False with reason %s", c, v1alpha2.ReasonInvalidConfig)
+	}
+	if got := serverGeneration(t, ns, "mv"); got != gen {
+		t.Errorf("server Deployment generation %d after the refused move, was %d", got, gen)
+	}
+	if again, _ := get(t, &corev1.ConfigMap{}, ns, "mv-run-config"); again.ResourceVersion != cm.ResourceVersion {
+		t.Errorf("the run-config ConfigMap was rewritten by the refused move")
+	}
+}
