@@ -1,6 +1,9 @@
 package runconfig
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
@@ -33,6 +36,28 @@ type Operand struct {
 // LineOf is the line of the pinned operand.
 func (o Operand) LineOf() (stackconfig.Line, error) {
 	return stackconfig.LineOf(o.LlamaStackVersion)
+}
+
+// stateLine is the line whose names the rendered config gives the state:
+// StateLine, or the operand's line for a new stack. A StateLine the
+// operator does not know is an error: its names are not known either.
+func (o Operand) stateLine() (stackconfig.Line, error) {
+	if o.StateLine == "" {
+		return o.LineOf()
+	}
+	if !o.StateLine.Known() {
+		return "", fmt.Errorf("the stack's state was written by Llama Stack line %q, which this operator does not know (it knows %s): "+
+			"its state names cannot be rendered", o.StateLine, strings.Join(lineNames(), ", "))
+	}
+	return o.StateLine, nil
+}
+
+func lineNames() []string {
+	var out []string
+	for _, l := range stackconfig.Lines() {
+		out = append(out, string(l))
+	}
+	return out
 }
 
 // Distributions lists the distributions upstream publishes an image of at
