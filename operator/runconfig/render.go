@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"go.yaml.in/yaml/v3"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
@@ -17,8 +18,8 @@ import (
 // chosen backends), render_server.go (port, TLS, authentication); then the
 // config is written in the line's layout. origins remembers which spec
 // field wrote which provider, so stage 4's refusals name it.
-func render(cfg *runConfig, lay layout, line stackconfig.Line, name string, spec v1alpha2.InferenceStackSpec) ([]byte, *envSet, specOrigins, error) {
-	env := newEnvSet()
+func render(cfg *runConfig, lay layout, line stackconfig.Line, name string, spec v1alpha2.InferenceStackSpec, server []corev1.EnvVar) ([]byte, *envSet, specOrigins, error) {
+	env := newEnvSet(server)
 	origins := specOrigins{}
 	if err := overlayProviders(cfg, line, spec, env, origins); err != nil {
 		return nil, nil, nil, err

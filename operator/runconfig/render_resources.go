@@ -166,7 +166,7 @@ func register(cfg *runConfig, spec v1alpha2.InferenceStackSpec, env *envSet) err
 	if err := requireAPI(spec, base.Child("tools"), len(r.Tools), v1alpha2.APIToolRuntime); err != nil {
 		return err
 	}
-	on := ContainerEnv(spec, env.list())
+	on := ContainerEnv(spec, env.operator())
 	for i, m := range r.Models {
 		path := base.Child("models").Index(i)
 		pid, err := resolveProvider(cfg, spec, on, "inference", m.Provider, path.Child("provider"))

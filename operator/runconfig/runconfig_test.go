@@ -237,9 +237,12 @@ func TestStateOnTheStateVolume(t *testing.T) {
 		t.Run(name+"/"+tag, func(t *testing.T) {
 			res, err := run(t, name, l.operand)
 			require.NoError(t, err)
-			env := ContainerEnv(readStack(t, filepath.Join("testdata", name, "in", "stack.yaml")).Spec, res.Env)
-			if slices.ContainsFunc(l.line.Facts().StateEnv, func(s stackconfig.StateEnv) bool { return s.Env == "LLAMA_STACK_CONFIG_DIR" }) {
-				require.Equal(t, StackConfigDir, env["LLAMA_STACK_CONFIG_DIR"], "the config folder holds state at %s", l.line)
+			env := ContainerEnv(readStack(t, filepath.Join("testdata", name, "in", "stack.yaml")).Spec, res.OperatorEnv())
+			configDir, err := ConfigDir(l.operand)
+			require.NoError(t, err)
+			require.True(t, strings.HasPrefix(configDir, DataDir+"/"), "the config folder %s is on the state volume", configDir)
+			if slices.ContainsFunc(l.line.Facts().StateEnv, func(s stackconfig.StateEnv) bool { return s.Env == l.line.Facts().ConfigDir.Env }) {
+				require.Equal(t, configDir, env[l.line.Facts().ConfigDir.Env], "the config folder holds state at %s", l.line)
 			}
 			checked, err := stackconfig.Check(l.line, res.YAML, stackconfig.Options{Env: stackconfig.MapEnv(env), Home: HomeDir})
 			require.NoError(t, err)
@@ -265,7 +268,7 @@ func TestStateOnTheStateVolume(t *testing.T) {
 					"the server keeps its %s store in %s, which is not on the state volume %s", name, file, DataDir)
 			}
 			if l.line == stackconfig.Line02 {
-				require.Contains(t, res.WritableDirs, StackConfigDir+"/distributions/"+imageName(t, res.YAML),
+				require.Contains(t, res.WritableDirs, configDir+"/distributions/"+imageName(t, res.YAML),
 					"0.2's prompts store (core/prompts/prompts.py)")
 			}
 		})
@@ -358,7 +361,9 @@ func TestBasesAreConsistent(t *testing.T) {
 			Verdicts map[string]struct{ Accepted bool }
 		}
 		require.NoError(t, yaml.Unmarshal(data, &upstream))
-		env := map[string]string{"LLAMA_STACK_CONFIG_DIR": StackConfigDir}
+		server, err := ServerEnv(l.operand)
+		require.NoError(t, err)
+		env := ContainerEnv(v1alpha2.InferenceStackSpec{}, server)
 		for _, e := range upstream.Env {
 			k, v, _ := strings.Cut(e, "=")
 			env[k] = v
@@ -567,6 +572,44 @@ func TestSemanticRefusalsNameTheSpecField(t *testing.T) {
 			_, err := Generate("s", tc.spec, tc.operand)
 			require.ErrorContains(t, err, tc.want)
 			require.NotContains(t, err.Error(), "providers.vector_io[", "the run config's path is not the user's")
+		})
+	}
+}
+
+// TestServerEnv: the operator's variables follow the line's facts (its
+// config-folder and port variables), the config folder the state's line
+// (Operand.StateLine), and a state line the operator does not know is
+// refused rather than given guessed names.
+func TestServerEnv(t *testing.T) {
+	tests := []struct {
+		name      string
+		operand   Operand
+		want      map[string]string
+		assertion require.ErrorAssertionFunc
+	}{
+		{name: "0.3", operand: Operand{LlamaStackVersion: "0.3.0"},
+			want:      map[string]string{"HOME": HomeDir, "LLAMA_STACK_CONFIG_DIR": DataDir + "/.llama", "LLAMA_STACK_PORT": "8321"},
+			assertion: require.NoError},
+		{name: "0.2 state on 0.3", operand: Operand{LlamaStackVersion: "0.3.0", StateLine: stackconfig.Line02},
+			want:      map[string]string{"HOME": HomeDir, "LLAMA_STACK_CONFIG_DIR": DataDir + "/.llama", "LLAMA_STACK_PORT": "8321"},
+			assertion: require.NoError},
+		{name: "unknown state line", operand: Operand{LlamaStackVersion: "0.3.0", StateLine: "0.1"},
+			assertion: func(t require.TestingT, err error, _ ...any) {
+				require.ErrorContains(t, err, `written by Llama Stack line "0.1", which this operator does not know`)
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env, err := ServerEnv(tc.operand)
+			tc.assertion(t, err)
+			if tc.want == nil {
+				return
+			}
+			got := map[string]string{}
+			for _, v := range env {
+				got[v.Name] = v.Value
+			}
+			require.Equal(t, tc.want, got)
 		})
 	}
 }
