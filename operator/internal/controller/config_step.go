@@ -34,9 +34,11 @@ func serverImage(s *state) (string, error) {
 	return image, nil
 }
 
-// operand is what the pin says of the server the operator deploys.
+// operand is what the pin says of the server the operator deploys, and
+// the line whose names the stack's state uses (stateLine), so that a
+// stack moved from another line reads the state that line wrote.
 func operand(s *state) runconfig.Operand {
-	return runconfig.Operand{LlamaStackVersion: s.Pin.LlamaStackVersion}
+	return runconfig.Operand{LlamaStackVersion: s.Pin.LlamaStackVersion, StateLine: s.stateLine()}
 }
 
 // stateLine is the line whose names the stack's state uses
