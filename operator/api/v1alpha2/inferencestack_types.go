@@ -104,10 +104,11 @@ type LineMoveSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+[.][0-9]+$')",message="lineMove.line is a Llama Stack line, major.minor such as 0.8"
 	Line string `json:"line"`
 
-	// AcceptLosses names each resource the move may drop, as
+	// AcceptLosses names each loss the move may cause, as
 	// <type>/<identifier> (dataset/my-eval-set, scoring_function/basic::equality,
-	// benchmark/mmlu), exactly as the refusal names them. A resource the
-	// move would drop that is not listed keeps the move refused.
+	// benchmark/mmlu; registry/v9 for a registry the new line does not
+	// read), exactly as the refusal names them. A loss that is not listed
+	// keeps the move refused.
 	// +required
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1

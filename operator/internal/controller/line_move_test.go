@@ -5,13 +5,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
+	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 	"github.com/inferencestack/inferencestack/test/testutil"
@@ -42,6 +46,27 @@ func serverGeneration(t *testing.T, ns, name string) int64 {
 	return dep.Generation
 }
 
+// lineMove sets a v1alpha1 stack's spec.lineMove through the spec
+// annotation (patch, the merge patch onto the v1alpha2 spec) and waits
+// until op has finished a reconcile that read it: an annotation changes
+// no generation.
+func lineMove(t *testing.T, op *operator, ns, name, patch string) {
+	t.Helper()
+	update(t, ns, name, func(s *v1alpha1.InferenceStack) {
+		s.Annotations = map[string]string{v1alpha2.SpecAnnotation: patch}
+	})
+	stack, err := get(t, &v1alpha1.InferenceStack{}, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, func() error {
+		if ok, err := op.reconciles.Read(client.ObjectKeyFromObject(stack), stack.ResourceVersion); err != nil || !ok {
+			return fmt.Errorf("no reconcile of %s/%s at resourceVersion %s has finished yet (%v)", ns, name, stack.ResourceVersion, err)
+		}
+		return nil
+	})
+}
+
 // describedGeneration waits until the stack's status describes its
 // current generation (a reconcile that saw the last change finished) and
 // returns the stack.
@@ -64,14 +89,15 @@ func describedGeneration(t *testing.T, ns, name string) *v1alpha1.InferenceStack
 // TestLineMoveThatDropsResourcesWaitsForConsent: a stack deployed by the
 // 0.2 major, whose run config registers a vector database (0.3 has no
 // vector_db resources: upstream renamed them vector_store), is moved to
-// the 0.3 major by its label. The move is refused, naming the resource,
+// the 0.3 major by its label. 0.3 also reads no registry entry 0.2 wrote
+// (registry keys v9 -> v10). The move is refused, naming both losses,
 // and the old server Deployment keeps its generation and its run config;
 // status.stateLine stays 0.2. Once spec.lineMove accepts the loss for
 // 0.3 (through v1alpha1's spec annotation), the new line rolls out and
 // stateLine still says 0.2.
 func TestLineMoveThatDropsResourcesWaitsForConsent(t *testing.T) {
 	startOperator(t, onlyMajor(t, "1"))
-	startOperator(t, onlyMajor(t, "2"), withPin(pin03))
+	to := startOperator(t, onlyMajor(t, "2"), withPin(pin03))
 	ns := namespace(t)
 	create(t, overrideOf(t, ns, "run-02", stackconfig.Line02, func(s string) string {
 		return strings.Replace(s, "vector_dbs: []", "vector_dbs:\n- vector_db_id: docs\n  embedding_model: all-MiniLM-L6-v2\n  embedding_dimension: 384\n  provider_id: faiss", 1)
@@ -99,8 +125,10 @@ func TestLineMoveThatDropsResourcesWaitsForConsent(t *testing.T) {
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha2.ReasonLineMoveLosesResources {
 		t.Fatalf("after the move to 0.3, Degraded = %+v, want True with reason %s", c, v1alpha2.ReasonLineMoveLosesResources)
 	}
-	if !strings.Contains(c.Message, "vector_db/docs") {
-		t.Errorf("the refusal does not name the vector database vector_db/docs: %s", c.Message)
+	for _, loss := range []string{"vector_db/docs", "registry/v9"} {
+		if !strings.Contains(c.Message, loss) {
+			t.Errorf("the refusal does not name %s: %s", loss, c.Message)
+		}
 	}
 	if got := serverGeneration(t, ns, "mv"); got != gen {
 		t.Errorf("server Deployment generation %d after the refused move, was %d: the old server was changed", got, gen)
@@ -113,9 +141,7 @@ func TestLineMoveThatDropsResourcesWaitsForConsent(t *testing.T) {
 	}
 
 	// Accepting another line's losses does not do.
-	update(t, ns, "mv", func(s *v1alpha1.InferenceStack) {
-		s.Annotations = map[string]string{v1alpha2.SpecAnnotation: `{"lineMove":{"line":"0.8","acceptLosses":["vector_db/docs"]}}`}
-	})
+	lineMove(t, to, ns, "mv", `{"lineMove":{"line":"0.8","acceptLosses":["vector_db/docs","registry/v9"]}}`)
 	if c := meta.FindStatusCondition(describedGeneration(t, ns, "mv").Status.Conditions, v1alpha2.TypeDegraded); c == nil || c.Reason != v1alpha2.ReasonLineMoveLosesResources {
 		t.Fatalf("acceptance for line 0.8 let the move to 0.3 go on: Degraded %+v", c)
 	}
@@ -123,9 +149,17 @@ func TestLineMoveThatDropsResourcesWaitsForConsent(t *testing.T) {
 		t.Errorf("server Deployment generation %d after a move accepted for another line, was %d", got, gen)
 	}
 
-	update(t, ns, "mv", func(s *v1alpha1.InferenceStack) {
-		s.Annotations = map[string]string{v1alpha2.SpecAnnotation: `{"lineMove":{"line":"0.3","acceptLosses":["vector_db/docs"]}}`}
-	})
+	// Accepting one loss of two does not do either.
+	lineMove(t, to, ns, "mv", `{"lineMove":{"line":"0.3","acceptLosses":["vector_db/docs"]}}`)
+	c = meta.FindStatusCondition(describedGeneration(t, ns, "mv").Status.Conditions, v1alpha2.TypeDegraded)
+	if c == nil || c.Reason != v1alpha2.ReasonLineMoveLosesResources || !strings.Contains(c.Message, "registry/v9") || strings.Contains(c.Message, "vector_db/docs") {
+		t.Fatalf("with vector_db/docs accepted, Degraded %+v, want the refusal naming registry/v9 alone", c)
+	}
+	if got := serverGeneration(t, ns, "mv"); got != gen {
+		t.Errorf("server Deployment generation %d after a move accepted in part, was %d", got, gen)
+	}
+
+	lineMove(t, to, ns, "mv", `{"lineMove":{"line":"0.3","acceptLosses":["vector_db/docs","registry/v9"]}}`)
 	moved := converged(t, ns, "mv")
 	if got := serverGeneration(t, ns, "mv"); got == gen {
 		t.Errorf("server Deployment generation still %d after the move was accepted", got)
@@ -142,44 +176,51 @@ func TestLineMoveThatDropsResourcesWaitsForConsent(t *testing.T) {
 	})
 }
 
-// TestLineMoveThatDropsNothingGoesOn: a stack whose config registers
-// nothing the new line lacks moves at once, and keeps its state line.
+// pin07 is testPin for the 0.7 line (release 3.0.0's operand: upstream
+// publishes a starter image only at v0.7.1).
+var pin07 = pin.Pin{OperatorVersion: "3.0.0", LlamaStackVersion: "0.7.1", Operands: map[string]string{
+	"starter": "docker.io/llamastack/distribution-starter:0.7.1",
+}}
+
+// TestLineMoveThatDropsNothingGoesOn: a stack moved from 0.3 to 0.7 (the
+// same registry keys, no resource type dropped) moves at once, and keeps
+// its state line.
 func TestLineMoveThatDropsNothingGoesOn(t *testing.T) {
-	startOperator(t, onlyMajor(t, "1"))
 	startOperator(t, onlyMajor(t, "2"), withPin(pin03))
+	startOperator(t, onlyMajor(t, "3"), withPin(pin07))
 	ns := namespace(t)
-	create(t, overrideOf(t, ns, "run-02", stackconfig.Line02, nil))
 	create(t, overrideOf(t, ns, "run-03", stackconfig.Line03, nil))
-	stack := testutil.Stack("mv", testutil.WithNamespace(ns), testutil.WithOverrideConfig("run-02"))
-	stack.Labels = map[string]string{v1alpha2.LabelOperatorMajor: "1"}
+	create(t, overrideOf(t, ns, "run-07", stackconfig.Line07, nil))
+	stack := testutil.Stack("mv", testutil.WithNamespace(ns), testutil.WithOverrideConfig("run-03"))
+	stack.Labels = map[string]string{v1alpha2.LabelOperatorMajor: "2"}
 	create(t, stack)
 	converged(t, ns, "mv")
 	gen := serverGeneration(t, ns, "mv")
 	update(t, ns, "mv", func(s *v1alpha1.InferenceStack) {
-		s.Labels[v1alpha2.LabelOperatorMajor] = "2"
-		s.Spec.OverrideConfig.ConfigMapName = "run-03"
+		s.Labels[v1alpha2.LabelOperatorMajor] = "3"
+		s.Spec.OverrideConfig.ConfigMapName = "run-07"
 	})
 	moved := converged(t, ns, "mv")
 	if got := serverGeneration(t, ns, "mv"); got == gen {
 		t.Errorf("server Deployment generation still %d after the move", got)
 	}
-	if got := moved.Status.StateLine; got != "0.2" {
-		t.Errorf("status.stateLine = %q after the move, want 0.2", got)
+	if got := moved.Status.StateLine; got != "0.3" {
+		t.Errorf("status.stateLine = %q after the move, want 0.3", got)
 	}
 }
 
-// TestLineMoveTheNewLineCannotExpressIsRefused: a stack moved to the 0.3
-// major with a spec 0.3 cannot express (its override is a 0.2 run config)
+// TestLineMoveTheNewLineCannotExpressIsRefused: a stack moved to the 0.7
+// major with a spec 0.7 cannot express (its override is a 0.3 run config)
 // is refused by the config step before anything is written: the old
 // server Deployment keeps its generation, the run-config ConfigMap its
 // content.
 func TestLineMoveTheNewLineCannotExpressIsRefused(t *testing.T) {
-	startOperator(t, onlyMajor(t, "1"))
 	startOperator(t, onlyMajor(t, "2"), withPin(pin03))
+	startOperator(t, onlyMajor(t, "3"), withPin(pin07))
 	ns := namespace(t)
-	create(t, overrideOf(t, ns, "run-02", stackconfig.Line02, nil))
-	stack := testutil.Stack("mv", testutil.WithNamespace(ns), testutil.WithOverrideConfig("run-02"))
-	stack.Labels = map[string]string{v1alpha2.LabelOperatorMajor: "1"}
+	create(t, overrideOf(t, ns, "run-03", stackconfig.Line03, nil))
+	stack := testutil.Stack("mv", testutil.WithNamespace(ns), testutil.WithOverrideConfig("run-03"))
+	stack.Labels = map[string]string{v1alpha2.LabelOperatorMajor: "2"}
 	create(t, stack)
 	converged(t, ns, "mv")
 	gen := serverGeneration(t, ns, "mv")
@@ -188,19 +229,66 @@ func TestLineMoveTheNewLineCannotExpressIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	update(t, ns, "mv", func(s *v1alpha1.InferenceStack) {
-		s.Labels[v1alpha2.LabelOperatorMajor] = "2"
+		s.Labels[v1alpha2.LabelOperatorMajor] = "3"
 		// A spec change the reconcile must describe (observedGeneration).
 		s.Spec.Cache = &v1alpha1.CacheSpec{}
 	})
 	refused := describedGeneration(t, ns, "mv")
 	c := meta.FindStatusCondition(refused.Status.Conditions, v1alpha2.TypeConfigGenerated)
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha2.ReasonInvalidConfig {
-		t.Fatalf("ConfigGenerated = %+v after moving a 0.2 override to 0.3, want False with reason %s", c, v1alpha2.ReasonInvalidConfig)
+		t.Fatalf("ConfigGenerated = %+v after moving a 0.3 override to 0.7, want False with reason %s", c, v1alpha2.ReasonInvalidConfig)
 	}
+	t.Logf("refused: %s", c.Message)
 	if got := serverGeneration(t, ns, "mv"); got != gen {
 		t.Errorf("server Deployment generation %d after the refused move, was %d", got, gen)
 	}
 	if again, _ := get(t, &corev1.ConfigMap{}, ns, "mv-run-config"); again.ResourceVersion != cm.ResourceVersion {
 		t.Errorf("the run-config ConfigMap was rewritten by the refused move")
+	}
+}
+
+// TestSameLineHandOverChangesNothing: a stack relabelled from one major
+// to another that serves the same Llama Stack line is taken over without
+// a rollout: once the new major has reconciled it (its release in
+// status.resolvedDistribution), the server Deployment keeps its
+// generation and the run-config ConfigMap its content, so the server
+// keeps answering throughout (docs/moving-between-lines.md).
+func TestSameLineHandOverChangesNothing(t *testing.T) {
+	// Two majors after 1.x (whose default resources differ, so a
+	// hand-over from it rolls out a stack that sets none:
+	// server.DefaultResources) on the same line.
+	sameLine := pin03
+	sameLine.OperatorVersion = "3.0.0"
+	startOperator(t, onlyMajor(t, "2"), withPin(pin03))
+	startOperator(t, onlyMajor(t, "3"), withPin(sameLine))
+	ns := namespace(t)
+	stack := testutil.Stack("mv", testutil.WithNamespace(ns))
+	stack.Spec.Workload = &v1alpha1.WorkloadSpec{StateVolume: &v1alpha1.StateVolumeSpec{}}
+	stack.Labels = map[string]string{v1alpha2.LabelOperatorMajor: "2"}
+	create(t, stack)
+	converged(t, ns, "mv")
+	dep, err := get(t, &appsv1.Deployment{}, ns, "mv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := get(t, &corev1.ConfigMap{}, ns, "mv-run-config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	update(t, ns, "mv", func(s *v1alpha1.InferenceStack) { s.Labels[v1alpha2.LabelOperatorMajor] = "3" })
+	eventually(t, timeout, func() error {
+		s, _ := get(t, &v1alpha1.InferenceStack{}, ns, "mv")
+		if rd := s.Status.ResolvedDistribution; rd == nil || rd.OperatorVersion != sameLine.OperatorVersion {
+			return fmt.Errorf("resolvedDistribution %+v: the 3.x major has not reconciled the stack yet", rd)
+		}
+		return nil
+	})
+	again, _ := get(t, &appsv1.Deployment{}, ns, "mv")
+	if again.Generation != dep.Generation {
+		t.Errorf("server Deployment generation %d after the hand-over, was %d: the server was rolled out; template %s",
+			again.Generation, dep.Generation, cmp.Diff(dep.Spec.Template, again.Spec.Template))
+	}
+	if cmAgain, _ := get(t, &corev1.ConfigMap{}, ns, "mv-run-config"); cmAgain.ResourceVersion != cm.ResourceVersion {
+		t.Errorf("the run-config ConfigMap was rewritten by the hand-over")
 	}
 }

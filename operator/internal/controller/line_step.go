@@ -165,8 +165,16 @@ func lineStep(ctx context.Context, s *state) error {
 	if err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: s.Stack.Namespace, Name: server.Name(s.Stack)}, dep); err != nil {
 		return client.IgnoreNotFound(err) // nothing serves: nothing to keep
 	}
+	var losses []string
+	if fk, tk := from.Facts().RegistryKey.Version, target.Facts().RegistryKey.Version; fk != tk {
+		// The new line reads only its own registry keys (core/store/
+		// registry.py KEY_VERSION, no migration): whatever was registered
+		// through the API is not seen; the run config's resources are
+		// registered again at start.
+		losses = append(losses, "registry/"+fk)
+	}
 	tables := droppedTables(from, target)
-	if len(tables) == 0 {
+	if len(tables) == 0 && len(losses) == 0 {
 		return nil
 	}
 	cm := &corev1.ConfigMap{}
@@ -177,7 +185,8 @@ func lineStep(ctx context.Context, s *state) error {
 		}
 		return fmt.Errorf("reading the deployed run config %s: %w", key, err)
 	}
-	losses, err := registeredLosses([]byte(cm.Data[runconfig.ConfigKey]), tables)
+	registered, err := registeredLosses([]byte(cm.Data[runconfig.ConfigKey]), tables)
+	losses = append(losses, registered...)
 	if err != nil {
 		return errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonLineMoveLosesResources,
 			"moving from Llama Stack %s to %s: the deployed run config (ConfigMap %s key %s) cannot be read (%v), so what the move drops is unknown; the old server keeps serving: move the stack back to its major, or repair the ConfigMap",
@@ -190,9 +199,17 @@ func lineStep(ctx context.Context, s *state) error {
 	if len(unaccepted) == 0 {
 		return nil
 	}
+	var why []string
+	if slices.ContainsFunc(losses, func(l string) bool { return strings.HasPrefix(l, "registry/") }) {
+		why = append(why, fmt.Sprintf("Llama Stack %s does not read the registry keys %s wrote (%s, %s -> %s), so every resource registered through the API is lost (those of the run config are registered again)",
+			target, from, from.Facts().RegistryKey.Source, from.Facts().RegistryKey.Version, target.Facts().RegistryKey.Version))
+	}
+	if slices.ContainsFunc(unaccepted, func(l string) bool { return !strings.HasPrefix(l, "registry/") }) {
+		why = append(why, fmt.Sprintf("Llama Stack %s has no %s", target, strings.Join(tables, ", ")))
+	}
 	return errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonLineMoveLosesResources,
-		"moving from Llama Stack %s to %s drops the %s resources the server registers (Llama Stack %s has no %s): %s; nothing was changed, the old server keeps serving. To move anyway, set spec.lineMove: {line: %q, acceptLosses: [%s]}; to stay, set label %s back (docs/moving-between-lines.md)",
-		from, target, strings.Join(tables, ", "), target, strings.Join(tables, ", "), strings.Join(unaccepted, ", "),
+		"moving from Llama Stack %s to %s loses %s (%s); nothing was changed, the old server keeps serving. To move anyway, set spec.lineMove: {line: %q, acceptLosses: [%s]}; to stay, set label %s back (docs/moving-between-lines.md)",
+		from, target, strings.Join(unaccepted, ", "), strings.Join(why, "; "),
 		string(target), strings.Join(quoted(unaccepted), ", "), v1alpha2.LabelOperatorMajor)
 }
 
