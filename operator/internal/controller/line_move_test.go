@@ -61,7 +61,7 @@ func lineMove(t *testing.T, op *operator, ns, name, patch string) {
 	}
 	eventually(t, timeout, func() error {
 		if ok, err := op.reconciles.Read(client.ObjectKeyFromObject(stack), stack.ResourceVersion); err != nil || !ok {
-			return fmt.Errorf("no reconcile of %s/%s at resourceVersion %s has finished yet (%v)", ns, name, stack.ResourceVersion, err)
+			return fmt.Errorf("no reconcile of %s/%s at resourceVersion %s has finished yet (%w)", ns, name, stack.ResourceVersion, err)
 		}
 		return nil
 	})
