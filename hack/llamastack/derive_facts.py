@@ -40,6 +40,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import upstream_startup as us  # noqa: E402
+from upstream_startup import up  # noqa: E402
 from derive_schemas import load_upstream  # noqa: E402
 
 # Start-up rules read from upstream's code: (id, file, message, what). A rule
@@ -53,6 +54,9 @@ RULES = [
     ("stores.conversations", "llama_stack/core/conversations/conversations.py",
      "storage.stores.conversations must be configured in run config",
      "the conversations service (always started) refuses a config without storage.stores.conversations"),
+    ("stores.prompts", "llama_stack/core/prompts/prompts.py",
+     "storage.stores.prompts must be configured in run config",
+     "the prompts service (always started) refuses a config whose storage.stores.prompts is null"),
     ("stores.inference", "llama_stack/core/routers/__init__.py",
      "storage.stores.inference must be configured in run config",
      "the inference router refuses a config without storage.stores.inference"),
@@ -105,11 +109,50 @@ SERVER_STORES = [
      "source": "llama_stack/core/prompts/prompts.py", "evidence": '"prompts.db"'},
     {"store": "prompts", "kind": "kv", "config": "storage.stores.metadata", "namespace": "prompts",
      "source": "llama_stack/core/prompts/prompts.py", "evidence": 'KVStoreReference(namespace="prompts", backend=metadata_ref.backend)'},
+    {"store": "prompts", "kind": "kv", "config": "storage.stores.prompts",
+     "source": "llama_stack/core/prompts/prompts.py", "evidence": "prompts_ref = self.stack_config.storage.stores.prompts"},
     {"store": "conversations", "kind": "sql", "config": "storage.stores.conversations", "table": "openai_conversations",
      "source": "llama_stack/core/conversations/conversations.py", "evidence": 'table="openai_conversations"'},
+    # the chat-completion history: 0.3.0 hard-codes its table; 0.7 reads the
+    # reference's table_name (its default: ServerStoresConfig, STORE_DEFAULTS)
+    {"store": "inference", "kind": "sql", "config": "inference_store", "table": "chat_completions", "requires": "inference_store",
+     "source": "llama_stack/providers/utils/inference/inference_store.py", "evidence": 'table="chat_completions"'},
+    {"store": "inference", "kind": "sql", "config": "storage.stores.inference", "table": "chat_completions", "requires": "storage",
+     "source": "llama_stack/providers/utils/inference/inference_store.py", "evidence": 'table="chat_completions"'},
+    {"store": "inference", "kind": "sql", "config": "storage.stores.inference", "table_from_config": True,
+     "source": "llama_stack/providers/utils/inference/inference_store.py", "evidence": "table=self.reference.table_name"},
+    # the responses provider's stored responses (its config's persistence.responses)
+    {"store": "responses", "kind": "sql", "config": "providers.<responses api>[].config.responses_store",
+     "table": "openai_responses", "requires": "inference_store",
+     "source": "llama_stack/providers/utils/responses/responses_store.py", "evidence": 'table="openai_responses"'},
+    {"store": "responses", "kind": "sql", "config": "providers.<responses api>[].config.persistence.responses",
+     "table": "openai_responses", "requires": "storage",
+     "source": "llama_stack/providers/utils/responses/responses_store.py", "evidence": 'table="openai_responses"'},
+    {"store": "responses", "kind": "sql", "config": "providers.<responses api>[].config.persistence.responses",
+     "table_from_config": True,
+     "source": "llama_stack/providers/utils/responses/responses_store.py", "evidence": "table=self.reference.table_name"},
 ]
+# The default table or namespace of a store whose table_from_config holds:
+# the default of the reference model's field (class, field of the class
+# holding the store references, the reference's field).
+STORE_DEFAULTS = {
+    "inference": ("llama_stack.core.storage.datatypes", "ServerStoresConfig", "inference", "table_name"),
+    "responses": ("llama_stack.core.storage.datatypes", "ResponsesStoreReference", None, "table_name"),
+}
+# The distributions' own names (what upstream's shipped configs set), read
+# from each config: store -> the config path of its table.
+STORE_NAMED_BY = {
+    "inference": ("storage", "stores", "inference", "table_name"),
+    "responses": ("providers", "<responses api>", 0, "config", "persistence", "responses", "table_name"),
+}
 # Stores every line has (conversations arrived in 0.3).
 REQUIRED_STORES = ("registry", "prompts")
+# The stores of what clients asked and were answered (chat completions,
+# responses): facts.json "history_stores", apart from the server's own
+# stores ("server_stores": what its start-up places and reads back).
+HISTORY_STORES = ("inference", "responses")
+# Stores some lines have; at most one placing may hold.
+OPTIONAL_STORES = ("conversations", "inference", "responses")
 # How `llama stack run` starts the server, and what a command line that calls
 # uvicorn itself must repeat to behave the same: read from cli/stack/run.py
 # and core/server/server.py at the tag (derive_launch).
@@ -136,6 +179,12 @@ SERVER_API = [
     ("health", "llama_stack.apis.inspect.inspect", "Inspect", "health"),
     ("version", "llama_stack.apis.inspect.inspect", "Inspect", "version"),
     ("list_providers", "llama_stack.apis.providers.providers", "Providers", "list_providers"),
+]
+# From 0.4 on (FastAPI routers): (name, folder under <pkg>_api, route, function).
+SERVER_API_ROUTES = [
+    ("health", "inspect_api", "/health", "health"),
+    ("version", "inspect_api", "/version", "version"),
+    ("list_providers", "providers", "/providers", "list_providers"),
 ]
 AUTH_MIDDLEWARE = "llama_stack/core/server/auth.py"
 ROUTES = ("llama_stack/core/server/routes.py", "path = f\"/{webmethod.level}/{webmethod.route.lstrip('/')}\"")
@@ -165,6 +214,9 @@ def model_facts(cls, models, root):
 
 def server_api(root, tag):
     import inspect as pyinspect
+    if os.path.isdir(os.path.join(root, up("llama_stack_api"))):
+        endpoints, models = server_api_routes(root, tag)
+        return {"endpoints": endpoints, "models": models, "health": health_fact(root, tag)}
     with open(os.path.join(root, ROUTES[0])) as f:
         if ROUTES[1] not in f.read():
             sys.exit("%r is not in %s at %s: review how routes are made" % (ROUTES[1], ROUTES[0], tag))
@@ -185,17 +237,31 @@ def server_api(root, tag):
             "source": os.path.relpath(mod.__file__, root),
             "auth_source": AUTH_MIDDLEWARE,
         })
-    dt = importlib.import_module("llama_stack.providers.datatypes")
-    with open(os.path.join(root, HEALTH["source"])) as f:
+    return {"endpoints": endpoints, "models": models, "health": health_fact(root, tag)}
+
+
+def health_fact(root, tag):
+    """HealthStatus (providers/datatypes.py, <pkg>_api/datatypes.py from 0.4
+    on) and what a provider without a health check reports."""
+    for name in ("llama_stack.providers.datatypes", "llama_stack_api.datatypes"):
+        try:
+            dt = importlib.import_module(up(name))
+        except ImportError:
+            continue
+        if hasattr(dt, "HealthStatus"):
+            break
+    else:
+        sys.exit("no HealthStatus at %s: review" % tag)
+    src = up(HEALTH["source"])
+    with open(os.path.join(root, src)) as f:
         if HEALTH["evidence"] not in f.read():
-            sys.exit("%r is not in %s at %s: review" % (HEALTH["evidence"], HEALTH["source"], tag))
-    health = {
+            sys.exit("%r is not in %s at %s: review" % (HEALTH["evidence"], src, tag))
+    return {
         "statuses": [s.value for s in dt.HealthStatus], "error": dt.HealthStatus.ERROR.value,
         "not_implemented": dt.HealthStatus.NOT_IMPLEMENTED.value,
         "not_implemented_message": HEALTH["evidence"],
-        "source": "llama_stack/providers/datatypes.py", "default_source": HEALTH["source"],
+        "source": os.path.relpath(dt.__file__, root), "default_source": src,
     }
-    return {"endpoints": endpoints, "models": models, "health": health}
 
 
 def permitted_values(module, func):
@@ -222,6 +288,19 @@ def listed_models(spec):
             e["embedding_dimension"] = int(m.metadata["embedding_dimension"])
         out.append(e)
     return out
+
+
+def run_config_fields():
+    """The top-level fields of the class Stack.__init__ takes (as
+    derive_schemas.py reads it)."""
+    import inspect
+
+    stack = importlib.import_module(up("llama_stack.core.stack"))
+    params = [p for p in inspect.signature(stack.Stack.__init__).parameters.values() if p.name != "self"]
+    cls = params[0].annotation
+    if isinstance(cls, str):
+        cls = getattr(stack, cls)
+    return set(cls.model_fields)
 
 
 def type_name(ann):
@@ -268,6 +347,7 @@ def derive_launch(root):
     the options of `llama stack run`, the app factory and the variable it
     reads the config path from, and the uvicorn settings of whichever file
     runs uvicorn (server.py's main at 0.2, run.py from 0.3)."""
+    RUN_PY, SERVER_PY = up(globals()["RUN_PY"]), up(globals()["SERVER_PY"])
     run, server = read(root, RUN_PY, "launch.run"), read(root, SERVER_PY, "launch.app")
     options = sorted(set(re.findall(r'add_argument\(\s*"(--[a-z][a-z0-9-]*)"', run)))
     if "--port" not in options:
@@ -285,7 +365,10 @@ def derive_launch(root):
     port = found("launch.uvicorn.port_env", r'os\.getenv\("([A-Z_]+_PORT)", (\d+)\)', run, RUN_PY)
     # `args.port or config.server.port`: server.port is read only when --port has no default
     port_arg = found("launch.uvicorn.reads_server_port", r'add_argument\(\s*"--port".*?\)\n', run, RUN_PY).group(0)
-    hosts = found("launch.uvicorn.default_hosts", r"config\.server\.host or \[([^\]]*)\]", utext, usrc[0])
+    # 0.2/0.3: `config.server.host or ["::", "0.0.0.0"]`; 0.7: `host = ""`
+    # (uvicorn binds every address) unless server.host is set
+    hosts = re.search(r"config\.server\.host or \[([^\]]*)\]", utext) or \
+        found("launch.uvicorn.default_hosts", r'host = ("[^"]*")\n\s*if config\.server\.host:', utext, usrc[0])
     lifespan = found("launch.uvicorn.lifespan", r'"lifespan":\s*"(\w+)"', utext, usrc[0])
     certreq = found("launch.uvicorn.tls_client_cert", r'"ssl_cert_reqs"\]\s*=\s*ssl\.(CERT_[A-Z]+)', utext, usrc[0])
     return {
@@ -300,10 +383,195 @@ def derive_launch(root):
 
 
 def derive_config_dir(root):
-    """Where the server keeps what a run config does not place (config_dirs.py)."""
-    m = found("config_dir", r'(LLAMA_STACK_CONFIG_DIR) = Path\(os\.getenv\("([A-Z_]+)", os\.path\.expanduser\("([^"]+)"\)\)\)',
-              read(root, CONFIG_DIRS, "config_dir"), CONFIG_DIRS)
-    return {"default": m.group(3).rstrip("/"), "env": m.group(2), "source": CONFIG_DIRS}
+    """Where the server keeps what a run config does not place (config_dirs.py:
+    LLAMA_STACK_CONFIG_DIR, OGX_CONFIG_DIR at 0.8)."""
+    m = found("config_dir", r'\n([A-Z_]+_CONFIG_DIR) = Path\(os\.getenv\("([A-Z_]+)", os\.path\.expanduser\("([^"]+)"\)\)\)',
+              read(root, up(CONFIG_DIRS), "config_dir"), up(CONFIG_DIRS))
+    return {"default": m.group(3).rstrip("/"), "env": m.group(2), "source": up(CONFIG_DIRS)}
+
+
+def derive_cli(root, checkout):
+    """The command that starts the server (cli/stack/run.py's prog, e.g.
+    `llama stack run`, `ogx stack run` at 0.8), its program checked against
+    the console scripts of upstream's pyproject.toml."""
+    run = read(root, up(RUN_PY), "cli")
+    prog = found("cli.command", r'add_parser\(\s*"run",\s*prog="([a-z]+ stack run)"', run, up(RUN_PY)).group(1)
+    argv = prog.split()
+    scripts = read(checkout, "pyproject.toml", "cli.program")
+    found("cli.program", r"\[project\.scripts\][^\[]*\n%s = \"%s\.cli\." % (re.escape(argv[0] if argv else "-"), us.PKG),
+          scripts, "pyproject.toml [project.scripts]")
+    return {"command": argv, "program": argv[0] if argv else "", "source": up(RUN_PY),
+            "evidence": 'prog="%s"' % prog, "program_source": "pyproject.toml [project.scripts]"}
+
+
+def derive_client_version_header(root):
+    """The request header the server compares with its own version."""
+    m = found("client_version_header", r'headers\.get\(b"(x-[a-z-]+-client-version)"', read(root, up(SERVER_PY), "client_version_header"),
+              up(SERVER_PY))
+    return {"name": m.group(1), "source": up(SERVER_PY), "evidence": m.group(0)}
+
+
+BUILD_WORKFLOW = ".github/workflows/build-distributions.yml"
+INSTALL_SCRIPT = "scripts/install.sh"
+# An image name without a registry host is docker's default registry's.
+DEFAULT_REGISTRY = "docker.io"
+
+
+def derive_images(checkout):
+    """The repository of the distribution images upstream publishes: its
+    build-distributions workflow's IMAGE_PREFIX (an unqualified name:
+    docker.io) and the distributions it builds (those with a build.yaml,
+    but the ones it excludes); at tags without that workflow, the image
+    scripts/install.sh runs (<prefix>-starter)."""
+    wf = read(checkout, BUILD_WORKFLOW, "images", optional=True)
+    if wf:
+        prefix = found("images.prefix", r"\n\s*IMAGE_PREFIX: ([a-z0-9./_-]+)\n", wf, BUILD_WORKFLOW).group(1)
+        where = found("images.distributions", r"find (\S+) -mindepth 2 -maxdepth 2 -name '\*build\.yaml'", wf, BUILD_WORKFLOW).group(1)
+        excluded = re.findall(r"grep -v '\^([a-z0-9_-]+)\$'", wf)
+        folder = os.path.join(checkout, where)
+        dists = sorted(d for d in (os.listdir(folder) if os.path.isdir(folder) else [])
+                       if os.path.isfile(os.path.join(folder, d, "build.yaml")) and d not in excluded)
+        if not dists:
+            underived("images.distributions", "no %s/*/build.yaml but %s" % (where, excluded))
+        first = prefix.split("/")[0]
+        registry = "" if "." in first or ":" in first else DEFAULT_REGISTRY + "/"
+        return {"repository_prefix": registry + prefix + "-", "distributions": dists, "source": BUILD_WORKFLOW,
+                "evidence": "IMAGE_PREFIX: %s; LOCAL_IMAGE_NAME=\"${IMAGE_PREFIX}-${DISTRO_NAME}:${IMAGE_TAG}\"; "
+                            "%s/*/build.yaml but %s" % (prefix, where, ", ".join(excluded))}
+    m = found("images.prefix", r'\nSERVER_IMAGE="([a-z0-9./_-]+-)starter:[^"]*"',
+              read(checkout, INSTALL_SCRIPT, "images"), INSTALL_SCRIPT)
+    return {"repository_prefix": m.group(1), "source": INSTALL_SCRIPT, "evidence": m.group(0).strip()}
+
+
+def enum_fact(module_names, cls_name, root, fact):
+    """The values of an upstream enum (Api, ResourceType), from the first
+    module of module_names that has it."""
+    for name in module_names:
+        try:
+            mod = importlib.import_module(up(name))
+        except ImportError:
+            continue
+        e = getattr(mod, cls_name, None)
+        if e is not None:
+            return {"values": sorted(str(v.value) for v in e), "source": os.path.relpath(mod.__file__, root)}
+    underived(fact, "no %s in %s" % (cls_name, ", ".join(up(n) for n in module_names)))
+    return {}
+
+
+# The PostgreSQL backends' defaults: (fact, modules that may hold the class,
+# class, fields whose defaults are recorded).
+POSTGRES = [
+    ("kv", ("llama_stack.core.storage.datatypes", "llama_stack.providers.utils.kvstore.config"),
+     "PostgresKVStoreConfig", ("db", "table_name")),
+    ("sql", ("llama_stack.core.storage.datatypes", "llama_stack.providers.utils.sqlstore.sqlstore"),
+     "PostgresSqlStoreConfig", ("db",)),
+]
+
+
+def derive_postgres_defaults(root):
+    out = {}
+    for kind, modules, cls_name, fields in POSTGRES:
+        for name in modules:
+            try:
+                mod = importlib.import_module(up(name))
+            except ImportError:
+                continue
+            cls = getattr(mod, cls_name, None)
+            if cls is None:
+                continue
+            e = {"class": cls_name, "source": os.path.relpath(mod.__file__, root)}
+            for f in fields:
+                field = cls.model_fields.get(f)
+                if field is None or field.is_required():
+                    underived("postgres_defaults.%s.%s" % (kind, f), "%s.%s has no default" % (cls_name, f))
+                    continue
+                e[f] = field.default
+            out[kind] = e
+            break
+        else:
+            underived("postgres_defaults." + kind, "no %s in %s" % (cls_name, ", ".join(up(n) for n in modules)))
+    return out
+
+
+def store_default(store):
+    """The default table of a store whose table comes from its config
+    (STORE_DEFAULTS): the default of the reference model's field."""
+    modname, cls_name, holder_field, field = STORE_DEFAULTS[store]
+    mod = importlib.import_module(up(modname))
+    cls = getattr(mod, cls_name)
+    if holder_field:
+        ref = cls.model_fields[holder_field].default
+        value = getattr(ref, field, None)
+    else:
+        f = cls.model_fields[field]
+        value = None if f.is_required() else f.default
+    if not isinstance(value, str):
+        underived("server_stores.%s.table" % store, "%s has no default %s" % (cls_name, field))
+        return "", ""
+    return value, "%s %s%s.%s" % (os.path.relpath(mod.__file__, ROOT), cls_name, "." + holder_field if holder_field else "", field)
+
+
+def distribution_names(root, store, responses_api):
+    """What upstream's shipped base configs name a store's table: config
+    file -> table (STORE_NAMED_BY)."""
+    import glob
+
+    import yaml
+
+    out = {}
+    for f in distribution_configs(root):
+        with open(f) as fh:
+            v = yaml.safe_load(fh)
+        for k in STORE_NAMED_BY[store]:
+            k = responses_api if k == "<responses api>" else k
+            if isinstance(k, int):
+                v = v[k] if isinstance(v, list) and len(v) > k else None
+            else:
+                v = v.get(k) if isinstance(v, dict) else None
+        if isinstance(v, str):
+            out[os.path.relpath(f, root)] = v
+    return out
+
+
+def distribution_configs(root):
+    """Upstream's distributions' base configs: <pkg>/distributions/*/run.yaml
+    (config.yaml from 0.4 on)."""
+    import glob
+
+    for name in ("run.yaml", "config.yaml"):
+        files = sorted(glob.glob(os.path.join(root, us.PKG, "distributions", "*", name)))
+        if files:
+            return files
+    return []
+
+
+def server_api_routes(root, tag):
+    """server_api from FastAPI routers (0.4 on: <pkg>_api/<api>/fastapi_routes.py,
+    a route is public when its openapi_extra sets PUBLIC_ROUTE_KEY, which
+    core/server/routes.py turns into require_authentication=False)."""
+    routes_py = up(ROUTES[0])
+    rtext = read(root, routes_py, "server_api.routes")
+    found("server_api.public", r"require_authentication=not is_public", rtext, routes_py)
+    endpoints, models = [], {}
+    for name, api_dir, route, func in SERVER_API_ROUTES:
+        rel = up("llama_stack_api/%s/fastapi_routes.py" % api_dir)
+        text = read(root, rel, "server_api." + name)
+        prefix = found("server_api.%s.prefix" % name, r'prefix=f"/\{([A-Z0-9_]+)\}"', text, rel).group(1)
+        level = getattr(importlib.import_module(up("llama_stack_api.version")), prefix, None)
+        m = found("server_api." + name, r'@router\.(get|post)\(\s*"%s",(.*?)\)\n\s*async def %s\([^)]*\) -> (\w+):'
+                  % (re.escape(route), func), text, rel)
+        if not m.group(0) or level is None:
+            continue
+        mod = importlib.import_module(up("llama_stack_api.%s.models" % api_dir))
+        ret = getattr(mod, m.group(3))
+        model_facts(ret, models, root)
+        endpoints.append({
+            "name": name, "method": m.group(1).upper(), "path": "/%s/%s" % (level, route.lstrip("/")),
+            "requires_authentication": "PUBLIC_ROUTE_KEY: True" not in m.group(2),
+            "required_scope": "",
+            "response": ret.__name__, "source": rel, "auth_source": routes_py,
+        })
+    return endpoints, models
 
 
 PLACEHOLDER = re.compile(r"\$\{env\.([A-Z0-9_]+):=([^}]*)\}")
@@ -317,14 +585,17 @@ def derive_state_env(root, config_dir, implicit):
     import glob
 
     out = {}
-    files = sorted(glob.glob(os.path.join(root, "llama_stack", "distributions", "*", "run.yaml")))
+    files = distribution_configs(root)
     if not files:
-        underived("state_env", "no llama_stack/distributions/*/run.yaml")
+        underived("state_env", "no %s/distributions/*/run.yaml or config.yaml" % us.PKG)
+    where = "%s/distributions/*/%s" % (us.PKG, os.path.basename(files[0]) if files else "run.yaml")
     for f in files:
         with open(f) as fh:
             for name, default in PLACEHOLDER.findall(fh.read()):
-                if default.startswith(("~", "/")):
-                    e = out.setdefault(name, {"env": name, "defaults": [], "source": "llama_stack/distributions/*/run.yaml"})
+                # a path under the config folder's default is state the
+                # server keeps (0.7's ~/.oci/config is a file it reads)
+                if default.startswith(config_dir["default"]):
+                    e = out.setdefault(name, {"env": name, "defaults": [], "source": where})
                     if default not in e["defaults"]:
                         e["defaults"].append(default)
     env = config_dir.get("env")
@@ -340,8 +611,9 @@ def main():
     ap.add_argument("--upstream", required=True)
     ap.add_argument("--tag", required=True)
     args = ap.parse_args()
-    root = load_upstream(args.upstream)
-    dist = importlib.import_module("llama_stack.core.distribution")
+    global ROOT
+    root = ROOT = load_upstream(args.upstream)
+    dist = importlib.import_module(up("llama_stack.core.distribution"))
     reg = dist.get_provider_registry()
 
     providers = {}
@@ -352,7 +624,7 @@ def main():
                 "api_dependencies": sorted(a.value for a in spec.api_dependencies),
                 "optional_api_dependencies": sorted(a.value for a in getattr(spec, "optional_api_dependencies", []) or []),
                 "config_class": spec.config_class,
-                "source": "llama_stack/providers/registry/%s.py" % api.value,
+                "source": up("llama_stack/providers/registry/%s.py" % api.value),
             }
             if getattr(spec, "deprecation_error", None):
                 entry["deprecation_error"] = spec.deprecation_error
@@ -368,6 +640,7 @@ def main():
             for papi, pt, field, path, evidence, module, func in PERMITTED:
                 if (papi, pt) != (api.value, ptype):
                     continue
+                path, module = up(path), up(module)
                 with open(os.path.join(root, path)) as f:
                     if evidence not in f.read():
                         sys.exit("%s %s: %r is not in %s at %s: review" % (pt, field, evidence, path, args.tag))
@@ -380,29 +653,65 @@ def main():
         providers[api.value] = out
 
     rules, absent = [], []
+    config_dir = derive_config_dir(root)
     for rid, path, msg, what in RULES:
+        path = up(path)
         if msg in read(root, path, "rule " + rid, optional=True):
             rules.append({"id": rid, "source": path, "message": msg, "what": what})
         else:
             absent.append({"id": rid, "source": path, "message": msg})
-    implicit = [i for i in IMPLICIT if i["evidence"] in read(root, i["source"], i["what"], optional=True)]
-    stores = [st for st in SERVER_STORES if st["evidence"] in read(root, st["source"], st["store"] + " store", optional=True)]
-    for name in REQUIRED_STORES:
+    run_fields = run_config_fields()
+    # paths in the terms of the config folder's variable at the tag
+    in_terms = lambda v: v.replace("${LLAMA_STACK_CONFIG_DIR}", "${%s}" % config_dir["env"]) if isinstance(v, str) else v
+    implicit = [{k: in_terms(up(v) if k == "source" else v) for k, v in i.items()} for i in IMPLICIT]
+    implicit = [i for i in implicit if i["evidence"] in read(root, i["source"], i["what"], optional=True)]
+    stores = [{k: in_terms(up(v) if k == "source" else v) for k, v in st.items()} for st in SERVER_STORES]
+    stores = [st for st in stores if st["evidence"] in read(root, st["source"], st["store"] + " store", optional=True)
+              and st.get("requires", "") in run_fields | {""}]
+    for name in REQUIRED_STORES + OPTIONAL_STORES:
         n = sum(st["store"] == name for st in stores)
-        if n != 1:
+        if n != 1 and (n or name in REQUIRED_STORES):
             underived("server_stores." + name, "the evidence of %d placings in SERVER_STORES holds" % n)
+    api_values = enum_fact(("llama_stack_api.datatypes", "llama_stack.apis.datatypes"), "Api", root, "apis")
+    responses_api = "responses" if "responses" in api_values.get("values", ()) else "agents"
+    for st in stores:
+        st.pop("requires", None)
+        st["config"] = st["config"].replace("<responses api>", responses_api)
+        if st.pop("table_from_config", False):
+            st["table"], st["table_source"] = store_default(st["store"])
+            st["table_from_config"] = True
+            # what the shipped configs name it: honoured only where the
+            # table comes from the config
+            if st["store"] not in STORE_NAMED_BY:
+                underived("server_stores.%s.distributions_name" % st["store"], "no STORE_NAMED_BY entry")
+            else:
+                st["distributions_name"] = distribution_names(root, st["store"], responses_api)
     launch = derive_launch(root)
-    registry_source = "llama_stack/core/store/registry.py"
+    registry_source = up("llama_stack/core/store/registry.py")
     registry_key_version = found("registry_key.version", r'KEY_VERSION = "(v\d+)"',
                                  read(root, registry_source, "registry_key"), registry_source).group(1)
-    models_source = "llama_stack/core/routing_tables/models.py"
+    models_source = up("llama_stack/core/routing_tables/models.py")
     models_text = read(root, models_source, "model_identifier")
-    found("model_identifier", r'identifier = f"\{provider_id\}/\{provider_model_id\}"', models_text, models_source)
+    # provider_id/provider_model_id (0.2 to 0.7) or provider_id/model_id (0.8,
+    # which keeps a model_id that already starts with provider_id/)
+    ident = found("model_identifier", r'identifier = f"\{provider_id\}/\{(provider_model_id|model_id)\}"', models_text,
+                  models_source).group(1)
+    keeps_prefixed = re.search(r'if model_id\.startswith\(f"\{provider_id\}/"\):\s*identifier = model_id', models_text) is not None
     # register_model: whether a model_id other than the provider's id is the
     # model's identifier (an alias) or provider_id/provider_model_id is
     alias = re.search(r"if model_id != provider_model_id:\s*identifier = model_id", models_text) is not None
-    config_dir = derive_config_dir(root)
     state_env = derive_state_env(root, config_dir, implicit)
+    extra = {
+        "cli": derive_cli(root, args.upstream),
+        "client_version_header": derive_client_version_header(root),
+        "images": derive_images(args.upstream),
+        "apis": api_values,
+        "resource_types": enum_fact(("llama_stack_api.resource", "llama_stack.apis.resource"), "ResourceType", root,
+                                    "resource_types"),
+        "postgres_defaults": derive_postgres_defaults(root),
+        "package": {"name": us.PKG, "source": up("llama_stack/core/stack.py")},
+        "server_api": server_api(root, args.tag),
+    }
     if UNDERIVED:
         sys.exit("derive_facts: at %s these facts could not be derived (review the script):\n  %s" % (args.tag, "\n  ".join(UNDERIVED)))
 
@@ -411,7 +720,7 @@ def main():
         "tag": args.tag,
         "generated_by": "hack/llamastack/derive_facts.py",
         "routed_apis": [{"router": i.router_api.value, "routing_table": i.routing_table_api.value,
-                         "source": "llama_stack/core/distribution.py"}
+                         "source": up("llama_stack/core/distribution.py")}
                         for i in dist.builtin_automatically_routed_apis()],
         "internal_apis": sorted(a.value for a in getattr(dist, "INTERNAL_APIS", set())),
         "config_dir": config_dir,
@@ -419,13 +728,15 @@ def main():
         "rules": rules,
         "absent_rules": absent,
         "implicit_writes": implicit,
-        "server_stores": stores,
-        "model_identifier": {"alias_when_renamed": alias, "source": models_source + " register_model"},
+        "server_stores": [st for st in stores if st["store"] not in HISTORY_STORES],
+        "history_stores": [st for st in stores if st["store"] in HISTORY_STORES],
+        "model_identifier": {"alias_when_renamed": alias, "suffix": ident, "keeps_prefixed": keeps_prefixed,
+                             "source": models_source + " register_model"},
         "registry_key": {"version": registry_key_version, "source": registry_source,
                          "format": "distributions:registry:<version>::<type>:<identifier>"},
-        "server_api": server_api(root, args.tag),
         "launch": launch,
         "providers": providers,
+        **extra,
     }
     json.dump(facts, sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")

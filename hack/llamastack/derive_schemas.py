@@ -38,10 +38,12 @@ def fail(fact, why):
 
 
 def load_upstream(upstream):
-    """Makes upstream's llama_stack package at the checkout importable (its
+    """Makes upstream's package at the checkout importable (llama_stack, ogx
+    from 0.8.0; its
     third-party imports stubbed, its 3.12-only syntax rewritten: see
     upstream_startup.py) and quiets its logging; returns the package root."""
     root = package_root(upstream)
+    us.use_package(root)
     sys.path.insert(0, root)
     sys.meta_path.append(us._StubFinder(root + os.sep))
     sys.meta_path.insert(0, us._UpstreamFinder(root))
@@ -53,12 +55,12 @@ def load_upstream(upstream):
 
 
 def package_root(upstream):
-    """The folder holding the llama_stack package (the checkout, or its
-    src/ from 0.4 on)."""
+    """The folder holding the upstream package (the checkout, or its src/
+    from 0.4 on)."""
     for root in (upstream, os.path.join(upstream, "src")):
-        if os.path.isfile(os.path.join(root, "llama_stack", "core", "stack.py")):
+        if us.package_of(root):
             return os.path.abspath(root)
-    fail("the package root", "no llama_stack/core/stack.py under %s or its src/" % upstream)
+    fail("the package root", "no single %s/core/stack.py under %s or its src/" % ("|".join(us.PACKAGES), upstream))
 
 
 def schema_of(cls, fact):
@@ -157,7 +159,7 @@ def main():
     root = load_upstream(args.upstream)
     import pydantic
 
-    stack = importlib.import_module("llama_stack.core.stack")
+    stack = importlib.import_module(us.up("llama_stack.core.stack"))
     params = [p for p in inspect.signature(stack.Stack.__init__).parameters.values() if p.name != "self"]
     run_cls = params[0].annotation if params else None
     if isinstance(run_cls, str):
@@ -166,10 +168,10 @@ def main():
         fail("the run config model", "Stack.__init__'s first parameter is not annotated with a pydantic model")
     schema, modes = schema_of(run_cls, "the run config model %s" % run_cls.__name__)
     run_config = {"class": run_cls.__name__, "source": source_of(run_cls, root),
-                  "evidence": "llama_stack/core/stack.py Stack.__init__(%s: %s)" % (params[0].name, run_cls.__name__),
+                  "evidence": us.up("llama_stack/core/stack.py") + " Stack.__init__(%s: %s)" % (params[0].name, run_cls.__name__),
                   "schema": schema, **modes}
 
-    dist = importlib.import_module("llama_stack.core.distribution")
+    dist = importlib.import_module(us.up("llama_stack.core.distribution"))
     providers = {}
     for api, specs in sorted(dist.get_provider_registry().items(), key=lambda kv: kv[0].value):
         out = {}
@@ -184,7 +186,7 @@ def main():
                 fail(fact, "import: %s: %s" % (type(e).__name__, e))
             s, modes = schema_of(cls, fact)
             entry = {"class": cls.__name__, "config_class": spec.config_class, "source": source_of(cls, root),
-                     "registry_source": "llama_stack/providers/registry/%s.py" % api.value,
+                     "registry_source": us.up("llama_stack/providers/registry/%s.py" % api.value),
                      "schema": s, **modes}
             entry.update(field_facts(s, cls))
             out[ptype] = entry

@@ -49,6 +49,41 @@ import traceback
 import types
 
 
+# ------------------------------------------------------------ the package
+# Upstream's package: llama_stack (0.2 to 0.7), ogx from 0.8.0 (the project
+# was renamed OGX; src/ogx, src/ogx_api). Module names and paths below are
+# written for llama_stack and mapped to the package at the tag by up().
+PACKAGES = ("llama_stack", "ogx")
+PKG = "llama_stack"
+
+
+def package_of(root):
+    """The upstream package under root (the folder holding it): the one with
+    core/stack.py; None when there is none."""
+    found = [p for p in PACKAGES if os.path.isfile(os.path.join(root, p, "core", "stack.py"))]
+    return found[0] if len(found) == 1 else None
+
+
+def use_package(root):
+    """Sets PKG from the package under root; returns it."""
+    global PKG
+    p = package_of(root)
+    if p is None:
+        sys.exit("no single upstream package (%s) with core/stack.py under %s" % (", ".join(PACKAGES), root))
+    PKG = p
+    return p
+
+
+def up(name):
+    """A module name or path written for llama_stack, in the package at the
+    tag: llama_stack.core.stack -> ogx.core.stack, llama_stack/core/x.py ->
+    ogx/core/x.py (llama_stack_api -> ogx_api)."""
+    for sep in (".", "/", "_api"):
+        if name == "llama_stack" or name.startswith("llama_stack" + sep):
+            return PKG + name[len("llama_stack"):]
+    return name
+
+
 # ---------------------------------------------------------------- stand-ins
 class _AnyMeta(type):
     def __getattr__(cls, name):
@@ -117,7 +152,7 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, fullname, path, target=None):
         top = fullname.split(".")[0]
         # upstream's own packages (llama_stack; llama_stack_api from 0.4 on)
-        if top == "llama_stack" or os.path.isdir(os.path.join(self.root, top)) or not self._from_upstream():
+        if top in PACKAGES or os.path.isdir(os.path.join(self.root, top)) or not self._from_upstream():
             return None
         self.stubbed.add(fullname.split(".")[0])
         return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
@@ -297,7 +332,7 @@ def _record_store(cfg):
 
 def _patch_upstream():
     """Replace what needs drivers that are not installed (see the module doc)."""
-    from llama_stack.core import resolver
+    resolver = importlib.import_module(up("llama_stack.core.resolver"))
 
     real_instantiate = resolver.instantiate_provider
 
@@ -337,7 +372,7 @@ def _patch_upstream():
         "llama_stack.providers.utils.sqlstore.sqlalchemy_sqlstore": "SqlAlchemySqlStoreImpl",
     }
     for modname, cls in drivers.items():
-        mod = importlib.import_module(modname)
+        mod = importlib.import_module(up(modname))
         base = _MemSQL if "sqlstore" in modname else _MemKV
         setattr(mod, cls, type(cls, (base,), {}))
     return
@@ -394,7 +429,7 @@ class _UpstreamFinder(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname, path, target=None):
         top = fullname.split(".")[0]
-        if top != "llama_stack" and not (self.root and os.path.isdir(os.path.join(self.root, top))):
+        if top not in PACKAGES and not (self.root and os.path.isdir(os.path.join(self.root, top))):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is not None and spec.origin and spec.origin.endswith(".py"):
@@ -466,7 +501,7 @@ def main():
                 # imported here, after the environment is set: upstream reads
                 # some of it at import (core/utils/config_dirs.py reads
                 # LLAMA_STACK_CONFIG_DIR), as the server does at its start
-                importlib.import_module("llama_stack.core.stack")
+                importlib.import_module(up("llama_stack.core.stack"))
                 _patch_upstream()
                 out["writes"] = check(f)
                 out["ok"] = True

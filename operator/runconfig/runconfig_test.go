@@ -535,10 +535,10 @@ func TestRefusesWritesOnTheReadOnlyRoot(t *testing.T) {
 // TestUnknownLineHasNoLayout: the pipeline refuses a line the registry
 // lacks rather than writing another line's layout.
 func TestUnknownLineHasNoLayout(t *testing.T) {
-	_, err := layoutOf(stackconfig.Line("0.7"))
+	_, err := layoutOf(stackconfig.Line("0.9"))
 	var uv *stackconfig.UnknownVersionError
 	require.ErrorAs(t, err, &uv)
-	_, err = load(stackconfig.Line("0.7"), v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Image: "x"},
+	_, err = load(stackconfig.Line("0.9"), v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Image: "x"},
 		Providers: &v1alpha2.ProvidersSpec{Inference: v1alpha2.ProviderList{{Provider: "vllm", Endpoint: "http://v:8000"}}}})
 	require.ErrorAs(t, err, &uv)
 }

@@ -41,6 +41,10 @@ type Facts struct {
 	// ServerStores are the server's own stores (registry, prompts,
 	// conversations): what a restarted server reads back.
 	ServerStores []ServerStoreFact `json:"server_stores"`
+	// HistoryStores are the stores of what clients asked and were
+	// answered: inference (chat completions) and responses. 0.2 and 0.3
+	// hard-code their tables; 0.7 honours the config's table_name.
+	HistoryStores []ServerStoreFact `json:"history_stores"`
 	// Providers are the provider types of each API.
 	Providers map[string]map[string]ProviderFact `json:"providers"`
 	// ServerAPI is what the operator reads of a running server (health,
@@ -53,14 +57,90 @@ type Facts struct {
 	RegistryKey RegistryKeyFact `json:"registry_key"`
 	// ModelIdentifier is how register_model names a registered model.
 	ModelIdentifier ModelIdentifierFact `json:"model_identifier"`
+	// Package is upstream's Python package at the tag: llama_stack, or
+	// ogx from 0.8.0 (the project was renamed OGX).
+	Package SourcedName `json:"package"`
+	// CLI is the command that starts the server (cli/stack/run.py).
+	CLI CLIFact `json:"cli"`
+	// ClientVersionHeader is the request header the server compares with
+	// its own version (core/server/server.py).
+	ClientVersionHeader SourcedName `json:"client_version_header"`
+	// Images are the distribution images upstream publishes.
+	Images ImagesFact `json:"images"`
+	// APIs are the values of upstream's Api enum: every API the line knows
+	// (providers', routed and internal ones).
+	APIs ValuesFact `json:"apis"`
+	// ResourceTypes are the values of upstream's ResourceType: the kinds
+	// of the registry's entries.
+	ResourceTypes ValuesFact `json:"resource_types"`
+	// PostgresDefaults are the PostgreSQL backends' defaults.
+	PostgresDefaults PostgresDefaultsFact `json:"postgres_defaults"`
+}
+
+// SourcedName is a name upstream's code fixes, with the file it is in.
+type SourcedName struct {
+	Name     string `json:"name"`
+	Source   string `json:"source"`
+	Evidence string `json:"evidence"`
+}
+
+// CLIFact is the command line that starts the server: Command is the argv
+// before the config path (`llama stack run`, `ogx stack run` at 0.8.0),
+// Program its console script (pyproject.toml [project.scripts]).
+type CLIFact struct {
+	Command       []string `json:"command"`
+	Program       string   `json:"program"`
+	Source        string   `json:"source"`
+	Evidence      string   `json:"evidence"`
+	ProgramSource string   `json:"program_source"`
+}
+
+// ImagesFact is where upstream publishes its distribution images: an
+// image is RepositoryPrefix+<distribution>:<version>. Distributions are
+// those upstream's build-distributions workflow builds (empty where the
+// tag has no such workflow: the prefix is then read from the image
+// scripts/install.sh runs).
+type ImagesFact struct {
+	RepositoryPrefix string   `json:"repository_prefix"`
+	Distributions    []string `json:"distributions"`
+	Source           string   `json:"source"`
+	Evidence         string   `json:"evidence"`
+}
+
+// ValuesFact is the values of an upstream enum, sorted.
+type ValuesFact struct {
+	Values []string `json:"values"`
+	Source string   `json:"source"`
+}
+
+// PostgresDefaultsFact are the defaults of the kv_postgres and
+// sql_postgres backends' config classes.
+type PostgresDefaultsFact struct {
+	KV  PostgresBackendDefaults `json:"kv"`
+	SQL PostgresBackendDefaults `json:"sql"`
+}
+
+// PostgresBackendDefaults are one PostgreSQL backend's defaults: its
+// database and (kv) its table.
+type PostgresBackendDefaults struct {
+	Class     string `json:"class"`
+	DB        string `json:"db"`
+	TableName string `json:"table_name"`
+	Source    string `json:"source"`
 }
 
 // ModelIdentifierFact is how the models routing table's register_model
 // (core/routing_tables/models.py) names a model: provider_id/
 // provider_model_id, or, where AliasWhenRenamed (v0.2.23), the model_id
 // itself when it differs from provider_model_id.
+//
+// Suffix is what follows provider_id/: provider_model_id (0.2 to 0.7) or
+// model_id (0.8.0, where KeepsPrefixed: a model_id that already starts
+// with provider_id/ is the identifier as it is).
 type ModelIdentifierFact struct {
 	AliasWhenRenamed bool   `json:"alias_when_renamed"`
+	Suffix           string `json:"suffix"`
+	KeepsPrefixed    bool   `json:"keeps_prefixed"`
 	Source           string `json:"source"`
 }
 
@@ -75,7 +155,9 @@ type RegistryKeyFact struct {
 
 // ServerStoreFact says where the server keeps one of its own stores.
 type ServerStoreFact struct {
-	// Store names it: registry, prompts, conversations.
+	// Store names it: registry, prompts, conversations, inference (the
+	// chat-completion history), responses (the responses provider's
+	// stored responses).
 	Store string `json:"store"`
 	// Kind is kv or sql.
 	Kind string `json:"kind"`
@@ -85,10 +167,17 @@ type ServerStoreFact struct {
 	// Default is the path (in the terms of ImplicitWrite.Path) of its
 	// SQLite file when Config is unset or empty.
 	Default string `json:"default"`
-	// Namespace and Table are what upstream's code fixes for it.
-	Namespace string `json:"namespace"`
-	Table     string `json:"table"`
-	Source    string `json:"source"`
+	// Namespace and Table are what upstream's code fixes for it; where
+	// TableFromConfig (0.7 on), Table is the default of the reference's
+	// table_name (TableSource) and the config's table_name is honoured.
+	Namespace       string `json:"namespace"`
+	Table           string `json:"table"`
+	TableFromConfig bool   `json:"table_from_config"`
+	TableSource     string `json:"table_source"`
+	// DistributionsName is what upstream's shipped configs name the table
+	// (config file -> table), where TableFromConfig.
+	DistributionsName map[string]string `json:"distributions_name"`
+	Source            string            `json:"source"`
 }
 
 // StateEnv is an environment variable upstream reads a state path from.

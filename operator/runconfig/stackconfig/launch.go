@@ -101,47 +101,49 @@ func (l Line) ParseCommand(argv []string, env func(string) (string, bool)) (Comm
 		}
 		portDefault = p
 	}
+	run := l.Command() // llama stack run; ogx stack run from 0.8.0
+	runName := strings.Join(run, " ")
 	switch {
-	case len(argv) >= 3 && argv[0] == "llama" && argv[1] == "stack" && argv[2] == "run":
+	case len(run) > 0 && len(argv) >= len(run) && slices.Equal(argv[:len(run)], run):
 		c := Command{Port: portDefault, Workers: 1, Lifespan: f.Uvicorn.Lifespan}
-		rest := argv[3:]
+		rest := argv[len(run):]
 		for i := 0; i < len(rest); i++ {
 			a := rest[i]
 			name, value, inline := strings.Cut(a, "=")
 			switch {
 			case !strings.HasPrefix(a, "-"):
 				if c.Config != "" {
-					return Command{}, fmt.Errorf("llama stack run takes one config, got %q and %q", c.Config, a)
+					return Command{}, fmt.Errorf("%s takes one config, got %q and %q", runName, c.Config, a)
 				}
 				c.Config = a
 			case !slices.Contains(f.Run.Options, name):
-				return Command{}, fmt.Errorf("llama stack run at %s has no option %s (it takes %s; %s)", l.Tag(), name, strings.Join(f.Run.Options, ", "), f.Run.Source)
+				return Command{}, fmt.Errorf("%s at %s has no option %s (it takes %s; %s)", runName, l.Tag(), name, strings.Join(f.Run.Options, ", "), f.Run.Source)
 			case name == "--enable-ui":
 				if inline {
-					return Command{}, fmt.Errorf("llama stack run: --enable-ui takes no value")
+					return Command{}, fmt.Errorf("%s: --enable-ui takes no value", runName)
 				}
 			default:
 				if !inline {
 					if i+1 >= len(rest) {
-						return Command{}, fmt.Errorf("llama stack run: %s needs a value", name)
+						return Command{}, fmt.Errorf("%s: %s needs a value", runName, name)
 					}
 					i++
 					value = rest[i]
 				}
 				if name == "--image-name" || name == "--image-type" {
-					return Command{}, fmt.Errorf("llama stack run: %s runs the server in another environment, not in this image", name)
+					return Command{}, fmt.Errorf("%s: %s runs the server in another environment, not in this image", runName, name)
 				}
 				if name == "--port" {
 					p, err := strconv.ParseInt(value, 10, 32)
 					if err != nil {
-						return Command{}, fmt.Errorf("llama stack run: --port %q is not a port", value)
+						return Command{}, fmt.Errorf("%s: --port %q is not a port", runName, value)
 					}
 					c.Port = p
 				}
 			}
 		}
 		if c.Config == "" {
-			return Command{}, fmt.Errorf("llama stack run needs a config file (the image runs no default one here)")
+			return Command{}, fmt.Errorf("%s needs a config file (the image runs no default one here)", runName)
 		}
 		return c, nil
 	case len(argv) >= 2 && argv[0] == "uvicorn":
@@ -209,7 +211,7 @@ func (l Line) ParseCommand(argv []string, env func(string) (string, bool)) (Comm
 		c.Config = path
 		return c, nil
 	}
-	return Command{}, fmt.Errorf("the server image runs `llama stack run <config>` or `uvicorn %s --factory`, got %q", f.App.Factory, argv)
+	return Command{}, fmt.Errorf("the server image runs `%s <config>` or `uvicorn %s --factory`, got %q", runName, f.App.Factory, argv)
 }
 
 // UvicornArgs is the uvicorn command line that runs the server as

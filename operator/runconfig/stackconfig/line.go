@@ -17,6 +17,12 @@ type Line string
 const (
 	Line02 Line = "0.2"
 	Line03 Line = "0.3"
+	// Line07 is Llama Stack 0.7 (src/llama_stack, config.yaml read into
+	// StackConfig).
+	Line07 Line = "0.7"
+	// Line08 is OGX 0.8, Llama Stack renamed (src/ogx, `ogx stack run`,
+	// OGX_* variables).
+	Line08 Line = "0.8"
 )
 
 // lineEntry is the registry's entry of a line: the upstream tag its data
@@ -34,6 +40,8 @@ type lineEntry struct {
 var registry = map[Line]lineEntry{
 	Line02: {tag: "v0.2.23", versions: []string{"0.2.23"}},
 	Line03: {tag: "v0.3.0", versions: []string{"0.3.0"}},
+	Line07: {tag: "v0.7.1", versions: []string{"0.7.1"}},
+	Line08: {tag: "v0.8.0", versions: []string{"0.8.0"}},
 }
 
 // Lines are the lines the operator knows, oldest first.

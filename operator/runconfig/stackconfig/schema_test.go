@@ -16,7 +16,8 @@ func TestSchemasCoverTheRegistry(t *testing.T) {
 	for _, line := range lines() {
 		s := line.Schemas()
 		require.NotNil(t, s, line)
-		require.Equal(t, "StackRunConfig", s.RunConfig.Class)
+		// StackRunConfig up to 0.3, StackConfig from 0.7 (config.yaml)
+		require.Contains(t, []string{"StackRunConfig", "StackConfig"}, s.RunConfig.Class)
 		require.NoError(t, compile(s.Tag+"/run_config", s.RunConfig).err)
 		n := 0
 		for api, types := range line.Facts().Providers {
@@ -31,7 +32,7 @@ func TestSchemasCoverTheRegistry(t *testing.T) {
 				n++
 			}
 		}
-		require.Greater(t, n, 60, line)
+		require.Greater(t, n, 50, line) // 59 at 0.8.0, which dropped datasetio, scoring and eval
 	}
 }
 
