@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -372,6 +373,10 @@ func load(line stackconfig.Line, spec v1alpha2.InferenceStackSpec) (runConfig, e
 	if !slices.Contains(v1alpha2.DistributionNames, d.Name) {
 		return runConfig{}, field.NotSupported(path.Child("name"), d.Name, distributionNames())
 	}
+	if published := LineDistributions(line); !slices.Contains(published, ImageDistribution(d.Name)) {
+		return runConfig{}, &field.Error{Type: field.ErrorTypeNotSupported, Field: path.Child("name").String(), BadValue: string(d.Name),
+			Detail: fmt.Sprintf("%s publishes no image of it; supported: %s", product(line), quoted(published))}
+	}
 	cfg, err := loadBase(line, ImageDistribution(d.Name))
 	if err != nil {
 		return runConfig{}, err
@@ -411,6 +416,15 @@ func loadBase(line stackconfig.Line, base string) (runConfig, error) {
 // (SQLITE_STORE_DIR, FILES_STORAGE_DIR, MILVUS_DB_PATH) keep working.
 func relocate(data []byte, distribution string) []byte {
 	return bytes.ReplaceAll(data, []byte("~/.llama/distributions/"+distribution), []byte(DataDir))
+}
+
+// quoted lists values as field.NotSupported does: "a", "b".
+func quoted(values []string) string {
+	q := make([]string, len(values))
+	for i, v := range values {
+		q[i] = strconv.Quote(v)
+	}
+	return strings.Join(q, ", ")
 }
 
 func sqlitePath(file string) string {
