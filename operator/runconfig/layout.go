@@ -395,7 +395,7 @@ func loadBase(line stackconfig.Line, base string) (runConfig, error) {
 	if err != nil {
 		return runConfig{}, err
 	}
-	data = relocate(data, base)
+	data = relocate(data, line, base)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	cfg, err := lay.decode(dec)
@@ -410,12 +410,15 @@ func loadBase(line stackconfig.Line, base string) (runConfig, error) {
 }
 
 // relocate applies the one edit the operator makes to upstream's base
-// configs as text: upstream keeps state under ~/.llama/distributions/<name>
-// (the image's home, on its read-only root filesystem); the operator moves
-// it to DataDir, the server's state volume. The variables that move it
-// (SQLITE_STORE_DIR, FILES_STORAGE_DIR, MILVUS_DB_PATH) keep working.
-func relocate(data []byte, distribution string) []byte {
-	return bytes.ReplaceAll(data, []byte("~/.llama/distributions/"+distribution), []byte(DataDir))
+// configs as text: upstream keeps state under <config folder>/distributions/<name>
+// (~/.llama, ~/.ogx at 0.8.0: the image's home, on its read-only root
+// filesystem or, here, the emptyDir of $HOME); the operator moves it to
+// DataDir, the server's state volume, the same path at every line, so a
+// stack's SQLite files stay where they are when it moves to another line.
+// The variables that move it (SQLITE_STORE_DIR, FILES_STORAGE_DIR,
+// MILVUS_DB_PATH) keep working.
+func relocate(data []byte, line stackconfig.Line, distribution string) []byte {
+	return bytes.ReplaceAll(data, []byte(line.ConfigDirDefault()+"/distributions/"+distribution), []byte(DataDir))
 }
 
 // quoted lists values as field.NotSupported does: "a", "b".

@@ -100,3 +100,21 @@ func dig(v any, keys ...string) any {
 	}
 	return v
 }
+
+// TestBasesRelocatedAtEveryLine: every embedded base keeps its state on
+// the state volume, at the same paths at every line, whatever the line's
+// config folder (~/.llama; ~/.ogx at 0.8.0, which relocating only
+// ~/.llama left on the emptyDir of $HOME).
+func TestBasesRelocatedAtEveryLine(t *testing.T) {
+	for _, line := range stackconfig.Lines() {
+		for _, d := range LineDistributions(line) {
+			cfg, err := loadBase(line, d)
+			require.NoError(t, err)
+			lay, err := layoutOf(line)
+			require.NoError(t, err)
+			out, err := marshal(cfg, lay)
+			require.NoError(t, err)
+			require.NotContains(t, string(out), "~/", "%s at %s", d, line.Tag())
+		}
+	}
+}
