@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -372,6 +373,10 @@ func load(line stackconfig.Line, spec v1alpha2.InferenceStackSpec) (runConfig, e
 	if !slices.Contains(v1alpha2.DistributionNames, d.Name) {
 		return runConfig{}, field.NotSupported(path.Child("name"), d.Name, distributionNames())
 	}
+	if published := LineDistributions(line); !slices.Contains(published, ImageDistribution(d.Name)) {
+		return runConfig{}, &field.Error{Type: field.ErrorTypeNotSupported, Field: path.Child("name").String(), BadValue: string(d.Name),
+			Detail: fmt.Sprintf("%s publishes no image of it; supported: %s", product(line), quoted(published))}
+	}
 	cfg, err := loadBase(line, ImageDistribution(d.Name))
 	if err != nil {
 		return runConfig{}, err
@@ -390,7 +395,7 @@ func loadBase(line stackconfig.Line, base string) (runConfig, error) {
 	if err != nil {
 		return runConfig{}, err
 	}
-	data = relocate(data, base)
+	data = relocate(data, line, base)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	cfg, err := lay.decode(dec)
@@ -405,12 +410,24 @@ func loadBase(line stackconfig.Line, base string) (runConfig, error) {
 }
 
 // relocate applies the one edit the operator makes to upstream's base
-// configs as text: upstream keeps state under ~/.llama/distributions/<name>
-// (the image's home, on its read-only root filesystem); the operator moves
-// it to DataDir, the server's state volume. The variables that move it
-// (SQLITE_STORE_DIR, FILES_STORAGE_DIR, MILVUS_DB_PATH) keep working.
-func relocate(data []byte, distribution string) []byte {
-	return bytes.ReplaceAll(data, []byte("~/.llama/distributions/"+distribution), []byte(DataDir))
+// configs as text: upstream keeps state under <config folder>/distributions/<name>
+// (~/.llama, ~/.ogx at 0.8.0: the image's home, on its read-only root
+// filesystem or, here, the emptyDir of $HOME); the operator moves it to
+// DataDir, the server's state volume, the same path at every line, so a
+// stack's SQLite files stay where they are when it moves to another line.
+// The variables that move it (SQLITE_STORE_DIR, FILES_STORAGE_DIR,
+// MILVUS_DB_PATH) keep working.
+func relocate(data []byte, line stackconfig.Line, distribution string) []byte {
+	return bytes.ReplaceAll(data, []byte(line.ConfigDirDefault()+"/distributions/"+distribution), []byte(DataDir))
+}
+
+// quoted lists values as field.NotSupported does: "a", "b".
+func quoted(values []string) string {
+	q := make([]string, len(values))
+	for i, v := range values {
+		q[i] = strconv.Quote(v)
+	}
+	return strings.Join(q, ", ")
 }
 
 func sqlitePath(file string) string {

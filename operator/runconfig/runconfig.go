@@ -68,7 +68,7 @@ func ConfigDir(o Operand) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return pathpkg.Join(DataDir, pathpkg.Base(line.Facts().ConfigDir.Default)), nil
+	return pathpkg.Join(DataDir, pathpkg.Base(line.ConfigDirDefault())), nil
 }
 
 // ServerEnv is the environment the operator gives every server container
@@ -87,11 +87,10 @@ func ServerEnv(o Operand) ([]corev1.EnvVar, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := line.Facts()
 	return []corev1.EnvVar{
 		{Name: "HOME", Value: HomeDir},
-		{Name: f.ConfigDir.Env, Value: dir},
-		{Name: f.Launch.Uvicorn.PortEnv, Value: strconv.Itoa(int(ServerPort))},
+		{Name: line.ConfigDirEnv(), Value: dir},
+		{Name: line.PortEnv(), Value: strconv.Itoa(int(ServerPort))},
 	}, nil
 }
 
@@ -130,7 +129,11 @@ func Generate(name string, spec v1alpha2.InferenceStackSpec, operand Operand) (R
 	if err != nil {
 		return Result{}, err
 	}
-	data, env, origins, err := render(&cfg, lay, line, name, spec, server)
+	state, err := operand.stateLine()
+	if err != nil {
+		return Result{}, err
+	}
+	data, env, origins, err := render(&cfg, lay, line, name, spec, server, state)
 	if err != nil {
 		return Result{}, err
 	}

@@ -2,9 +2,11 @@ package runconfig
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
+	"github.com/inferencestack/inferencestack/operator/runconfig/distributions"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
@@ -69,6 +71,33 @@ func Distributions() []string {
 		string(v1alpha2.DistributionPostgresDemo),
 		string(v1alpha2.DistributionStarter),
 	}
+}
+
+// LineDistributions lists the distributions of Distributions upstream
+// publishes an image of at the line's tag (Facts.Images, from upstream's
+// build-distributions workflow: only starter at 0.7.1 and 0.8.0) whose
+// base config is embedded, sorted. Where the tag has no such workflow
+// (0.2.23, 0.3.0), every distribution with an embedded base.
+func LineDistributions(line stackconfig.Line) []string {
+	if !line.Known() {
+		return nil
+	}
+	var out []string
+	for _, d := range Distributions() {
+		if published := line.PublishedDistributions(); len(published) > 0 && !slices.Contains(published, d) {
+			continue
+		}
+		if _, err := distributions.FS.ReadFile(line.Tag() + "/" + d + ".yaml"); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// product is how the operand of a line calls itself, with the version of
+// the line's tag: "Llama Stack 0.7.1", "OGX 0.8.0".
+func product(line stackconfig.Line) string {
+	return line.Product() + " " + strings.TrimPrefix(line.Tag(), "v")
 }
 
 // ImageDistribution is the distribution whose image serves the named one:
