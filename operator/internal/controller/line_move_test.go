@@ -292,3 +292,47 @@ func TestSameLineHandOverChangesNothing(t *testing.T) {
 		t.Errorf("the run-config ConfigMap was rewritten by the hand-over")
 	}
 }
+
+// TestMovedStackReadsTheOldLinesState: a generated stack the 0.3 major
+// deployed and the 0.7 major took over gets the run config 0.7 renders
+// for state written by 0.3 (Operand.StateLine: 0.3's table names), not a
+// new stack's (0.7's starter names, under which 0.7.1 would see no
+// history): status.config names exactly Generate's config with StateLine
+// 0.3, which differs from the one without it.
+func TestMovedStackReadsTheOldLinesState(t *testing.T) {
+	startOperator(t, onlyMajor(t, "2"), withPin(pin03))
+	startOperator(t, onlyMajor(t, "3"), withPin(pin07))
+	ns := namespace(t)
+	stack := testutil.Stack("mv", testutil.WithNamespace(ns))
+	stack.Spec.Workload = &v1alpha1.WorkloadSpec{StateVolume: &v1alpha1.StateVolumeSpec{}}
+	stack.Labels = map[string]string{v1alpha2.LabelOperatorMajor: "2"}
+	create(t, stack)
+	converged(t, ns, "mv")
+	update(t, ns, "mv", func(s *v1alpha1.InferenceStack) { s.Labels[v1alpha2.LabelOperatorMajor] = "3" })
+	var moved *v1alpha1.InferenceStack
+	eventually(t, timeout, func() error {
+		moved, _ = get(t, &v1alpha1.InferenceStack{}, ns, "mv")
+		if rd := moved.Status.ResolvedDistribution; rd == nil || rd.OperandVersion != pin07.LlamaStackVersion {
+			return fmt.Errorf("resolvedDistribution %+v, want operand version %s", rd, pin07.LlamaStackVersion)
+		}
+		return nil
+	})
+	if got := moved.Status.StateLine; got != "0.3" {
+		t.Errorf("status.stateLine = %q after the move, want 0.3", got)
+	}
+	hub := testutil.Hub(moved)
+	oldState, err := runconfig.Generate("mv", hub.Spec, runconfig.Operand{LlamaStackVersion: pin07.LlamaStackVersion, StateLine: stackconfig.Line03})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := runconfig.Generate("mv", hub.Spec, runconfig.Operand{LlamaStackVersion: pin07.LlamaStackVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if oldState.Hash == fresh.Hash {
+		t.Fatalf("0.7's run config for 0.3's state is the same as a new stack's (%.12s): this test cannot tell them apart", fresh.Hash)
+	}
+	if got := moved.Status.Config; got == nil || got.Hash != oldState.Hash {
+		t.Errorf("status.config %+v, want hash %.12s (0.7 reading 0.3's state; a new stack's is %.12s)", got, oldState.Hash, fresh.Hash)
+	}
+}
