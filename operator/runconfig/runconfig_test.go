@@ -86,8 +86,7 @@ type goldenCase struct {
 }
 
 var (
-	// both are the lines of the first layouts; every, all lines.
-	both  = []stackconfig.Line{stackconfig.Line02, stackconfig.Line03}
+	// every is all lines.
 	every = []stackconfig.Line{stackconfig.Line02, stackconfig.Line03, stackconfig.Line07, stackconfig.Line08}
 	// newer are the lines that publish only the starter image.
 	newer = []stackconfig.Line{stackconfig.Line07, stackconfig.Line08}
