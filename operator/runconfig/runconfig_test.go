@@ -35,8 +35,7 @@ var lines = []struct {
 	{stackconfig.Line02, Operand{LlamaStackVersion: "0.2.23"}},
 	{stackconfig.Line03, Operand{LlamaStackVersion: "0.3.0"}},
 	{stackconfig.Line07, Operand{LlamaStackVersion: "0.7.1"}},
-	// 0.8 joins when the conformance model knows OGX 0.8.0's provider_id
-	// "all" (helper derive's model fixes): its starter registers models so.
+	{stackconfig.Line08, Operand{LlamaStackVersion: "0.8.0"}},
 }
 
 // run feeds testdata/<name>/in to the pipeline for an operand: stack.yaml
@@ -87,8 +86,7 @@ type goldenCase struct {
 }
 
 var (
-	// both are the lines of the first layouts; every, all lines.
-	both  = []stackconfig.Line{stackconfig.Line02, stackconfig.Line03}
+	// every is all lines.
 	every = []stackconfig.Line{stackconfig.Line02, stackconfig.Line03, stackconfig.Line07, stackconfig.Line08}
 	// newer are the lines that publish only the starter image.
 	newer = []stackconfig.Line{stackconfig.Line07, stackconfig.Line08}

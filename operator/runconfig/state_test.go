@@ -23,18 +23,23 @@ import (
 func TestStateNames(t *testing.T) {
 	spec := v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Name: v1alpha2.DistributionStarter}}
 	tests := []struct {
-		name                     string
-		operand                  Operand
-		inference, responses     string
-		configDirEnv, configDir  string
-		stateInference, stateRes string // what the facts of the state's line say
+		name                    string
+		operand                 Operand
+		inference, responses    string
+		configDirEnv, configDir string
 	}{
 		{name: "0.3 state on 0.7.1", operand: Operand{LlamaStackVersion: "0.7.1", StateLine: stackconfig.Line03},
 			inference: "chat_completions", responses: "openai_responses",
 			configDirEnv: "LLAMA_STACK_CONFIG_DIR", configDir: DataDir + "/.llama"},
+		{name: "0.7 state on 0.8.0", operand: Operand{LlamaStackVersion: "0.8.0", StateLine: stackconfig.Line07},
+			inference: "inference_store", responses: "responses",
+			configDirEnv: "OGX_CONFIG_DIR", configDir: DataDir + "/.llama"},
 		{name: "new stack on 0.7.1", operand: Operand{LlamaStackVersion: "0.7.1"},
 			inference: "inference_store", responses: "responses",
 			configDirEnv: "LLAMA_STACK_CONFIG_DIR", configDir: DataDir + "/.llama"},
+		{name: "new stack on 0.8.0", operand: Operand{LlamaStackVersion: "0.8.0"},
+			inference: "inference_store", responses: "responses",
+			configDirEnv: "OGX_CONFIG_DIR", configDir: DataDir + "/.ogx"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -309,6 +309,8 @@ func TestServerFollowsTheLine(t *testing.T) {
 			configDir: runconfig.DataDir + "/.llama"},
 		{version: "0.7.1", command: []string{"llama", "stack", "run"}, configDirEnv: "LLAMA_STACK_CONFIG_DIR", portEnv: "LLAMA_STACK_PORT",
 			configDir: runconfig.DataDir + "/.llama"},
+		{version: "0.8.0", command: []string{"ogx", "stack", "run"}, configDirEnv: "OGX_CONFIG_DIR", portEnv: "OGX_PORT",
+			configDir: runconfig.DataDir + "/.ogx"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.version, func(t *testing.T) {
