@@ -336,3 +336,48 @@ func TestMovedStackReadsTheOldLinesState(t *testing.T) {
 		t.Errorf("status.config %+v, want hash %.12s (0.7 reading 0.3's state; a new stack's is %.12s)", got, oldState.Hash, fresh.Hash)
 	}
 }
+
+// pin08 is testPin for the 0.8 line (release 4.0.0's operand: OGX's
+// starter image).
+var pin08 = pin.Pin{OperatorVersion: "4.0.0", LlamaStackVersion: "0.8.0", Operands: map[string]string{
+	"starter": "docker.io/ogx/distribution-starter:0.8.0",
+}}
+
+// TestMoveToOGXNamesTheDroppedDatasets: a stack whose 0.7 run config
+// registers a dataset, moved to the 0.8 major (OGX has no datasets), is
+// refused naming dataset/evals, the old Deployment untouched, until
+// spec.lineMove accepts it for 0.8.
+func TestMoveToOGXNamesTheDroppedDatasets(t *testing.T) {
+	startOperator(t, onlyMajor(t, "3"), withPin(pin07))
+	to := startOperator(t, onlyMajor(t, "4"), withPin(pin08))
+	ns := namespace(t)
+	create(t, overrideOf(t, ns, "run-07", stackconfig.Line07, func(s string) string {
+		return strings.Replace(s, "  datasets: []", "  datasets:\n  - dataset_id: evals\n    purpose: eval/messages-answer\n    source: {type: uri, uri: 'huggingface://datasets/llamastack/simpleqa'}", 1)
+	}))
+	create(t, overrideOf(t, ns, "run-08", stackconfig.Line08, nil))
+	stack := testutil.Stack("mv", testutil.WithNamespace(ns), testutil.WithOverrideConfig("run-07"))
+	stack.Labels = map[string]string{v1alpha2.LabelOperatorMajor: "3"}
+	create(t, stack)
+	converged(t, ns, "mv")
+	gen := serverGeneration(t, ns, "mv")
+	update(t, ns, "mv", func(s *v1alpha1.InferenceStack) {
+		s.Labels[v1alpha2.LabelOperatorMajor] = "4"
+		s.Spec.OverrideConfig.ConfigMapName = "run-08"
+	})
+	c := meta.FindStatusCondition(describedGeneration(t, ns, "mv").Status.Conditions, v1alpha2.TypeDegraded)
+	if c == nil || c.Reason != v1alpha2.ReasonLineMoveLosesResources || !strings.Contains(c.Message, "dataset/evals") || strings.Contains(c.Message, "registry/") {
+		t.Fatalf("after the move to 0.8, Degraded = %+v, want reason %s naming dataset/evals alone", c, v1alpha2.ReasonLineMoveLosesResources)
+	}
+	t.Logf("refused: %s", c.Message)
+	if got := serverGeneration(t, ns, "mv"); got != gen {
+		t.Errorf("server Deployment generation %d after the refused move, was %d", got, gen)
+	}
+	lineMove(t, to, ns, "mv", `{"lineMove":{"line":"0.8","acceptLosses":["dataset/evals"]}}`)
+	moved := converged(t, ns, "mv")
+	if got := serverGeneration(t, ns, "mv"); got == gen {
+		t.Errorf("server Deployment generation still %d after the move was accepted", got)
+	}
+	if got := moved.Status.StateLine; got != "0.7" {
+		t.Errorf("status.stateLine = %q after the move to 0.8, want 0.7", got)
+	}
+}
