@@ -9,6 +9,9 @@
 #   * the run configs the operator generates from the golden specs and from
 #     FUZZ_SPEC_SEEDS (default 400) random specs (operator/runconfig FuzzSpec,
 #     FuzzGenerate with FUZZ_SPEC_DUMP);
+#   * UPSTREAM_SEEDS (default 300) seeded variants of upstream's own
+#     distribution configs at TAG (seeds.py): the corpus of a line the
+#     operator does not generate for yet is these alone;
 #   * their wrong-type and unknown-key copies (mutate.py);
 #   * with --extra DIR, the configs under DIR/TAG too (e.g. those an earlier
 #     operator generated);
@@ -32,12 +35,20 @@ for tag in "${tags[@]}"; do
   src=$work/$tag
   rm -rf "$src"; mkdir -p "$src"
   git --git-dir="$git_dir" archive "$tag" | tar -x -C "$src"
-  pkg=$src
-  [ -d "$src/src/llama_stack" ] && pkg=$src/src
-  set -- "$dump/$tag"/*.yaml
+  pkg=$src # the folder holding upstream's package (llama_stack, ogx from 0.8.0): src/ from 0.4 on
+  [ -d "$src/src" ] && pkg=$src/src
+  name=llama_stack
+  [ -d "$pkg/ogx" ] && name=ogx
+  conf=run.yaml
+  [ -n "$(ls "$pkg/$name"/distributions/*/config.yaml 2>/dev/null)" ] && conf=config.yaml
+  python3 "$repo/hack/llamastack/seeds.py" --out "$dump/seeds-$tag" --seeds "${UPSTREAM_SEEDS:-300}" \
+    "$pkg/$name"/distributions/*/$conf
+  shopt -s nullglob
+  set -- "$dump/$tag"/*.yaml "$dump/seeds-$tag"/*.yaml
   python3 "$repo/hack/llamastack/mutate.py" --schemas "$repo/operator/runconfig/distributions/$tag/schemas.json" \
-    --out "$dump/mut-$tag" --max 60 "$dump/$tag"/stack-*.yaml
+    --out "$dump/mut-$tag" --max 60 "$dump/$tag"/stack-*.yaml "$dump/seeds-$tag"/*.yaml
   set -- "$@" "$dump/mut-$tag"/*.yaml
+  shopt -u nullglob
   if [ -n "$extra" ] && [ -d "$extra/$tag" ]; then
     mkdir -p "$dump/extra-$tag"
     for f in "$extra/$tag"/*.yaml; do

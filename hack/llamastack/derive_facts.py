@@ -54,6 +54,9 @@ RULES = [
     ("stores.conversations", "llama_stack/core/conversations/conversations.py",
      "storage.stores.conversations must be configured in run config",
      "the conversations service (always started) refuses a config without storage.stores.conversations"),
+    ("config.distro_name", "llama_stack/core/datatypes.py",
+     "Either 'distro_name' or 'image_name' must be provided",
+     "StackConfig.validate_distro_name_migration: a config names its distribution (distro_name; image_name deprecated)"),
     ("stores.prompts", "llama_stack/core/prompts/prompts.py",
      "storage.stores.prompts must be configured in run config",
      "the prompts service (always started) refuses a config whose storage.stores.prompts is null"),
@@ -66,6 +69,10 @@ RULES = [
     ("vector_stores.model", "llama_stack/core/stack.py",
      "not found. Available embedding models",
      "validate_vector_stores_config: the default embedding model must be an embedding model a provider that is on lists"),
+    ("resource.provider_all", "llama_stack/core/stack.py",
+     'if obj.provider_id == "all":',
+     "register_resources: a model with provider_id all is registered (an alias on the first inference provider "
+     "that is on, failures logged); another resource with it is skipped"),
     ("external_providers_dir.exists", "llama_stack/core/distribution.py",
      "External providers directory not found",
      "get_external_providers_from_dir: a set external_providers_dir must exist (only `llama stack run` creates it; "
@@ -96,7 +103,14 @@ IMPLICIT = [
      "when": "metadata_store unset", "source": "llama_stack/core/store/registry.py", "evidence": "kvstore.db"},
     {"what": "external providers folder", "path": "${external_providers_dir}",
      "when": "always (the string None when unset, relative to the working directory)",
-     "source": "llama_stack/cli/stack/run.py", "evidence": "os.makedirs(str(config.external_providers_dir)"},
+     "source": "llama_stack/cli/stack/run.py",
+     "evidence": "os.makedirs(str(config.external_providers_dir)",
+     # 0.4 on makes it only when set
+     "unless": "if config.external_providers_dir and not os.path.exists(str(config.external_providers_dir)):"},
+    {"what": "external providers folder", "path": "${external_providers_dir}",
+     "when": "external_providers_dir set", "only_when_set": True,
+     "source": "llama_stack/cli/stack/run.py",
+     "evidence": "if config.external_providers_dir and not os.path.exists(str(config.external_providers_dir)):"},
 ]
 SERVER_STORES = [
     {"store": "registry", "kind": "kv", "config": "metadata_store",
@@ -288,6 +302,63 @@ def listed_models(spec):
             e["embedding_dimension"] = int(m.metadata["embedding_dimension"])
         out.append(e)
     return out
+
+
+def derive_env_expansion(root):
+    """What replace_env_vars (core/stack.py) does besides substituting: from
+    0.4 on it switches server.auth off when its provider_config.type
+    expands to nothing, and drops a list element whose id field
+    (RESOURCE_ID_FIELDS) expands to nothing."""
+    src = up("llama_stack/core/stack.py")
+    text = read(root, src, "env_expansion")
+    body = text[text.find("\ndef replace_env_vars("):]
+    body = body[:body.find("\ndef ", 1)]
+    if not body:
+        underived("env_expansion", "no replace_env_vars in %s" % src)
+    auth_off = 'if "provider_config" in config and path == "server.auth":' in body and \
+        'result["provider_config"] = None' in body
+    ids = []
+    if "for id_field in RESOURCE_ID_FIELDS:" in body:
+        ids = list(getattr(importlib.import_module(up("llama_stack.core.stack")), "RESOURCE_ID_FIELDS"))
+    return {"auth_off_when_type_empty": auth_off, "skip_empty_id_fields": ids, "source": src + " replace_env_vars"}
+
+
+STORAGE_DEFAULTS_EVIDENCE = 'base_dir = os.path.expanduser(os.environ.get("SQLITE_STORE_DIR") or str(DISTRIBS_BASE_DIR))'
+
+
+def derive_storage_defaults(root, config_dir):
+    """The storage backends a config without storage.backends gets (0.4 on:
+    StorageConfig's default_factory _default_backends, core/storage/datatypes.py):
+    each path in terms of base, which is $SQLITE_STORE_DIR or the config
+    folder's distributions/. Absent ({}) where storage is required (0.3)."""
+    src = up("llama_stack/core/storage/datatypes.py")
+    text = read(root, src, "storage_defaults", optional=True)
+    if STORAGE_DEFAULTS_EVIDENCE not in text or "default_factory=_default_backends" not in text:
+        return {}
+    mod = importlib.import_module(up("llama_stack.core.storage.datatypes"))
+    saved = os.environ.pop("SQLITE_STORE_DIR", None)
+    try:
+        backends = mod._default_backends()
+    finally:
+        if saved is not None:
+            os.environ["SQLITE_STORE_DIR"] = saved
+    dirs = importlib.import_module(up("llama_stack.core.utils.config_dirs"))
+    base = str(mod.DISTRIBS_BASE_DIR)
+    cfg = str(getattr(dirs, config_dir["env"]))
+    if not base.startswith(cfg):
+        underived("storage_defaults.base", "%s is not under the config folder %s" % (base, cfg))
+    out = {}
+    for name, b in sorted(backends.items()):
+        d = b.model_dump(mode="json", exclude_defaults=True)
+        d["type"] = b.type.value if hasattr(b.type, "value") else str(b.type)
+        if "db_path" in d:
+            if not d["db_path"].startswith(base + "/"):
+                underived("storage_defaults." + name, "%s is not under %s" % (d["db_path"], base))
+            d["db_path"] = "${base}" + d["db_path"][len(base):]
+        out[name] = d
+    return {"backends": out, "base_env": "SQLITE_STORE_DIR",
+            "base_default": "${%s}%s" % (config_dir["env"], base[len(cfg):]),
+            "source": src + " _default_backends", "evidence": STORAGE_DEFAULTS_EVIDENCE}
 
 
 def run_config_fields():
@@ -664,7 +735,10 @@ def main():
     # paths in the terms of the config folder's variable at the tag
     in_terms = lambda v: v.replace("${LLAMA_STACK_CONFIG_DIR}", "${%s}" % config_dir["env"]) if isinstance(v, str) else v
     implicit = [{k: in_terms(up(v) if k == "source" else v) for k, v in i.items()} for i in IMPLICIT]
-    implicit = [i for i in implicit if i["evidence"] in read(root, i["source"], i["what"], optional=True)]
+    implicit = [i for i in implicit if i["evidence"] in read(root, i["source"], i["what"], optional=True)
+                and i.get("unless", "\0") not in read(root, i["source"], i["what"], optional=True)]
+    for i in implicit:
+        i.pop("unless", None)
     stores = [{k: in_terms(up(v) if k == "source" else v) for k, v in st.items()} for st in SERVER_STORES]
     stores = [st for st in stores if st["evidence"] in read(root, st["source"], st["store"] + " store", optional=True)
               and st.get("requires", "") in run_fields | {""}]
@@ -710,6 +784,8 @@ def main():
                                     "resource_types"),
         "postgres_defaults": derive_postgres_defaults(root),
         "package": {"name": us.PKG, "source": up("llama_stack/core/stack.py")},
+        "env_expansion": derive_env_expansion(root),
+        "storage_defaults": derive_storage_defaults(root, config_dir),
         "server_api": server_api(root, args.tag),
     }
     if UNDERIVED:

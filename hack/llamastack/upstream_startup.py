@@ -315,7 +315,7 @@ def dropped_keys(cls, data, at):
 # Providers whose own implementation runs (they need nothing that is missing
 # here, and the server's start-up reads what they list: the default embedding
 # model of vector_stores is the one inline::sentence-transformers lists).
-REAL_PROVIDERS = {"inference": ("inline::sentence-transformers",)}
+REAL_PROVIDERS = {"inference": ("inline::sentence-transformers", "inline::transformers")}
 
 
 def _record_store(cfg):
@@ -364,17 +364,28 @@ def _patch_upstream():
 
     # the store drivers: upstream resolves references and dispatches on the
     # backend type itself; only the driver class is in memory
+    # (providers/utils/{kvstore,sqlstore} up to 0.3, core/storage/ from 0.4)
     drivers = {
-        "llama_stack.providers.utils.kvstore.sqlite": "SqliteKVStoreImpl",
-        "llama_stack.providers.utils.kvstore.redis": "RedisKVStoreImpl",
-        "llama_stack.providers.utils.kvstore.postgres": "PostgresKVStoreImpl",
-        "llama_stack.providers.utils.kvstore.mongodb": "MongoDBKVStoreImpl",
-        "llama_stack.providers.utils.sqlstore.sqlalchemy_sqlstore": "SqlAlchemySqlStoreImpl",
+        "kvstore.sqlite": "SqliteKVStoreImpl",
+        "kvstore.redis": "RedisKVStoreImpl",
+        "kvstore.postgres": "PostgresKVStoreImpl",
+        "kvstore.mongodb": "MongoDBKVStoreImpl",
+        "sqlstore.sqlalchemy_sqlstore": "SqlAlchemySqlStoreImpl",
     }
     for modname, cls in drivers.items():
-        mod = importlib.import_module(up(modname))
-        base = _MemSQL if "sqlstore" in modname else _MemKV
-        setattr(mod, cls, type(cls, (base,), {}))
+        patched = 0
+        for where in ("llama_stack.providers.utils.", "llama_stack.core.storage."):
+            try:
+                mod = importlib.import_module(up(where + modname))
+            except ModuleNotFoundError as e:
+                if e.name and e.name.startswith(up(where.rstrip("."))):
+                    continue  # not at this tag
+                raise
+            base = _MemSQL if "sqlstore" in modname else _MemKV
+            setattr(mod, cls, type(cls, (base,), {}))
+            patched += 1
+        if not patched:
+            raise SystemExit("no store driver module %s at this tag: review upstream_startup.py" % modname)
     return
 
 
@@ -440,21 +451,29 @@ class _UpstreamFinder(importlib.abc.MetaPathFinder):
 # ---------------------------------------------------------------- the check
 def check(path):
     import yaml
-    from llama_stack.core import stack as stackmod
-    from llama_stack.core.datatypes import StackRunConfig
+
+    stackmod = importlib.import_module(up("llama_stack.core.stack"))
+    datatypes = importlib.import_module(up("llama_stack.core.datatypes"))
+    # StackRunConfig read from run.yaml up to 0.3; StackConfig (config.yaml,
+    # distro_name with image_name a deprecated alias) from 0.4
+    config_cls = getattr(datatypes, "StackConfig", None) or datatypes.StackRunConfig
+    cast = getattr(stackmod, "cast_distro_name_to_string", None) or stackmod.cast_image_name_to_string
+    run_py = open(os.path.join(os.path.dirname(stackmod.__file__), "..", "cli", "stack", "run.py")).read()
 
     WRITES.clear()
     del DROPPED[:]
     with open(path) as f:
         contents = yaml.safe_load(f)
     config = stackmod.replace_env_vars(contents)
-    config = stackmod.cast_image_name_to_string(config)
-    dropped_keys(StackRunConfig, config, "")
-    config = StackRunConfig(**config)
-    # `llama stack run` (cli/stack/run.py) makes external_providers_dir at start
-    WRITES.add(str(config.external_providers_dir))
-    if not os.path.exists(str(config.external_providers_dir)):
-        os.makedirs(str(config.external_providers_dir), exist_ok=True)
+    config = cast(config)
+    dropped_keys(config_cls, config, "")
+    config = config_cls(**config)
+    # `llama stack run` (cli/stack/run.py) makes external_providers_dir at
+    # start: always up to 0.3 (a folder "None" when unset), only when set from 0.4
+    if "if config.external_providers_dir and not os.path.exists" not in run_py or config.external_providers_dir:
+        WRITES.add(str(config.external_providers_dir))
+        if not os.path.exists(str(config.external_providers_dir)):
+            os.makedirs(str(config.external_providers_dir), exist_ok=True)
     s = stackmod.Stack(config)
     asyncio.run(s.initialize())
     return sorted(WRITES)
@@ -472,6 +491,7 @@ def main():
     for kv in args.env:
         k, _, v = kv.partition("=")
         os.environ[k] = v
+    use_package(os.path.abspath(args.upstream))
     sys.path.insert(0, os.path.abspath(args.upstream))
     finder = _StubFinder(os.path.abspath(args.upstream) + os.sep)
     sys.meta_path.append(finder)
@@ -480,6 +500,12 @@ def main():
     import logging
 
     logging.disable(logging.CRITICAL)
+
+    # the API package (<pkg>_api from 0.4 on) reads no environment: imported
+    # once here, before the processes fork, it is not imported again for
+    # every file (most of the import time)
+    if os.path.isdir(os.path.join(os.path.abspath(args.upstream), PKG + "_api")):
+        importlib.import_module(PKG + "_api")
 
     for f in args.files:
         # one process per file, as one server per pod: upstream keeps state

@@ -35,13 +35,16 @@ const (
 
 // envSet collects the variables a run config needs; every name has one
 // origin (a field path) so that a clash is reported with both fields.
+// server holds the operator's ServerEnv, which the container carries
+// besides the config's variables.
 type envSet struct {
 	vars   map[string]corev1.EnvVar
 	origin map[string]string
+	server []corev1.EnvVar
 }
 
-func newEnvSet() *envSet {
-	return &envSet{vars: map[string]corev1.EnvVar{}, origin: map[string]string{}}
+func newEnvSet(server []corev1.EnvVar) *envSet {
+	return &envSet{vars: map[string]corev1.EnvVar{}, origin: map[string]string{}, server: server}
 }
 
 // secret adds a variable filled from a Secret key and returns its
@@ -64,6 +67,12 @@ func (e *envSet) add(v corev1.EnvVar, origin *field.Path) (string, error) {
 	e.vars[v.Name] = v
 	e.origin[v.Name] = origin.String()
 	return placeholder(v.Name), nil
+}
+
+// operator is what the operator sets in the container: ServerEnv, then
+// the config's variables.
+func (e *envSet) operator() []corev1.EnvVar {
+	return append(slices.Clone(e.server), e.list()...)
 }
 
 func (e *envSet) list() []corev1.EnvVar {
@@ -90,11 +99,10 @@ func (e *envSet) checkUserEnv(line stackconfig.Line, spec v1alpha2.InferenceStac
 			return field.Invalid(path.Child("name"), v.Name,
 				fmt.Sprintf("the operator sets this variable for %s: remove it from workload.env", prev))
 		}
-		k := slices.IndexFunc(line.Facts().StateEnv, func(s stackconfig.StateEnv) bool { return s.Env == v.Name })
-		if k < 0 {
+		src, ok := stateSource(line, v.Name)
+		if !ok {
 			continue
 		}
-		src := line.Facts().StateEnv[k].Source
 		if v.ValueFrom != nil {
 			return field.Invalid(path.Child("valueFrom"), v.Name, fmt.Sprintf(
 				"%s places the server's state (upstream: %s): give it a literal value under %s, or remove it", v.Name, src, DataDir))
@@ -106,6 +114,18 @@ func (e *envSet) checkUserEnv(line stackconfig.Line, spec v1alpha2.InferenceStac
 		}
 	}
 	return nil
+}
+
+// stateSource is the upstream file that reads a variable placing the
+// server's state: one of the line's Facts.StateEnv (the config folder's
+// variable is one where the line keeps state there, as 0.2 does).
+func stateSource(line stackconfig.Line, name string) (string, bool) {
+	f := line.Facts()
+	k := slices.IndexFunc(f.StateEnv, func(s stackconfig.StateEnv) bool { return s.Env == name })
+	if k < 0 {
+		return "", false
+	}
+	return f.StateEnv[k].Source, true
 }
 
 func placeholder(name string) string {

@@ -42,7 +42,7 @@ func FuzzGenerate(f *testing.F) {
 		stack := *testutil.Hub(&spoke)
 		for _, l := range lines {
 			res := generateOne(t, stack, l.line, l.operand)
-			dumpAccepted(t, dump, l.line, dataName("stack", data), res.YAML, ContainerEnv(stack.Spec, res.Env))
+			dumpAccepted(t, dump, l.line, dataName("stack", data), res.YAML, ContainerEnv(stack.Spec, res.OperatorEnv()))
 		}
 	})
 }
@@ -63,7 +63,7 @@ func generateOne(t *testing.T, stack v1alpha2.InferenceStack, line stackconfig.L
 	checkInvariants(t, spec, first)
 	// What the operator accepts, the line's model accepts, checked here
 	// with the container's environment as the server would see it.
-	_, err := stackconfig.Check(line, first.YAML, stackconfig.Options{Env: stackconfig.MapEnv(ContainerEnv(spec, first.Env)), Home: HomeDir})
+	_, err := stackconfig.Check(line, first.YAML, stackconfig.Options{Env: stackconfig.MapEnv(ContainerEnv(spec, first.OperatorEnv())), Home: HomeDir})
 	require.NoError(t, err, "the operator accepted a config its line's model refuses:\n%s", first.YAML)
 	return first
 }
@@ -100,11 +100,13 @@ func FuzzFromOverride(f *testing.F) {
 			require.True(t, bytes.Equal(data, input), "FromOverride changed its input")
 			require.Equal(t, fmt.Sprint(err1), fmt.Sprint(err2), "not deterministic")
 			require.Equal(t, first, second)
-			env := newEnvSet()
+			server, err := ServerEnv(l.operand)
+			require.NoError(t, err)
+			env := newEnvSet(server)
 			if cacheEnabled(stack.Spec) {
 				cacheEnv(stack.Name, env)
 			}
-			_, modelErr := stackconfig.Check(l.line, data, stackconfig.Options{Env: stackconfig.MapEnv(ContainerEnv(stack.Spec, env.list())), Home: HomeDir})
+			_, modelErr := stackconfig.Check(l.line, data, stackconfig.Options{Env: stackconfig.MapEnv(ContainerEnv(stack.Spec, env.operator())), Home: HomeDir})
 			if err1 != nil {
 				if modelErr == nil {
 					require.ErrorContains(t, err1, "read-only root filesystem", "refused although the model accepts it")
@@ -115,7 +117,7 @@ func FuzzFromOverride(f *testing.F) {
 			require.True(t, bytes.Equal(data, first.YAML), "the override is not returned byte for byte")
 			sum := sha256.Sum256(data)
 			require.Equal(t, hex.EncodeToString(sum[:]), first.Hash)
-			dumpAccepted(t, dump, l.line, dataName("override", data), data, ContainerEnv(stack.Spec, env.list()))
+			dumpAccepted(t, dump, l.line, dataName("override", data), data, ContainerEnv(stack.Spec, env.operator()))
 		}
 	})
 }
@@ -193,7 +195,7 @@ func FuzzSpec(f *testing.F) {
 		stack := *testutil.Hub(&spoke)
 		for _, l := range lines {
 			res := generateOne(t, stack, l.line, l.operand)
-			dumpAccepted(t, dump, l.line, fmt.Sprintf("spec-%016x", uint64(seed)), res.YAML, ContainerEnv(stack.Spec, res.Env))
+			dumpAccepted(t, dump, l.line, fmt.Sprintf("spec-%016x", uint64(seed)), res.YAML, ContainerEnv(stack.Spec, res.OperatorEnv()))
 		}
 	})
 }

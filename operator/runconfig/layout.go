@@ -2,8 +2,12 @@ package runconfig
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -43,7 +47,7 @@ func layoutOf(line stackconfig.Line) (layout, error) {
 	case stackconfig.InlineStores:
 		return inlineStores{}, nil
 	case stackconfig.StorageBackends:
-		return storageBackends{}, nil
+		return storageBackends{line: line}, nil
 	}
 	if !line.Known() {
 		return nil, &stackconfig.UnknownVersionError{Version: string(line)}
@@ -82,16 +86,139 @@ func (inlineStores) vectorStore(p *provider) {
 	}
 }
 
-// storageBackends is stackconfig.StorageBackends (0.3).
-type storageBackends struct{}
+// storageBackends is stackconfig.StorageBackends (0.3 on). Its file
+// follows the line's StackRunConfig schema: the distribution's name is
+// distro_name where the schema has it (0.7 on; image_name there is a
+// deprecated alias), a field the schema lacks is not written (0.3's
+// top-level telemetry; datasets, scoring_fns and benchmarks at 0.8), and
+// the top-level keys of the base the pipeline does not edit (0.7's safety,
+// connectors) pass through as upstream wrote them.
+type storageBackends struct{ line stackconfig.Line }
 
-func (storageBackends) decode(dec *yaml.Decoder) (runConfig, error) {
+// nameKeys are the keys of a distribution's name: image_name (0.2, 0.3),
+// distro_name (0.7 on).
+const (
+	imageNameKey  = "image_name"
+	distroNameKey = "distro_name"
+)
+
+func (l storageBackends) decode(dec *yaml.Decoder) (runConfig, error) {
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		return runConfig{}, err
+	}
+	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return runConfig{}, fmt.Errorf("a run config is a mapping")
+	}
+	known := fileKeys(backendsFile{})
+	fields := l.line.RunConfigFields()
+	root := doc.Content[0]
+	kept := &yaml.Node{Kind: yaml.MappingNode}
+	var extra []extraKey
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		switch {
+		case k.Value == distroNameKey:
+			kept.Content = append(kept.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: imageNameKey}, v)
+		case slices.Contains(known, k.Value):
+			kept.Content = append(kept.Content, k, v)
+		case slices.Contains(fields, k.Value):
+			extra = append(extra, extraKey{key: k.Value, value: v})
+		default:
+			return runConfig{}, fmt.Errorf("field %s not found in the StackRunConfig of %s", k.Value, l.line.Tag())
+		}
+	}
+	// decode what the pipeline edits strictly, as the other layout does
+	data, err := yaml.Marshal(kept)
+	if err != nil {
+		return runConfig{}, err
+	}
+	strict := yaml.NewDecoder(bytes.NewReader(data))
+	strict.KnownFields(true)
 	var f backendsFile
-	err := dec.Decode(&f)
-	return f.config(), err
+	if err := strict.Decode(&f); err != nil {
+		return runConfig{}, err
+	}
+	cfg := f.config()
+	cfg.Extra = extra
+	return cfg, nil
 }
 
-func (storageBackends) file(c runConfig) any { return c.backendsFile() }
+// file is the config as a YAML mapping in the line's schema: the fields
+// of backendsFile the schema has, the name under the line's key, then the
+// base's extra keys.
+func (l storageBackends) file(c runConfig) any {
+	var n yaml.Node
+	if err := n.Encode(c.backendsFile()); err != nil {
+		return c.backendsFile() // the encoder reports the same error
+	}
+	fields := l.line.RunConfigFields()
+	resources := registeredResourceFields(l.line)
+	out := &yaml.Node{Kind: yaml.MappingNode}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Value == imageNameKey && slices.Contains(fields, distroNameKey) {
+			k.Value = distroNameKey
+		}
+		if !slices.Contains(fields, k.Value) {
+			continue
+		}
+		if k.Value == "registered_resources" && resources != nil {
+			kept := v.Content[:0:0]
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				if slices.Contains(resources, v.Content[j].Value) {
+					kept = append(kept, v.Content[j], v.Content[j+1])
+				}
+			}
+			v.Content = kept
+		}
+		out.Content = append(out.Content, k, v)
+	}
+	for _, e := range c.Extra {
+		out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: e.key}, e.value)
+	}
+	return out
+}
+
+// extraKey is a top-level key of a base config the pipeline does not edit.
+type extraKey struct {
+	key   string
+	value *yaml.Node
+}
+
+// fileKeys are the YAML keys of a file struct's fields.
+func fileKeys(file any) []string {
+	t := reflect.TypeOf(file)
+	var out []string
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		out = append(out, name)
+	}
+	return out
+}
+
+// registeredResourceFields are the fields of the line's
+// RegisteredResources model (schemas.json), nil when the schema does not
+// say (every field is then written).
+func registeredResourceFields(line stackconfig.Line) []string {
+	s := line.Schemas()
+	if s == nil {
+		return nil
+	}
+	var doc struct {
+		Defs map[string]struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(s.RunConfig.Schema, &doc); err != nil {
+		return nil
+	}
+	d, ok := doc.Defs["RegisteredResources"]
+	if !ok {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(d.Properties))
+}
 
 func (storageBackends) empty() runConfig {
 	cfg := runConfig{Version: 2, ImageName: v1alpha2.CustomDistributionName, Providers: map[string][]provider{}}
@@ -246,6 +373,10 @@ func load(line stackconfig.Line, spec v1alpha2.InferenceStackSpec) (runConfig, e
 	if !slices.Contains(v1alpha2.DistributionNames, d.Name) {
 		return runConfig{}, field.NotSupported(path.Child("name"), d.Name, distributionNames())
 	}
+	if published := LineDistributions(line); !slices.Contains(published, ImageDistribution(d.Name)) {
+		return runConfig{}, &field.Error{Type: field.ErrorTypeNotSupported, Field: path.Child("name").String(), BadValue: string(d.Name),
+			Detail: fmt.Sprintf("%s publishes no image of it; supported: %s", product(line), quoted(published))}
+	}
 	cfg, err := loadBase(line, ImageDistribution(d.Name))
 	if err != nil {
 		return runConfig{}, err
@@ -264,7 +395,7 @@ func loadBase(line stackconfig.Line, base string) (runConfig, error) {
 	if err != nil {
 		return runConfig{}, err
 	}
-	data = relocate(data, base)
+	data = relocate(data, line, base)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	cfg, err := lay.decode(dec)
@@ -279,12 +410,24 @@ func loadBase(line stackconfig.Line, base string) (runConfig, error) {
 }
 
 // relocate applies the one edit the operator makes to upstream's base
-// configs as text: upstream keeps state under ~/.llama/distributions/<name>
-// (the image's home, on its read-only root filesystem); the operator moves
-// it to DataDir, the server's state volume. The variables that move it
-// (SQLITE_STORE_DIR, FILES_STORAGE_DIR, MILVUS_DB_PATH) keep working.
-func relocate(data []byte, distribution string) []byte {
-	return bytes.ReplaceAll(data, []byte("~/.llama/distributions/"+distribution), []byte(DataDir))
+// configs as text: upstream keeps state under <config folder>/distributions/<name>
+// (~/.llama, ~/.ogx at 0.8.0: the image's home, on its read-only root
+// filesystem or, here, the emptyDir of $HOME); the operator moves it to
+// DataDir, the server's state volume, the same path at every line, so a
+// stack's SQLite files stay where they are when it moves to another line.
+// The variables that move it (SQLITE_STORE_DIR, FILES_STORAGE_DIR,
+// MILVUS_DB_PATH) keep working.
+func relocate(data []byte, line stackconfig.Line, distribution string) []byte {
+	return bytes.ReplaceAll(data, []byte(line.ConfigDirDefault()+"/distributions/"+distribution), []byte(DataDir))
+}
+
+// quoted lists values as field.NotSupported does: "a", "b".
+func quoted(values []string) string {
+	q := make([]string, len(values))
+	for i, v := range values {
+		q[i] = strconv.Quote(v)
+	}
+	return strings.Join(q, ", ")
 }
 
 func sqlitePath(file string) string {

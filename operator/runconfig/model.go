@@ -27,6 +27,9 @@ type runConfig struct {
 	Storage      *storage
 	Telemetry    *telemetry
 	VectorStores map[string]any
+	// Extra are the base's top-level keys the pipeline does not edit
+	// (0.7's safety, connectors), in the base's order.
+	Extra []extraKey
 }
 
 // storage is the 0.3 storage section.

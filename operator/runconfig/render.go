@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"go.yaml.in/yaml/v3"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
@@ -14,11 +15,13 @@ import (
 // one part per file: render_providers.go (overlay the user's providers by
 // id, alias checks), render_resources.go (disabled APIs, registered
 // models, shields and tool groups), render_storage.go (stores onto the
-// chosen backends), render_server.go (port, TLS, authentication); then the
+// chosen backends), render_state.go (the names of the state, as the line
+// that wrote it named them: Operand.StateLine), render_server.go (port,
+// TLS, authentication); then the
 // config is written in the line's layout. origins remembers which spec
 // field wrote which provider, so stage 4's refusals name it.
-func render(cfg *runConfig, lay layout, line stackconfig.Line, name string, spec v1alpha2.InferenceStackSpec) ([]byte, *envSet, specOrigins, error) {
-	env := newEnvSet()
+func render(cfg *runConfig, lay layout, line stackconfig.Line, name string, spec v1alpha2.InferenceStackSpec, server []corev1.EnvVar, state stackconfig.Line) ([]byte, *envSet, specOrigins, error) {
+	env := newEnvSet(server)
 	origins := specOrigins{}
 	if err := overlayProviders(cfg, line, spec, env, origins); err != nil {
 		return nil, nil, nil, err
@@ -33,6 +36,9 @@ func render(cfg *runConfig, lay layout, line stackconfig.Line, name string, spec
 		return nil, nil, nil, err
 	}
 	if err := configureStorage(cfg, line, name, spec, env); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := nameState(cfg, line, state); err != nil {
 		return nil, nil, nil, err
 	}
 	configureServer(cfg, spec)

@@ -70,6 +70,9 @@ func overlayProviders(cfg *runConfig, line stackconfig.Line, spec v1alpha2.Infer
 			continue
 		}
 		path := base.Child(l.field)
+		if _, err := lineAPI(line, l.api, path); err != nil {
+			return err
+		}
 		if l.api == string(v1alpha2.APITelemetry) && !line.HasProviderAPI(l.api) {
 			return field.Forbidden(path, fmt.Sprintf("Llama Stack %s has no telemetry API to add providers to "+
 				"(telemetry is a top-level setting; the server exports through the OTEL_* variables of workload.env): "+

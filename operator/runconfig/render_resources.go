@@ -19,6 +19,26 @@ func dependencies(line stackconfig.Line, api, providerType string) []string {
 	return line.Facts().Providers[api][providerType].APIDependencies
 }
 
+// apiRenames are the APIs upstream renamed, by the spec's (older) name:
+// 0.7.1's Api enum (llama_stack_api/datatypes.py) has responses where
+// 0.3.0's had agents, whose OpenAI responses it serves.
+var apiRenames = map[string]string{string(v1alpha2.APIAgents): "responses"}
+
+// lineAPI is the line's name of an API the spec names (agents is
+// responses from 0.7 on); an API the line does not have (Facts.APIs:
+// telemetry and post_training from 0.7, datasetio, scoring and eval at
+// 0.8) is a field error at the spec field that names it.
+func lineAPI(line stackconfig.Line, api string, at *field.Path) (string, error) {
+	if line.HasAPI(api) {
+		return api, nil
+	}
+	if to, ok := apiRenames[api]; ok && line.HasAPI(to) {
+		return to, nil
+	}
+	return "", &field.Error{Type: field.ErrorTypeNotSupported, Field: at.String(), BadValue: api, Detail: fmt.Sprintf(
+		"%s has no %s API (%s): remove it, that line serves no such API", product(line), api, line.Facts().APIs.Source)}
+}
+
 // disable removes the disabled APIs and their providers, then, closing the
 // set, every provider of the base that needs an API no longer served (an
 // API whose last provider goes is disabled in turn), then every registered
@@ -30,8 +50,11 @@ func disable(cfg *runConfig, line stackconfig.Line, spec v1alpha2.InferenceStack
 		return nil
 	}
 	off := map[string]bool{}
-	for _, api := range spec.Disabled {
-		a := string(api)
+	for i, api := range spec.Disabled {
+		a, err := lineAPI(line, string(api), field.NewPath("spec", "disabled").Index(i))
+		if err != nil {
+			return err
+		}
 		if api == v1alpha2.APITelemetry && !line.HasProviderAPI(a) {
 			// 0.3: telemetry is a top-level switch, not an API.
 			cfg.Telemetry = &telemetry{Enabled: false}
@@ -166,7 +189,7 @@ func register(cfg *runConfig, spec v1alpha2.InferenceStackSpec, env *envSet) err
 	if err := requireAPI(spec, base.Child("tools"), len(r.Tools), v1alpha2.APIToolRuntime); err != nil {
 		return err
 	}
-	on := ContainerEnv(spec, env.list())
+	on := ContainerEnv(spec, env.operator())
 	for i, m := range r.Models {
 		path := base.Child("models").Index(i)
 		pid, err := resolveProvider(cfg, spec, on, "inference", m.Provider, path.Child("provider"))

@@ -272,10 +272,11 @@ func kvStore(kv *v1alpha2.KVStoreSpec, env *envSet) (func(file, namespace string
 }
 
 // redisPasswordUnsupported: Llama Stack's Redis key-value store takes a
-// host and a port only (RedisKVStoreConfig at v0.2.23 and v0.3.0).
+// host and a port only (RedisKVStoreConfig at v0.2.23, v0.3.0, v0.7.1 and
+// OGX's at v0.8.0).
 func redisPasswordUnsupported(path *field.Path) error {
 	return field.Forbidden(path, "Llama Stack's Redis key-value store takes no password (host and port only, "+
-		"at v0.2.23 and v0.3.0): remove it and use a Redis reachable without one, e.g. behind a NetworkPolicy")
+		"at v0.2.23, v0.3.0, v0.7.1 and OGX v0.8.0): remove it and use a Redis reachable without one, e.g. behind a NetworkPolicy")
 }
 
 // redisEndpoint splits storage.kv.endpoint into host and port.

@@ -3,6 +3,7 @@ package runconfig
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -20,6 +21,10 @@ type Result struct {
 	// Env are the environment variables the server container must carry,
 	// sorted by name: literal values and Secret key references.
 	Env []corev1.EnvVar
+	// ServerEnv is the operator's environment of every server of the
+	// line (runconfig.ServerEnv): a variable of the user's workload.env
+	// wins over it.
+	ServerEnv []corev1.EnvVar
 	// Line is the Llama Stack line whose layout YAML follows.
 	Line stackconfig.Line
 	// WritableDirs are the folders the server writes to (from the
@@ -37,8 +42,14 @@ type Result struct {
 
 // result is a checked run config with its hash and environment.
 func result(line stackconfig.Line, data []byte, env *envSet, checked stackconfig.Result) Result {
-	return Result{YAML: data, Hash: hash(data), Env: env.list(), Line: line, WritableDirs: checked.WritableDirs, Server: checked.Server,
+	return Result{YAML: data, Hash: hash(data), Env: env.list(), ServerEnv: env.server, Line: line, WritableDirs: checked.WritableDirs, Server: checked.Server,
 		ExternalProvidersDir: checked.ExternalProvidersDir}
+}
+
+// OperatorEnv is what the operator sets in the server container:
+// ServerEnv, then Env (ContainerEnv adds the user's workload.env).
+func (r Result) OperatorEnv() []corev1.EnvVar {
+	return append(slices.Clone(r.ServerEnv), r.Env...)
 }
 
 func hash(data []byte) string {

@@ -3,6 +3,8 @@ package runconfig
 import (
 	"bytes"
 	"fmt"
+	pathpkg "path"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -46,22 +48,50 @@ const (
 	// `llama stack run` create "None" there) keeps what the server writes
 	// with its state.
 	WorkDir = DataDir
-	// StackConfigDir is $LLAMA_STACK_CONFIG_DIR of the server: where it keeps
-	// what a run config does not place (0.2's prompts store and, without
-	// metadata_store, its registry: <dir>/distributions/<image_name>/, see
-	// distributions/v0.2.23/facts.json), on the state volume instead of
-	// ~/.llama on the emptyDir.
-	StackConfigDir = DataDir + "/.llama"
 	// ProvidersDir is external_providers_dir: `llama stack run` creates it
 	// at start (cli/stack/run.py at v0.2.23 and v0.3.0 call os.makedirs on
 	// it, or on "None" in the working directory when it is unset).
 	ProvidersDir = DataDir + "/providers.d"
 )
 
+// ConfigDir is the server's config folder (Facts.ConfigDir: what a run
+// config does not place, such as 0.2's prompts store and, without
+// metadata_store, its registry: <dir>/distributions/<image_name>/), on the
+// state volume instead of the image's home: DataDir/.llama for the lines
+// whose default is ~/.llama, DataDir/.ogx for OGX's ~/.ogx. It follows the
+// state's line (Operand.StateLine, else the operand's): OGX moves ~/.llama
+// to ~/.ogx only when its variable is unset (core/utils/config_dirs.py at
+// v0.8.0), so a folder on the state volume keeps the name the old line
+// gave it.
+func ConfigDir(o Operand) (string, error) {
+	line, err := o.stateLine()
+	if err != nil {
+		return "", err
+	}
+	return pathpkg.Join(DataDir, pathpkg.Base(line.ConfigDirDefault())), nil
+}
+
 // ServerEnv is the environment the operator gives every server container
-// (a variable the user sets in workload.env wins).
-func ServerEnv() []corev1.EnvVar {
-	return []corev1.EnvVar{{Name: "HOME", Value: HomeDir}, {Name: "LLAMA_STACK_CONFIG_DIR", Value: StackConfigDir}}
+// of the operand's line (a variable the user sets in workload.env wins):
+// $HOME on the writable emptyDir, the line's config-folder variable
+// (LLAMA_STACK_CONFIG_DIR; OGX_CONFIG_DIR at 0.8, which reads no
+// LLAMA_STACK_* variable) at ConfigDir, and the line's port variable
+// (LLAMA_STACK_PORT, OGX_PORT) at ServerPort, so that neither the image's
+// defaults nor a line's new names move the state or the port.
+func ServerEnv(o Operand) ([]corev1.EnvVar, error) {
+	line, err := o.LineOf()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := ConfigDir(o)
+	if err != nil {
+		return nil, err
+	}
+	return []corev1.EnvVar{
+		{Name: "HOME", Value: HomeDir},
+		{Name: line.ConfigDirEnv(), Value: dir},
+		{Name: line.PortEnv(), Value: strconv.Itoa(int(ServerPort))},
+	}, nil
 }
 
 // WritableMounts are the only folders of the server container on writable
@@ -95,7 +125,15 @@ func Generate(name string, spec v1alpha2.InferenceStackSpec, operand Operand) (R
 		return Result{}, err
 	}
 	// 3. render (render*.go): the spec onto the base, then the bytes
-	data, env, origins, err := render(&cfg, lay, line, name, spec)
+	server, err := ServerEnv(operand)
+	if err != nil {
+		return Result{}, err
+	}
+	state, err := operand.stateLine()
+	if err != nil {
+		return Result{}, err
+	}
+	data, env, origins, err := render(&cfg, lay, line, name, spec, server, state)
 	if err != nil {
 		return Result{}, err
 	}
@@ -119,7 +157,11 @@ func FromOverride(name string, spec v1alpha2.InferenceStackSpec, operand Operand
 	if err != nil {
 		return Result{}, err
 	}
-	env := newEnvSet()
+	server, err := ServerEnv(operand)
+	if err != nil {
+		return Result{}, err
+	}
+	env := newEnvSet(server)
 	if cacheEnabled(spec) {
 		cacheEnv(name, env)
 	}

@@ -19,7 +19,7 @@ import (
 // schemas and the semantic rules it applies in code) in the container's
 // environment, then against the pod's writable mounts.
 func validate(line stackconfig.Line, spec v1alpha2.InferenceStackSpec, data []byte, env *envSet) (stackconfig.Result, error) {
-	checked, err := stackconfig.Check(line, data, stackconfig.Options{Env: stackconfig.MapEnv(ContainerEnv(spec, env.list())), Home: HomeDir})
+	checked, err := stackconfig.Check(line, data, stackconfig.Options{Env: stackconfig.MapEnv(ContainerEnv(spec, env.operator())), Home: HomeDir})
 	var unset *stackconfig.EnvError
 	if errors.As(err, &unset) {
 		return stackconfig.Result{}, field.Required(field.NewPath("spec", "workload", "env"), fmt.Sprintf(
@@ -41,14 +41,12 @@ func validate(line stackconfig.Line, spec v1alpha2.InferenceStackSpec, data []by
 }
 
 // ContainerEnv is the server container's environment as the server sees
-// it, for the conformance check: the operator's literal variables, a
-// sample value for each Secret-fed one (its value is not known here, only
-// that it is set), and the user's workload.env.
+// it, for the conformance check: the operator's variables vars
+// (Result.OperatorEnv: literal values, and a sample value for each
+// Secret-fed one, whose value is not known here, only that it is set),
+// then the user's workload.env.
 func ContainerEnv(spec v1alpha2.InferenceStackSpec, vars []corev1.EnvVar) map[string]string {
 	out := map[string]string{}
-	for _, v := range ServerEnv() {
-		out[v.Name] = v.Value
-	}
 	add := func(v corev1.EnvVar) {
 		switch {
 		case v.ValueFrom == nil:

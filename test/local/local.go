@@ -19,6 +19,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 	"github.com/inferencestack/inferencestack/test/testenv"
 )
 
@@ -113,8 +114,12 @@ func DemoPin(version string) pin.Pin {
 		llama = "0.2.23"
 	}
 	p := pin.Pin{OperatorVersion: version, LlamaStackVersion: llama, Operands: map[string]string{}}
-	for _, d := range runconfig.Distributions() {
-		p.Operands[d] = "docker.io/llamastack/distribution-" + d + ":" + llama
+	line, err := stackconfig.LineOf(llama)
+	if err != nil {
+		panic(err)
+	}
+	for _, d := range runconfig.LineDistributions(line) {
+		p.Operands[d] = line.ImageRepository(d) + ":" + llama
 	}
 	return p
 }

@@ -730,6 +730,13 @@ type InferenceStackStatus struct {
 	// sums up the providers' health.
 	// +optional
 	Server *ServerStatus `json:"server,omitempty"`
+
+	// StateLine is the Llama Stack line (major.minor) whose names the
+	// stack's state uses (SQL tables, PostgreSQL databases): the line
+	// that first deployed the stack. It is kept when the stack moves to
+	// another line (docs/moving-between-lines.md).
+	// +optional
+	StateLine string `json:"stateLine,omitempty"`
 }
 
 // ServerStatus is the live server's own account: upstream's operator
@@ -790,9 +797,11 @@ type ResolvedDistribution struct {
 	Image string `json:"image,omitempty"`
 
 	// OperandVersion is the Llama Stack version of the deployed image, from
-	// the operand pin; "unknown" for a custom image, for a pin that does
-	// not name it, and for an image this operator did not choose (a
-	// Deployment not yet updated).
+	// the operand pin; while the Deployment still runs the image recorded
+	// here before (another major's, until a move to this one rolls out),
+	// the version recorded then; "unknown" for a custom image, for a pin
+	// that does not name it, and for another image this operator did not
+	// choose.
 	// +optional
 	OperandVersion string `json:"operandVersion,omitempty"`
 

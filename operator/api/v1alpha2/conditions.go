@@ -53,6 +53,12 @@ const (
 	// carries an annotation conversion could not apply (Degraded=True);
 	// nothing is deployed or changed.
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonLineMoveLosesResources: the stack was moved (relabelled) to an
+	// operator whose Llama Stack line drops resources the stack's server
+	// holds; the message names each. Nothing is deployed or changed (the
+	// old server keeps serving) until spec.lineMove accepts them for that
+	// line (Degraded=True).
+	ReasonLineMoveLosesResources = "LineMoveLosesResources"
 	// ReasonOverrideConfigNotFound: the overrideConfig ConfigMap or its key
 	// is missing.
 	ReasonOverrideConfigNotFound = "OverrideConfigNotFound"
@@ -113,5 +119,5 @@ var Reasons = []string{
 	ReasonMinimumReplicasAvailable, ReasonMinimumReplicasUnavailable, ReasonScaledToZero,
 	ReasonCacheNotReady, ReasonImagePullFailed, ReasonCrashLooping, ReasonApplyFailed, ReasonDeleting,
 	ReasonProvidersHealthy, ReasonProviderUnhealthy, ReasonServerUnreachable,
-	ReasonRouteNotServed, ReasonNameTaken, ReasonInvalidSpec,
+	ReasonRouteNotServed, ReasonNameTaken, ReasonInvalidSpec, ReasonLineMoveLosesResources,
 }

@@ -82,6 +82,40 @@ type InferenceStackSpec struct {
 	// workload.podDisruptionBudget.)
 	// +optional
 	Scaling *ScalingSpec `json:"scaling,omitempty"`
+
+	// LineMove confirms a move of the stack to a Llama Stack line (by the
+	// inferencestack.io/operator-major label) that cannot carry over
+	// everything the stack's state holds: the operator of that line refuses
+	// the move, leaving the old server serving, until each resource
+	// condition Degraded (reason LineMoveLosesResources) names is accepted
+	// here for that line (docs/moving-between-lines.md).
+	// +optional
+	LineMove *LineMoveSpec `json:"lineMove,omitempty"`
+}
+
+// LineMoveSpec accepts, for one target line, the resources a move to it
+// drops.
+type LineMoveSpec struct {
+	// Line is the Llama Stack line the acceptance is for, major.minor
+	// ("0.8"): a move to another line is refused again until accepted for
+	// that line.
+	// +required
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+[.][0-9]+$')",message="lineMove.line is a Llama Stack line, major.minor such as 0.8"
+	Line string `json:"line"`
+
+	// AcceptLosses names each loss the move may cause, as
+	// <type>/<identifier> (dataset/my-eval-set, scoring_function/basic::equality,
+	// benchmark/mmlu; registry/v9 for a registry the new line does not
+	// read), exactly as the refusal names them. A loss that is not listed
+	// keeps the move refused.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=320
+	// +kubebuilder:validation:XValidation:rule="self.all(x, x.matches('^[a-z][a-z_]*/[^ ]+$'))",message="lineMove.acceptLosses entries are <type>/<identifier>, as the refusal names them (dataset/my-set)"
+	AcceptLosses []string `json:"acceptLosses"`
 }
 
 // DistributionName names a distribution the operator embeds.
@@ -972,6 +1006,14 @@ type InferenceStackStatus struct {
 	// sums up the providers' health.
 	// +optional
 	Server *ServerStatus `json:"server,omitempty"`
+
+	// StateLine is the Llama Stack line (major.minor) whose names the
+	// stack's state uses (SQL tables, PostgreSQL databases): the line
+	// that first deployed the stack. It is kept when the stack moves to
+	// another line, whose server is configured to read the state under
+	// those names (docs/moving-between-lines.md).
+	// +optional
+	StateLine string `json:"stateLine,omitempty"`
 }
 
 // ServerStatus is the live server's own account: upstream's operator
@@ -1032,9 +1074,11 @@ type ResolvedDistribution struct {
 	Image string `json:"image,omitempty"`
 
 	// OperandVersion is the Llama Stack version of the deployed image, from
-	// the operand pin; "unknown" for a custom image, for a pin that does
-	// not name it, and for an image this operator did not choose (a
-	// Deployment not yet updated).
+	// the operand pin; while the Deployment still runs the image recorded
+	// here before (another major's, until a move to this one rolls out),
+	// the version recorded then; "unknown" for a custom image, for a pin
+	// that does not name it, and for another image this operator did not
+	// choose.
 	// +optional
 	OperandVersion string `json:"operandVersion,omitempty"`
 

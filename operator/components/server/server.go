@@ -393,7 +393,7 @@ func container(stack *v1alpha2.InferenceStack, w *v1alpha2.WorkloadSpec, x extra
 		// (Launch.App.ConfigEnv): the file the operator mounts.
 		c.WithEnv(corev1ac.EnvVar().WithName(in.line().Facts().Launch.App.ConfigEnv).WithValue(ConfigPath))
 	}
-	for _, e := range runconfig.ServerEnv() {
+	for _, e := range in.Config.ServerEnv {
 		// The root filesystem is read-only: the server's home is under /tmp,
 		// what it keeps outside the run config on the state volume.
 		if !slices.ContainsFunc(w.Env, func(u corev1.EnvVar) bool { return u.Name == e.Name }) {

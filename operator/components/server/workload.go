@@ -73,7 +73,9 @@ func cleanAbsolute(p string) bool { return path.IsAbs(p) && path.Clean(p) == p }
 // command is the server container's command: podOverrides.command; with
 // workers, the uvicorn command line that repeats what `llama stack run`
 // passes uvicorn from the run config (stackconfig.Line.UvicornArgs), on
-// the port the container declares; else `llama stack run <config>`.
+// the port the container declares; else the line's run command with the
+// config (Facts.CLI: `llama stack run <config>`, `ogx stack run <config>`
+// at 0.8).
 func command(x extras, in Inputs) []string {
 	if o := x.overrides; o != nil && len(o.Command) > 0 {
 		return o.Command
@@ -81,7 +83,7 @@ func command(x extras, in Inputs) []string {
 	if x.workers != nil {
 		return in.line().UvicornArgs(in.Config.Server, int64(runconfig.ServerPort), int(*x.workers))
 	}
-	return []string{"llama", "stack", "run", ConfigPath}
+	return append(in.line().Command(), ConfigPath)
 }
 
 // providersMount is where, with workers, an empty volume makes the

@@ -3,6 +3,8 @@ package server_test
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -289,4 +291,43 @@ func convertInto(in any, out any) error {
 		return err
 	}
 	return json.Unmarshal(data, out)
+}
+
+// TestServerFollowsTheLine: the server container runs the line's command
+// (`ogx stack run` at 0.8.0) and carries the line's config-folder and port
+// variables (OGX_CONFIG_DIR, OGX_PORT at 0.8.0, which reads no
+// LLAMA_STACK_* variable), the folder on the state volume: with the old
+// names an OGX server would keep its state in ~/.ogx on the emptyDir.
+func TestServerFollowsTheLine(t *testing.T) {
+	tests := []struct {
+		version               string
+		command               []string
+		configDirEnv, portEnv string
+		configDir             string
+	}{
+		{version: "0.3.0", command: []string{"llama", "stack", "run"}, configDirEnv: "LLAMA_STACK_CONFIG_DIR", portEnv: "LLAMA_STACK_PORT",
+			configDir: runconfig.DataDir + "/.llama"},
+		{version: "0.7.1", command: []string{"llama", "stack", "run"}, configDirEnv: "LLAMA_STACK_CONFIG_DIR", portEnv: "LLAMA_STACK_PORT",
+			configDir: runconfig.DataDir + "/.llama"},
+		{version: "0.8.0", command: []string{"ogx", "stack", "run"}, configDirEnv: "OGX_CONFIG_DIR", portEnv: "OGX_PORT",
+			configDir: runconfig.DataDir + "/.ogx"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.version, func(t *testing.T) {
+			stack := testutil.Hub(testutil.Stack("s"))
+			_, c := serverContainer(t, stack, generated(t, stack, tc.version))
+			require.Equal(t, append(tc.command, server.ConfigPath), c.Command)
+			dir, literal := envOf(c)(tc.configDirEnv)
+			require.True(t, literal)
+			require.Equal(t, tc.configDir, dir)
+			port, _ := envOf(c)(tc.portEnv)
+			require.Equal(t, strconv.Itoa(int(runconfig.ServerPort)), port)
+			for _, e := range c.Env {
+				if e.Name != tc.configDirEnv && e.Name != tc.portEnv {
+					require.False(t, strings.HasSuffix(e.Name, "_CONFIG_DIR") || strings.HasSuffix(e.Name, "_PORT") && e.Name != "POSTGRES_PORT",
+						"%s is another line's variable", e.Name)
+				}
+			}
+		})
+	}
 }

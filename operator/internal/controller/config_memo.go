@@ -10,13 +10,14 @@ import (
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
 
 // configMemo remembers, per stack, the run config the config step made and
 // the digest of the ConfigMap it applied for it, under the inputs that
 // determine both: the stack's generation (its spec; its name, namespace
-// and UID do not change), the pinned Llama Stack version and the text of
-// the override. A reconcile with the same inputs whose ConfigMap still
+// and UID do not change), the pinned Llama Stack version, the line whose
+// names the state uses (status.stateLine) and the text of the override. A reconcile with the same inputs whose ConfigMap still
 // holds that digest skips the pipeline (parsing the base, editing it,
 // writing it as YAML and checking it with the conformance model: most of
 // what a reconcile allocates) and the ConfigMap's apply configuration.
@@ -37,8 +38,8 @@ type memoEntry struct {
 
 // configInputs identifies what a stack's run config is made from; override
 // is the override's text, or nil without one.
-func configInputs(stack *v1alpha2.InferenceStack, llamaStackVersion string, override *string) string {
-	key := strconv.FormatInt(stack.Generation, 10) + "\x00" + llamaStackVersion
+func configInputs(stack *v1alpha2.InferenceStack, llamaStackVersion string, stateLine stackconfig.Line, override *string) string {
+	key := strconv.FormatInt(stack.Generation, 10) + "\x00" + llamaStackVersion + "\x00" + string(stateLine)
 	if override != nil {
 		sum := sha256.Sum256([]byte(*override))
 		key += "\x00" + hex.EncodeToString(sum[:])

@@ -34,9 +34,19 @@ func serverImage(s *state) (string, error) {
 	return image, nil
 }
 
-// operand is what the pin says of the server the operator deploys.
+// operand is what the pin says of the server the operator deploys, and
+// the line whose names the stack's state uses (stateLine), so that a
+// stack moved from another line reads the state that line wrote.
 func operand(s *state) runconfig.Operand {
-	return runconfig.Operand{LlamaStackVersion: s.Pin.LlamaStackVersion}
+	return runconfig.Operand{LlamaStackVersion: s.Pin.LlamaStackVersion, StateLine: s.stateLine()}
+}
+
+// stateLine is the line whose names the stack's state uses
+// (status.stateLine; for a stack that has none yet, the line its server
+// runs, else this operator's line).
+func (s *state) stateLine() stackconfig.Line {
+	target, _ := stackconfig.LineOf(s.Pin.LlamaStackVersion)
+	return stateLine(s.Stack, target)
 }
 
 // configStep resolves the server image, reads (and watches) the user objects
@@ -72,7 +82,7 @@ func configStep(ctx context.Context, s *state) (rendered, error) {
 		}
 		override = &text
 	}
-	inputs := configInputs(stack, s.Pin.LlamaStackVersion, override)
+	inputs := configInputs(stack, s.Pin.LlamaStackVersion, s.stateLine(), override)
 	memo, remembered := s.Configs.get(stack.UID, inputs)
 	if remembered {
 		// The ConfigMap may have been changed or deleted since.

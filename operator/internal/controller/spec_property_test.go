@@ -111,7 +111,7 @@ func TestAdmittedSpecs(t *testing.T) {
 				genReasons[line.Tag()+": "+generatorReason(err)]++
 				continue
 			}
-			env := runconfig.ContainerEnv(testutil.Hub(s).Spec, res.Env)
+			env := runconfig.ContainerEnv(testutil.Hub(s).Spec, res.OperatorEnv())
 			_, err = stackconfig.Check(line, res.YAML, stackconfig.Options{Env: stackconfig.MapEnv(env), Home: runconfig.HomeDir})
 			require.NoError(t, err, "spec %d: the operator accepted it on %s and the model refuses its config\nspec: %s\nconfig:\n%s",
 				i, line, specYAML(t, s), res.YAML)

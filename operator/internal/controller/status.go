@@ -37,6 +37,10 @@ func (r *InferenceStackReconciler) setStatus(ctx context.Context, s *state, step
 	isCondition := errors.As(stepErr, &ce)
 	switch {
 	case s.rendered.ConfigMapName != "":
+		if st.StateLine == "" {
+			// The first run config this stack's state is written under.
+			st.StateLine = string(s.stateLine())
+		}
 		set(v1alpha2.TypeConfigGenerated, metav1.ConditionTrue, v1alpha2.ReasonSucceeded,
 			fmt.Sprintf("run config %.12s is in ConfigMap %s", s.rendered.Config.Hash, s.rendered.ConfigMapName))
 		st.Config = &v1alpha2.ConfigStatus{Hash: s.rendered.Config.Hash, ConfigMapName: s.rendered.ConfigMapName}
@@ -196,8 +200,9 @@ func (r *InferenceStackReconciler) setRollout(ctx context.Context, s *state,
 
 // resolvedDistribution describes the image the server Deployment runs: its
 // operand version is the pin's when it is the image this operator chose,
-// unknown otherwise (a custom image, or a Deployment the operator has not
-// updated yet).
+// the one recorded before while the Deployment runs the image the status
+// described, unknown otherwise (a custom image, or another image the
+// operator did not choose).
 func resolvedDistribution(s *state, dep *appsv1.Deployment) *v1alpha2.ResolvedDistribution {
 	var image string
 	for _, c := range dep.Spec.Template.Spec.Containers {
@@ -206,12 +211,18 @@ func resolvedDistribution(s *state, dep *appsv1.Deployment) *v1alpha2.ResolvedDi
 		}
 	}
 	name := string(s.Stack.Spec.Distribution.Name)
+	prev := s.Stack.Status.ResolvedDistribution
 	version := v1alpha2.UnknownVersion
 	switch {
 	case name == "":
 		name = v1alpha2.CustomDistributionName
 	case image != "" && image == s.rendered.Image && s.Pin.LlamaStackVersion != "":
 		version = s.Pin.LlamaStackVersion
+	case image != "" && prev != nil && prev.Image == image && prev.OperandVersion != "":
+		// Still the image the status described (another major's, before
+		// a move; or this one's, while the config step fails): its version
+		// is what was recorded then, which tells a move's line (lineStep).
+		version = prev.OperandVersion
 	}
 	return &v1alpha2.ResolvedDistribution{
 		Name: name, Image: image, OperandVersion: version, OperatorVersion: s.Pin.OperatorVersion,

@@ -126,6 +126,9 @@ func (r *InferenceStackReconciler) runSteps(ctx context.Context, s *state) error
 	if err := r.specStep(s); err != nil {
 		return err
 	}
+	if err := lineStep(ctx, s); err != nil {
+		return stepError("line", err)
+	}
 	out, err := configStep(ctx, s)
 	s.rendered = out
 	if err != nil {

@@ -87,7 +87,7 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 	if _, ok := doc.(map[string]any); !ok {
 		return Result{}, errors.New("not a YAML mapping")
 	}
-	expanded, err := expand(doc, "", env, home)
+	expanded, err := expand(doc, "", env, home, line.Facts().EnvExpansion)
 	if err != nil {
 		return Result{}, err
 	}
@@ -119,10 +119,11 @@ func Check(line Line, data []byte, opts Options) (Result, error) {
 		if err := readJSON(expanded, &c); err != nil {
 			return Result{}, fmt.Errorf("the Llama Stack %s layout (checked against %s): %w", line, line.Tag(), cmp.Or(schemaProblems.err(), err))
 		}
-		c.check(&p, w, line.Schemas())
+		c.defaults(line, expanded.(map[string]any), env, home)
+		c.check(&p, w, line.Schemas(), line.Facts())
 		checkStart(&p, w, line, c.start(), env, home)
 		res.Enabled, res.Server = enabledList(c.Providers), c.Server
-		res.Stores = serverStores(line.Facts(), c.storeAt, deref(c.ImageName), env, home)
+		res.Stores = serverStores(line.Facts(), c.storeAt, c.name(), env, home)
 		res.ExternalProvidersDir = deref(c.ExternalProvidersDir)
 		if c.RegisteredResources != nil {
 			res.Models = registered(c.RegisteredResources.Models)

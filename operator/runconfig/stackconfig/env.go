@@ -51,17 +51,38 @@ func Placeholders(s string) []string {
 	return names
 }
 
-// expand replaces the placeholders of a decoded YAML tree as upstream does:
-// mappings and lists recursively; in a list, an element with a provider_id
-// that expands to "__disabled__" is dropped; a string with a placeholder is
+// expand replaces the placeholders of a decoded YAML tree as upstream does
+// (replace_env_vars, core/stack.py): mappings and lists recursively; in a
+// list, an element with a provider_id that expands to "__disabled__" is
+// dropped, and, from 0.4 on (rules), one with an id field that expands to
+// nothing; from 0.4 on a server.auth whose provider_config.type expands to
+// nothing has provider_config null; a string with a placeholder is
 // expanded, "~" expanded to home, and the result converted to null, a bool,
 // an int or a float when it reads as one.
-func expand(v any, at string, env Env, home string) (any, error) {
+func expand(v any, at string, env Env, home string, rules EnvExpansionFact) (any, error) {
 	switch t := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(t))
+		if pc, ok := t["provider_config"].(map[string]any); ok && rules.AuthOffWhenTypeEmpty && at == "server.auth" {
+			if typ, set := pc["type"]; set {
+				if r, err := expand(typ, at+".provider_config.type", env, home, rules); err == nil && (r == nil || r == "") {
+					for _, k := range sortedKeys(t) {
+						if k == "provider_config" {
+							continue
+						}
+						x, err := expand(t[k], join(at, k), env, home, rules)
+						if err != nil {
+							return nil, err
+						}
+						out[k] = x
+					}
+					out["provider_config"] = nil
+					return out, nil
+				}
+			}
+		}
 		for _, k := range sortedKeys(t) { // the first error found is always the same one
-			x, err := expand(t[k], join(at, k), env, home)
+			x, err := expand(t[k], join(at, k), env, home, rules)
 			if err != nil {
 				return nil, err
 			}
@@ -70,16 +91,24 @@ func expand(v any, at string, env Env, home string) (any, error) {
 		return out, nil
 	case []any:
 		out := make([]any, 0, len(t))
+	elements:
 		for i, e := range t {
 			p := fmt.Sprintf("%s[%d]", at, i)
 			if m, ok := e.(map[string]any); ok {
 				if id, ok := m["provider_id"].(string); ok {
-					if r, err := expand(id, p+".provider_id", env, home); err == nil && r == disabledID {
+					if r, err := expand(id, p+".provider_id", env, home, rules); err == nil && r == disabledID {
 						continue
 					}
 				}
+				for _, f := range rules.SkipEmptyIDFields {
+					if id, ok := m[f]; ok {
+						if r, err := expand(id, p+"."+f, env, home, rules); err == nil && (r == nil || r == "") {
+							continue elements
+						}
+					}
+				}
 			}
-			x, err := expand(e, p, env, home)
+			x, err := expand(e, p, env, home, rules)
 			if err != nil {
 				return nil, err
 			}

@@ -75,6 +75,36 @@ type Facts struct {
 	ResourceTypes ValuesFact `json:"resource_types"`
 	// PostgresDefaults are the PostgreSQL backends' defaults.
 	PostgresDefaults PostgresDefaultsFact `json:"postgres_defaults"`
+	// EnvExpansion is what replace_env_vars does besides substituting.
+	EnvExpansion EnvExpansionFact `json:"env_expansion"`
+	// StorageDefaults are the storage backends of a config that names
+	// none (0.7 on; empty where storage is required).
+	StorageDefaults StorageDefaultsFact `json:"storage_defaults"`
+}
+
+// StorageDefaultsFact is StorageConfig's default backends (0.7 on,
+// core/storage/datatypes.py _default_backends): each db_path is under
+// ${base}, which is $BaseEnv (~ expanded) or BaseDefault (in terms of the
+// config folder's variable) when that is unset or empty.
+type StorageDefaultsFact struct {
+	Backends    map[string]map[string]any `json:"backends"`
+	BaseEnv     string                    `json:"base_env"`
+	BaseDefault string                    `json:"base_default"`
+	Source      string                    `json:"source"`
+	Evidence    string                    `json:"evidence"`
+}
+
+// EnvExpansionFact is what upstream's replace_env_vars (core/stack.py)
+// does besides substituting placeholders, from 0.4 on.
+type EnvExpansionFact struct {
+	// AuthOffWhenTypeEmpty: a server.auth whose provider_config.type
+	// expands to nothing gets provider_config null (auth off), the rest of
+	// provider_config unexpanded.
+	AuthOffWhenTypeEmpty bool `json:"auth_off_when_type_empty"`
+	// SkipEmptyIDFields: a list element (a mapping) one of whose fields of
+	// these names expands to nothing is dropped (RESOURCE_ID_FIELDS).
+	SkipEmptyIDFields []string `json:"skip_empty_id_fields"`
+	Source            string   `json:"source"`
 }
 
 // SourcedName is a name upstream's code fixes, with the file it is in.
@@ -205,10 +235,13 @@ type Rule struct {
 
 // ImplicitWrite is a path the server writes without the config naming it.
 type ImplicitWrite struct {
-	What   string `json:"what"`
-	Path   string `json:"path"`
-	When   string `json:"when"`
-	Source string `json:"source"`
+	What string `json:"what"`
+	Path string `json:"path"`
+	When string `json:"when"`
+	// OnlyWhenSet: the path is written only when the config key it names
+	// is set (external_providers_dir from 0.4 on).
+	OnlyWhenSet bool   `json:"only_when_set"`
+	Source      string `json:"source"`
 }
 
 // ProviderFact is upstream's ProviderSpec of one provider type.
@@ -313,6 +346,8 @@ func (f *Facts) Dependents(api string, enabled map[string][]string) []string {
 
 // startView is what the start-up checks read of a config of either line.
 type startView struct {
+	// imageName is image_name (distro_name from 0.7 on): the folder of
+	// the paths upstream places under its config folder.
 	imageName     string
 	apis          []string
 	providers     map[string][]Provider
@@ -418,9 +453,13 @@ func checkStart(p *problems, w *writes, line Line, v startView, env Env, home st
 			}
 		}
 	}
+	_, all := f.rule("resource.provider_all")
 	for _, r := range v.resources {
 		if !served[r.routingTable] || r.providerID == "" || r.providerID == disabledID {
 			continue // register_resources skips both
+		}
+		if all && r.providerID == "all" {
+			continue // registered on the first provider that is on (models), or skipped
 		}
 		api := routingTables[r.routingTable]
 		if !slices.ContainsFunc(v.providers[api], func(pr Provider) bool { return pr.ID() == r.providerID }) {
@@ -441,6 +480,7 @@ func checkStart(p *problems, w *writes, line Line, v startView, env Env, home st
 			}
 		}
 		need("stores.metadata", s.Metadata == nil)
+		need("stores.prompts", s.Prompts == nil)
 		need("stores.conversations", s.Conversations == nil)
 		need("stores.inference", s.Inference == nil && served["inference"])
 		if m := v.defaultEmbedding; m != nil && m.ProviderID != nil && m.ModelID != nil {
@@ -457,6 +497,10 @@ func checkStart(p *problems, w *writes, line Line, v startView, env Env, home st
 	}
 	for _, iw := range f.ImplicitWrites {
 		switch {
+		case strings.Contains(iw.Path, "${external_providers_dir}") && iw.OnlyWhenSet:
+			if v.externalDir != nil && *v.externalDir != "" {
+				w.providersDir(v.externalDir)
+			}
 		case strings.Contains(iw.Path, "${external_providers_dir}"):
 			w.providersDir(v.externalDir)
 		case strings.Contains(iw.When, "metadata_store unset") && v.metadataStore:

@@ -121,7 +121,7 @@ func TestCheckAppliesTheRuleEverywhere(t *testing.T) {
 // mustExpand substitutes the environment (empty) as upstream's
 // replace_env_vars does before validation.
 func mustExpand(t *testing.T, m map[string]any) map[string]any {
-	v, err := expand(m, "", MapEnv(nil), "/tmp")
+	v, err := expand(m, "", MapEnv(nil), "/tmp", EnvExpansionFact{})
 	require.NoError(t, err)
 	return v.(map[string]any)
 }

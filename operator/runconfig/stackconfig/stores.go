@@ -79,9 +79,10 @@ func (c *V03) storeAt(key string) (Store, bool) {
 	var backend, namespace, table *string
 	st := c.Storage.Stores
 	switch name {
-	case "metadata":
-		if st.Metadata != nil {
-			backend, namespace = st.Metadata.Backend, st.Metadata.Namespace
+	case "metadata", "prompts", "connectors":
+		ref := map[string]*KVRef{"metadata": st.Metadata, "prompts": st.Prompts, "connectors": st.Connectors}[name]
+		if ref != nil {
+			backend, namespace = ref.Backend, ref.Namespace
 		}
 	case "inference", "conversations", "responses":
 		ref := map[string]*SQLRef{"inference": st.Inference, "conversations": st.Conversations, "responses": st.Responses}[name]

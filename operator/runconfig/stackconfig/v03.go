@@ -1,15 +1,20 @@
 package stackconfig
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 )
 
 // V03 is StackRunConfig at llamastack/llama-stack v0.3.0
 // (llama_stack/core/datatypes.py, llama_stack/core/storage/datatypes.py).
 type V03 struct {
-	Version              *int64                `json:"version,omitempty"`
+	Version *int64 `json:"version,omitempty"`
+	// DistroName names the distribution from 0.7 on (StackConfig), where
+	// ImageName is its deprecated alias (ignored when both are set).
+	DistroName           *string               `json:"distro_name,omitempty"`
 	ImageName            *string               `json:"image_name"`
 	ContainerImage       *string               `json:"container_image,omitempty"`
 	APIs                 []string              `json:"apis,omitempty"`
@@ -31,12 +36,14 @@ type Storage struct {
 	Stores   *Stores                   `json:"stores,omitempty"`
 }
 
-// Stores are the server's own stores.
+// Stores are the server's own stores (prompts and connectors from 0.7 on).
 type Stores struct {
 	Metadata      *KVRef  `json:"metadata,omitempty"`
 	Inference     *SQLRef `json:"inference,omitempty"`
 	Conversations *SQLRef `json:"conversations,omitempty"`
 	Responses     *SQLRef `json:"responses,omitempty"`
+	Prompts       *KVRef  `json:"prompts,omitempty"`
+	Connectors    *KVRef  `json:"connectors,omitempty"`
 }
 
 // KVRef refers to a key-value backend with a namespace.
@@ -93,8 +100,107 @@ var (
 	tableNameRE     = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 )
 
-func (c *V03) check(p *problems, w *writes, schemas *Schemas) {
+// name is distro_name, or image_name (its deprecated alias from 0.7 on).
+func (c *V03) name() string {
+	if c.DistroName != nil {
+		return *c.DistroName
+	}
+	return deref(c.ImageName)
+}
+
+// defaults gives a config what StackConfig's defaults give it from 0.7 on
+// (the line's facts.json storage_defaults; schemas.json ServerStoresConfig):
+// a storage section without backends gets kv_default and sql_default under
+// $SQLITE_STORE_DIR or the config folder's distributions/, one without
+// stores (or a store key) the store references' defaults. A key set to
+// null stays null (the start-up checks refuse that store).
+func (c *V03) defaults(line Line, doc map[string]any, env Env, home string) {
+	f := line.Facts()
+	d := f.StorageDefaults
+	if len(d.Backends) == 0 {
+		return // storage is required (0.3)
+	}
+	raw, present := doc["storage"]
+	if present && raw == nil {
+		return // the schema refuses a null storage
+	}
+	if c.Storage == nil {
+		c.Storage = &Storage{}
+	}
+	st, _ := raw.(map[string]any)
+	if _, ok := st["backends"]; !ok {
+		base := configDir(f, env, home) + strings.TrimPrefix(d.BaseDefault, "${"+f.ConfigDir.Env+"}")
+		if v, ok := env(d.BaseEnv); ok {
+			base = expandHome(v, home)
+		}
+		c.Storage.Backends = map[string]map[string]any{}
+		for name, b := range d.Backends {
+			nb := map[string]any{}
+			for k, v := range b {
+				if s, ok := v.(string); ok {
+					v = strings.ReplaceAll(s, "${base}", base)
+				}
+				nb[k] = v
+			}
+			c.Storage.Backends[name] = nb
+		}
+	}
+	stores, hasStores := st["stores"].(map[string]any)
+	if _, set := st["stores"]; set && !hasStores {
+		return // null: the schema says what it takes
+	}
+	if c.Storage.Stores == nil {
+		c.Storage.Stores = &Stores{}
+	}
+	defaults := line.storeDefaults()
+	fill := func(key string, kv **KVRef, sql **SQLRef) {
+		if _, set := stores[key]; set || defaults[key] == nil {
+			return
+		}
+		if kv != nil {
+			_ = readJSON(defaults[key], kv)
+		} else {
+			_ = readJSON(defaults[key], sql)
+		}
+	}
+	s := c.Storage.Stores
+	fill("metadata", &s.Metadata, nil)
+	fill("prompts", &s.Prompts, nil)
+	fill("connectors", &s.Connectors, nil)
+	fill("inference", nil, &s.Inference)
+	fill("conversations", nil, &s.Conversations)
+	fill("responses", nil, &s.Responses)
+}
+
+// storeDefaults are the defaults of ServerStoresConfig's fields in the
+// line's run config schema (nil where a store has none).
+func (l Line) storeDefaults() map[string]any {
+	s := l.Schemas()
+	if s == nil {
+		return nil
+	}
+	var doc struct {
+		Defs map[string]struct {
+			Properties map[string]struct {
+				Default any `json:"default"`
+			} `json:"properties"`
+		} `json:"$defs"`
+	}
+	if json.Unmarshal(s.RunConfig.Schema, &doc) != nil {
+		return nil
+	}
+	out := map[string]any{}
+	for k, p := range doc.Defs["ServerStoresConfig"].Properties {
+		out[k] = p.Default
+	}
+	return out
+}
+
+func (c *V03) check(p *problems, w *writes, schemas *Schemas, facts *Facts) {
 	parseAndMaybeUpgradeConfig(p, c.Version)
+	if r, ok := facts.rule("config.distro_name"); ok && c.DistroName == nil && c.ImageName == nil {
+		p.add("distro_name", "%s (%s): name the distribution with distro_name", r.Message, r.Source)
+	}
 	if c.Storage == nil || c.Storage.Backends == nil {
 		p.add("storage", "required: 0.3 servers need storage.backends (e.g. kv_default of type kv_sqlite, sql_default of type sql_sqlite) and storage.stores")
 		c.Storage = &Storage{}
@@ -140,6 +246,9 @@ func (c *V03) validateServerStores(p *problems) {
 	if s.Metadata != nil {
 		c.backend(p, "storage.stores.metadata", s.Metadata.Backend, kvBackendTypes, "kv_*")
 	}
+	if s.Prompts != nil { // 0.7 on
+		c.backend(p, "storage.stores.prompts", s.Prompts.Backend, kvBackendTypes, "kv_*")
+	}
 	for _, r := range []struct {
 		name string
 		ref  *SQLRef
@@ -152,10 +261,7 @@ func (c *V03) validateServerStores(p *problems) {
 
 // start is what the start-up checks read of a 0.3 config.
 func (c *V03) start() startView {
-	v := startView{apis: c.APIs, providers: c.Providers, externalDir: c.ExternalProvidersDir}
-	if c.ImageName != nil {
-		v.imageName = *c.ImageName
-	}
+	v := startView{apis: c.APIs, providers: c.Providers, externalDir: c.ExternalProvidersDir, imageName: c.name()}
 	if c.Storage != nil {
 		v.stores = c.Storage.Stores
 	}

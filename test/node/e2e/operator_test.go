@@ -149,6 +149,7 @@ func TestOperatorRunsAsTheInstalledPod(t *testing.T) {
 		"faults":             func(t *testing.T) { faults(t, installs[0]) },
 		"state":              func(t *testing.T) { stateKept(t, installs) },
 		"network policies":   func(t *testing.T) { networkPolicies(t, installs[len(installs)-1]) },
+		"line move":          func(t *testing.T) { lineMove(t, installs) },
 	} {
 		wg.Go(func() { t.Run(name, run) })
 	}

@@ -4,7 +4,10 @@
 // Llama Stack: it enforces the start-up contract of the pinned line as
 // upstream's source defines it, and nothing more.
 //
-// Run as `llama stack run <config> [options]` (the operator's command) or,
+// Run as the line's run command with a config, `llama stack run <config>
+// [options]` (`ogx stack run` at OGX 0.8, whose image holds no llama; the
+// line's facts name it, and its port and config-folder variables, OGX_PORT
+// and OGX_CONFIG_DIR: 0.8 reads no LLAMA_STACK_* variable) or,
 // called as uvicorn, `uvicorn llama_stack.core.server.server:create_app
 // --factory [options]` with the config's path in LLAMA_STACK_CONFIG (the
 // operator's command with workload.workers), and no other way
@@ -28,7 +31,12 @@
 //     models into the registry, as register_resources does;
 //   - serves, with upstream's shapes, GET and POST /v1/models and
 //     /v1/prompts, and on 0.3 POST /v1/conversations and GET
-//     /v1/conversations/{id}, each reading and writing those stores; and
+//     /v1/conversations/{id}, and, where the line keeps an inference store
+//     (stackconfig.Result.Stores["inference"]: its table as the line's code
+//     names it, hard-coded at 0.3.0, table_name at 0.7.1), POST and GET
+//     /v1/chat/completions and GET /v1/chat/completions/{id} (a canned
+//     reply of a registered model, kept as the history row), each reading
+//     and writing those stores; and
 //     GET /standin/v1/stores (the stand-in's own, not upstream's): where
 //     each store is kept and how many entries it read back at start;
 //   - listens on the command's port (llama stack run:
@@ -80,7 +88,8 @@ import (
 )
 
 func main() {
-	// Called as llama or as uvicorn (the image holds both names).
+	// Called as the line's program (llama, ogx) or as uvicorn (the image
+	// holds both names).
 	if err := run(append([]string{filepath.Base(os.Args[0])}, os.Args[1:]...)); err != nil {
 		fmt.Fprintln(os.Stderr, "llama (stand-in):", err)
 		os.Exit(1)
@@ -146,6 +155,13 @@ func start(argv []string) (*server, error) {
 		if err := writable(dir); err != nil {
 			return nil, err
 		}
+	}
+	history, ok, err := historyStore(line, data, env, home)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cmd.Config, err)
+	}
+	if ok {
+		res.Stores["inference"] = history
 	}
 	st, err := openState(line, res.Stores)
 	if err != nil {
@@ -255,6 +271,36 @@ func (s *server) routes() http.Handler {
 				return
 			}
 			reply(w, c, err)
+		})
+	}
+	if _, ok := s.res.Stores["inference"]; ok { // the chat completions history: the inference store (historyStore)
+		mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+			var in struct {
+				Model    string           `json:"model"`
+				Messages []map[string]any `json:"messages"`
+			}
+			if !decode(w, r, &in) {
+				return
+			}
+			c, err := s.state.storeChatCompletion(in.Model, in.Messages)
+			reply(w, c, err)
+		})
+		mux.HandleFunc("GET /v1/chat/completions", func(w http.ResponseWriter, _ *http.Request) {
+			all, err := s.state.chatCompletions()
+			reply(w, map[string]any{"object": "list", "data": all}, err)
+		})
+		mux.HandleFunc("GET /v1/chat/completions/{id}", func(w http.ResponseWriter, r *http.Request) {
+			all, err := s.state.chatCompletions()
+			if err != nil {
+				reply(w, nil, err)
+				return
+			}
+			i := slices.IndexFunc(all, func(c chatCompletion) bool { return c.ID == r.PathValue("id") })
+			if i < 0 {
+				http.Error(w, `{"detail":"Chat completion not found"}`, http.StatusNotFound)
+				return
+			}
+			reply(w, all[i], nil)
 		})
 	}
 	// Not upstream's: where the stand-in keeps each store and what it read

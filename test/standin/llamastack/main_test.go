@@ -165,7 +165,7 @@ func call(t *testing.T, h http.Handler, method, url, body string, out any) int {
 // TestStateReadBack: what is written through the API lands in the files
 // the config (and upstream's defaults) name, and a server started again on
 // the same config reads it back: registered models, prompts, 0.3's
-// conversations.
+// conversations and chat completions history.
 func TestStateReadBack(t *testing.T) {
 	for _, version := range []string{"0.2.23", "0.3.0"} {
 		t.Run(version, func(t *testing.T) {
@@ -185,8 +185,11 @@ func TestStateReadBack(t *testing.T) {
 			require.Equal(t, http.StatusOK, call(t, first.handler, "POST", "/v1/prompts", `{"prompt":"Hello {{ name }}","variables":["name"]}`, &p))
 			require.Regexp(t, `^pmpt_[0-9a-f]{48}$`, p.PromptID)
 			var conv conversation
+			var chat chatCompletion
 			if version != "0.2.23" {
 				require.Equal(t, http.StatusOK, call(t, first.handler, "POST", "/v1/conversations", `{"metadata":{"topic":"state"}}`, &conv))
+				require.Equal(t, http.StatusOK, call(t, first.handler, "POST", "/v1/chat/completions",
+					`{"model":"ollama/llama3.2:3b","messages":[{"role":"user","content":"hi"}]}`, &chat))
 			}
 
 			// The files are where upstream's server keeps its SQLite stores.
@@ -214,6 +217,7 @@ func TestStateReadBack(t *testing.T) {
 				var got conversation
 				require.Equal(t, http.StatusOK, call(t, again.handler, "GET", "/v1/conversations/"+conv.ID, "", &got))
 				require.Equal(t, conv, got)
+				require.Equal(t, []chatCompletion{chat}, completions(t, again))
 			}
 			var stores []storeStatus
 			require.Equal(t, http.StatusOK, call(t, again.handler, "GET", "/standin/v1/stores", "", &stores))

@@ -286,6 +286,42 @@ func (s *state) conversation(id string) (conversation, bool, error) {
 	return all[0], true, nil
 }
 
+// chatCompletion is upstream's OpenAIChatCompletion as the inference
+// store keeps a row of it (providers/utils/inference/inference_store.py:
+// the completion and its input messages), in the table the line's config
+// and code give it (stackconfig.Store.Table: 0.3.0 hard-codes
+// chat_completions, 0.7.1 honours storage.stores.inference.table_name).
+type chatCompletion struct {
+	ID            string           `json:"id"`
+	Object        string           `json:"object"`
+	Created       int64            `json:"created"`
+	Model         string           `json:"model"`
+	Choices       []map[string]any `json:"choices"`
+	InputMessages []map[string]any `json:"input_messages"`
+}
+
+// storeChatCompletion answers a chat completion of a registered model
+// with the stand-in's canned reply (it runs no model) and keeps it in the
+// inference store, as the inference router does.
+func (s *state) storeChatCompletion(modelID string, messages []map[string]any) (chatCompletion, error) {
+	models, err := s.models()
+	if err != nil {
+		return chatCompletion{}, err
+	}
+	if !slices.ContainsFunc(models, func(m model) bool { return m.Identifier == modelID }) {
+		return chatCompletion{}, fmt.Errorf("Model '%s' not found. Use 'client.models.list()' to list available Models.", modelID) //nolint:staticcheck // upstream's message, verbatim (ST1005)
+	}
+	c := chatCompletion{ID: "chatcmpl-" + randomHex(), Object: "chat.completion", Created: time.Now().Unix(), Model: modelID,
+		Choices: []map[string]any{{"index": 0, "finish_reason": "stop",
+			"message": map[string]any{"role": "assistant", "content": "stand-in reply (no model runs here)"}}},
+		InputMessages: messages}
+	return c, s.put("inference", c.ID, c)
+}
+
+func (s *state) chatCompletions() ([]chatCompletion, error) {
+	return list[chatCompletion](s, "inference", "")
+}
+
 // storeStatus is what GET /standin/v1/stores says of one store.
 type storeStatus struct {
 	Store     string `json:"store"`
