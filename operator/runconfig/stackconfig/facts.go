@@ -29,6 +29,10 @@ type Facts struct {
 		Default string `json:"default"`
 		Env     string `json:"env"`
 		Source  string `json:"source"`
+		// Legacy is the folder an older line used, which the server's
+		// start moves to Default when Env is unset (0.8.0: ~/.llama to
+		// ~/.ogx); nil where there is none.
+		Legacy *LegacyConfigDir `json:"legacy"`
 	} `json:"config_dir"`
 	// StateEnv are the environment variables that move a path the server
 	// writes (its state), from upstream's run.yaml defaults and
@@ -105,6 +109,18 @@ type EnvExpansionFact struct {
 	// these names expands to nothing is dropped (RESOURCE_ID_FIELDS).
 	SkipEmptyIDFields []string `json:"skip_empty_id_fields"`
 	Source            string   `json:"source"`
+}
+
+// LegacyConfigDir is an older line's config folder the server moves at
+// start (core/utils/config_dirs.py migrate_legacy_config_dir).
+type LegacyConfigDir struct {
+	// Path is the old folder, in terms of ~.
+	Path string `json:"path"`
+	// MovedUnlessEnvSet: the move happens only when the config folder's
+	// variable is unset (and the old folder exists, the new one not).
+	MovedUnlessEnvSet bool   `json:"moved_unless_env_set"`
+	Evidence          string `json:"evidence"`
+	CalledFrom        string `json:"called_from"`
 }
 
 // SourcedName is a name upstream's code fixes, with the file it is in.
