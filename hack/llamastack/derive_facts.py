@@ -60,6 +60,20 @@ RULES = [
     ("stores.prompts", "llama_stack/core/prompts/prompts.py",
      "storage.stores.prompts must be configured in run config",
      "the prompts service (always started) refuses a config whose storage.stores.prompts is null"),
+    ("stores.connectors", "llama_stack/core/connectors/connectors.py",
+     "storage.stores.connectors must be configured in config",
+     "the connectors service (always started) refuses a config whose storage.stores.connectors is null"),
+    ("stores.conversations.enabled", "llama_stack/core/conversations/conversations.py",
+     'raise ServiceNotEnabledError("storage.stores.conversations")',
+     "the conversations service (always started) refuses a config whose storage.stores.conversations is null "
+     "(Service 'storage.stores.conversations' is not enabled)"),
+    ("vector_stores.reranker", "llama_stack/core/stack.py",
+     "not found. Available reranker models",
+     "validate_vector_stores_config: the default reranker model must be a rerank model the models routing table holds"),
+    ("config.version", "llama_stack/core/configure.py",
+     "if version == LLAMA_STACK_RUN_CONFIG_VERSION:",
+     "parse_and_maybe_upgrade_config: a config of another version goes through the upgrade of pre-2 files "
+     "(later tags overwrite version with 2)"),
     ("stores.inference", "llama_stack/core/routers/__init__.py",
      "storage.stores.inference must be configured in run config",
      "the inference router refuses a config without storage.stores.inference"),
@@ -458,7 +472,20 @@ def derive_config_dir(root):
     LLAMA_STACK_CONFIG_DIR, OGX_CONFIG_DIR at 0.8)."""
     m = found("config_dir", r'\n([A-Z_]+_CONFIG_DIR) = Path\(os\.getenv\("([A-Z_]+)", os\.path\.expanduser\("([^"]+)"\)\)\)',
               read(root, up(CONFIG_DIRS), "config_dir"), up(CONFIG_DIRS))
-    return {"default": m.group(3).rstrip("/"), "env": m.group(2), "source": up(CONFIG_DIRS)}
+    out = {"default": m.group(3).rstrip("/"), "env": m.group(2), "source": up(CONFIG_DIRS)}
+    # 0.8.0: the server's start moves the old folder (~/.llama) to the new
+    # one when the variable is unset, the old one exists and the new one not
+    text = read(root, up(CONFIG_DIRS), "config_dir")
+    legacy = re.search(r'_LEGACY_CONFIG_DIR = Path\(os\.path\.expanduser\("([^"]+)"\)\)', text)
+    moves = "shutil.move(str(_LEGACY_CONFIG_DIR), str(%s))" % m.group(1)
+    unless = 'if os.getenv("%s"):\n        return' % m.group(2)
+    if legacy and moves in text and unless in text:
+        server = read(root, up(SERVER_PY), "config_dir.legacy")
+        if "migrate_legacy_config_dir()" not in server:
+            underived("config_dir.legacy", "%s does not call migrate_legacy_config_dir()" % up(SERVER_PY))
+        out["legacy"] = {"path": legacy.group(1).rstrip("/"), "moved_unless_env_set": True, "evidence": moves,
+                         "called_from": up(SERVER_PY) + " create_app"}
+    return out
 
 
 def derive_cli(root, checkout):

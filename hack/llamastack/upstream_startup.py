@@ -449,6 +449,11 @@ class _UpstreamFinder(importlib.abc.MetaPathFinder):
 
 
 # ---------------------------------------------------------------- the check
+def run_py_path(stackmod):
+    """cli/stack/run.py of the package at the tag (`llama stack run`)."""
+    return os.path.join(os.path.dirname(stackmod.__file__), "..", "cli", "stack", "run.py")
+
+
 def check(path):
     import yaml
 
@@ -458,7 +463,7 @@ def check(path):
     # distro_name with image_name a deprecated alias) from 0.4
     config_cls = getattr(datatypes, "StackConfig", None) or datatypes.StackRunConfig
     cast = getattr(stackmod, "cast_distro_name_to_string", None) or stackmod.cast_image_name_to_string
-    run_py = open(os.path.join(os.path.dirname(stackmod.__file__), "..", "cli", "stack", "run.py")).read()
+    run_py = open(run_py_path(stackmod)).read()
 
     WRITES.clear()
     del DROPPED[:]
@@ -468,6 +473,14 @@ def check(path):
     config = cast(config)
     dropped_keys(config_cls, config, "")
     config = config_cls(**config)
+    # the command that runs uvicorn (cli/stack/run.py; core/server/server.py
+    # main at 0.2) hands it the TLS files only as a pair: one alone is
+    # silently without effect (plain HTTP), as a dropped key is
+    server_py = os.path.join(os.path.dirname(stackmod.__file__), "server", "server.py")
+    if any("if keyfile and certfile:" in open(f).read() for f in (run_py_path(stackmod), server_py)):
+        s = config.server
+        if bool(getattr(s, "tls_keyfile", None)) != bool(getattr(s, "tls_certfile", None)):
+            DROPPED.append("server.tls_keyfile" if getattr(s, "tls_keyfile", None) else "server.tls_certfile")
     # `llama stack run` (cli/stack/run.py) makes external_providers_dir at
     # start: always up to 0.3 (a folder "None" when unset), only when set from 0.4
     if "if config.external_providers_dir and not os.path.exists" not in run_py or config.external_providers_dir:

@@ -157,13 +157,14 @@ var otherLayout = map[Layout]map[string]string{
 }
 
 // unknownTopLevel reports every top-level key the line's StackRunConfig
-// (schemas.json) lacks.
+// (schemas.json) lacks, unless it carries no setting (null, [], {}: upstream
+// drops it, and nothing is lost), as the strictness rule does at every level.
 func unknownTopLevel(line Line, doc map[string]any) error {
 	known := line.RunConfigFields()
 	var p problems
 	for _, k := range sortedKeys(doc) {
 		switch {
-		case slices.Contains(known, k):
+		case slices.Contains(known, k), empty(doc[k]):
 		case otherLayout[line.Layout()][k] != "":
 			p.add(k, "unknown field: this is the other line's layout; Llama Stack %s has %s instead", line, otherLayout[line.Layout()][k])
 		default:

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/inferencestack/inferencestack/operator/runconfig/distributions"
 )
 
 // verdicts is testdata/upstream/<tag>/verdicts.json: what upstream's own
@@ -240,4 +242,18 @@ func TestServerStores(t *testing.T) {
 			require.Equal(t, tc.want, res.Stores)
 		})
 	}
+}
+
+// TestEmptyUnknownTopLevelKey: a top-level key the line's model lacks is
+// refused when it carries a setting (upstream would drop it) and accepted
+// when it carries none (models: [] on 0.8: upstream drops nothing that
+// had an effect).
+func TestEmptyUnknownTopLevelKey(t *testing.T) {
+	doc, err := distributions.FS.ReadFile(Line08.Tag() + "/starter.yaml")
+	require.NoError(t, err)
+	opts := Options{Env: MapEnv(map[string]string{"INFERENCE_MODEL": "m"}), Home: "/tmp"}
+	_, err = Check(Line08, append(slices.Clone(doc), "models: []\n"...), opts)
+	require.NoError(t, err)
+	_, err = Check(Line08, append(slices.Clone(doc), "models:\n- {model_id: m, provider_id: openai}\n"...), opts)
+	require.ErrorContains(t, err, "models: unknown field: this is the other line's layout; Llama Stack 0.8 has registered_resources.models instead")
 }

@@ -1,6 +1,7 @@
 // Package stackconfig is a conformance model of Llama Stack's run
-// configuration (StackRunConfig, llama_stack/core/datatypes.py) at the
-// versions the operator's releases pin.
+// configuration (StackRunConfig, llama_stack/core/datatypes.py, up to 0.3;
+// StackConfig read from config.yaml from 0.7, src/llama_stack/ and, renamed
+// OGX at 0.8.0, src/ogx/) at the versions the operator's releases pin.
 //
 // Everything it knows of a line is data: line.go is the registry (a line's
 // upstream tag and versions, the only place in the operator naming a
@@ -12,6 +13,9 @@
 // StorageBackends from 0.3: storage.backends and storage.stores,
 // registered_resources) is read from its StackRunConfig schema. A line the
 // registry lacks is an error everywhere, never another line's behaviour.
+// What other packages read of a line (its start command, variables, header,
+// image repository, APIs, resource types, default tables) are Line's
+// accessors in linefacts.go, each reading facts.json.
 //
 // Every key and value is judged by upstream's own models (schema.go
 // validates with santhosh-tekuri/jsonschema). The model is stricter than
@@ -28,6 +32,8 @@
 // v03.go, stores.go). ${env.NAME}, ${env.NAME:=default} and
 // ${env.NAME:+value} are expanded as upstream's replace_env_vars does (an
 // unset ${env.NAME} is an error), and a provider whose id expands to nothing
-// is disabled. Check also reports every filesystem path the configuration
+// is disabled; from 0.7 on also what facts.json env_expansion says (auth off
+// when its type expands to nothing, resources whose id does dropped), and a
+// config without storage gets StackConfig's defaults (storage_defaults). Check also reports every filesystem path the configuration
 // makes the server write to, so the pod spec can be checked against them.
 package stackconfig

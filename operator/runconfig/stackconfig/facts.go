@@ -29,6 +29,10 @@ type Facts struct {
 		Default string `json:"default"`
 		Env     string `json:"env"`
 		Source  string `json:"source"`
+		// Legacy is the folder an older line used, which the server's
+		// start moves to Default when Env is unset (0.8.0: ~/.llama to
+		// ~/.ogx); nil where there is none.
+		Legacy *LegacyConfigDir `json:"legacy"`
 	} `json:"config_dir"`
 	// StateEnv are the environment variables that move a path the server
 	// writes (its state), from upstream's run.yaml defaults and
@@ -105,6 +109,18 @@ type EnvExpansionFact struct {
 	// these names expands to nothing is dropped (RESOURCE_ID_FIELDS).
 	SkipEmptyIDFields []string `json:"skip_empty_id_fields"`
 	Source            string   `json:"source"`
+}
+
+// LegacyConfigDir is an older line's config folder the server moves at
+// start (core/utils/config_dirs.py migrate_legacy_config_dir).
+type LegacyConfigDir struct {
+	// Path is the old folder, in terms of ~.
+	Path string `json:"path"`
+	// MovedUnlessEnvSet: the move happens only when the config folder's
+	// variable is unset (and the old folder exists, the new one not).
+	MovedUnlessEnvSet bool   `json:"moved_unless_env_set"`
+	Evidence          string `json:"evidence"`
+	CalledFrom        string `json:"called_from"`
 }
 
 // SourcedName is a name upstream's code fixes, with the file it is in.
@@ -355,8 +371,9 @@ type startView struct {
 	externalDir   *string
 	metadataStore bool // 0.2: metadata_store set
 	stores        *Stores
-	// defaultEmbedding is 0.3's vector_stores.default_embedding_model.
-	defaultEmbedding *QualifiedModel
+	// defaultEmbedding is 0.3's vector_stores.default_embedding_model,
+	// defaultReranker 0.7's default_reranker_model.
+	defaultEmbedding, defaultReranker *QualifiedModel
 	// models are the models registered at start (0.3).
 	models []ModelInput
 }
@@ -476,12 +493,15 @@ func checkStart(p *problems, w *writes, line Line, v startView, env Env, home st
 		}
 		need := func(id string, missing bool) {
 			if r, ok := f.rule(id); ok && missing {
-				p.add("storage.stores."+strings.TrimPrefix(id, "stores."), "%s (%s)", r.Message, r.Source)
+				store, _, _ := strings.Cut(strings.TrimPrefix(id, "stores."), ".")
+				p.add("storage.stores."+store, "%s (%s)", r.Message, r.Source)
 			}
 		}
 		need("stores.metadata", s.Metadata == nil)
 		need("stores.prompts", s.Prompts == nil)
+		need("stores.connectors", s.Connectors == nil)
 		need("stores.conversations", s.Conversations == nil)
+		need("stores.conversations.enabled", s.Conversations == nil)
 		need("stores.inference", s.Inference == nil && served["inference"])
 		if m := v.defaultEmbedding; m != nil && m.ProviderID != nil && m.ModelID != nil {
 			id := *m.ProviderID + "/" + *m.ModelID
@@ -489,9 +509,19 @@ func checkStart(p *problems, w *writes, line Line, v startView, env Env, home st
 				p.add("vector_stores.default_embedding_model", "%s '%s' (%s)", r.Message, id, r.Source)
 			} else if r, ok := f.rule("vector_stores.model"); ok && !slices.Contains(enabledIDs(v.providers["inference"]), *m.ProviderID) {
 				p.add("vector_stores.default_embedding_model", "Embedding model '%s' %s: no inference provider that is on has id %s (%s)", id, r.Message, *m.ProviderID, r.Source)
-			} else if ok && !f.embeddingAtStart(v, *m.ProviderID, *m.ModelID) {
+			} else if ok && !f.modelAtStart(v, *m.ProviderID, *m.ModelID, "embedding") {
 				p.add("vector_stores.default_embedding_model", "Embedding model '%s' %s: neither registered under registered_resources.models "+
 					"(model_type embedding) nor listed at start by the inference provider %s (%s)", id, r.Message, *m.ProviderID, r.Source)
+			}
+		}
+		// 0.7 on: the default reranker model (validate_vector_stores_config)
+		if m := v.defaultReranker; m != nil && m.ProviderID != nil && m.ModelID != nil {
+			id := *m.ProviderID + "/" + *m.ModelID
+			if r, ok := f.rule("vector_stores.models"); ok && !served["models"] {
+				p.add("vector_stores.default_reranker_model", "%s '%s' (%s)", r.Message, id, r.Source)
+			} else if r, ok := f.rule("vector_stores.reranker"); ok && !f.modelAtStart(v, *m.ProviderID, *m.ModelID, "rerank") {
+				p.add("vector_stores.default_reranker_model", "Reranker model '%s' %s: neither registered under registered_resources.models "+
+					"(model_type rerank) nor listed at start by an inference provider %s that is on (%s)", id, r.Message, *m.ProviderID, r.Source)
 			}
 		}
 	}
@@ -511,22 +541,27 @@ func checkStart(p *problems, w *writes, line Line, v startView, env Env, home st
 	}
 }
 
-// embeddingAtStart: the models routing table holds the embedding model
-// <providerID>/<modelID> once the server started: registered by the config
-// (routing_tables/models.py register_model: identifier provider_id/
-// (provider_model_id or model_id)), or listed by that provider's own
-// implementation (ListedModels). A remote provider's models come from its
-// remote at run time, which the config cannot promise.
-func (f *Facts) embeddingAtStart(v startView, providerID, modelID string) bool {
+// modelAtStart: the models routing table holds the model <providerID>/
+// <modelID> of that type (embedding, rerank) once the server started, the
+// provider on: registered by the config (routing_tables/models.py
+// register_model: identifier provider_id/(provider_model_id or model_id);
+// provider_id/model_id at 0.8.0, ModelIdentifierFact), or listed by that
+// provider's own implementation (ListedModels). A remote provider's models
+// come from its remote at run time, which the config cannot promise.
+func (f *Facts) modelAtStart(v startView, providerID, modelID, modelType string) bool {
+	if !slices.Contains(enabledIDs(v.providers["inference"]), providerID) {
+		return false
+	}
 	for _, m := range v.models {
-		if m.ProviderID == nil || *m.ProviderID != providerID || m.ModelType == nil || *m.ModelType != "embedding" {
+		if m.ProviderID == nil || *m.ProviderID != providerID || m.ModelType == nil || *m.ModelType != modelType {
 			continue
 		}
 		resource := m.ProviderModelID
-		if resource == nil {
-			resource = m.ModelID
+		if resource == nil || f.ModelIdentifier.Suffix == "model_id" {
+			resource = m.ModelID // 0.8.0 names a model provider_id/model_id
 		}
-		if resource != nil && *resource == modelID {
+		if resource != nil && (*resource == modelID ||
+			f.ModelIdentifier.KeepsPrefixed && m.ModelID != nil && *m.ModelID == providerID+"/"+modelID) {
 			return true
 		}
 	}
@@ -535,7 +570,7 @@ func (f *Facts) embeddingAtStart(v startView, providerID, modelID string) bool {
 			continue
 		}
 		for _, lm := range f.Providers["inference"][pr.Type()].ListedModels {
-			if lm.ModelType == "embedding" && lm.ProviderResourceID == modelID {
+			if lm.ModelType == modelType && lm.ProviderResourceID == modelID {
 				return true
 			}
 		}

@@ -37,7 +37,9 @@ type Launch struct {
 		PortEnv         string `json:"port_env"`
 		DefaultPort     int64  `json:"default_port"`
 		ReadsServerPort bool   `json:"reads_server_port"`
-		// DefaultHosts are the listen addresses when server.host is unset.
+		// DefaultHosts are the listen addresses when server.host is unset
+		// (0.2, 0.3: "::" and "0.0.0.0"; from 0.7 "", every address, or
+		// "::" with server.workers above 1).
 		DefaultHosts []string `json:"default_hosts"`
 		// Lifespan is uvicorn's lifespan mode ("on": a failing start-up
 		// stops the server).

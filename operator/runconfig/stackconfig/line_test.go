@@ -117,6 +117,11 @@ func TestLineFacts(t *testing.T) {
 			require.Equal(t, tc.command, l.Command())
 			require.Equal(t, tc.configDirEnv, l.ConfigDirEnv())
 			require.Equal(t, tc.configDir, l.ConfigDirDefault())
+			if l == Line08 {
+				require.Equal(t, "~/.llama", l.LegacyConfigDir(), "0.8.0 moves ~/.llama to ~/.ogx")
+			} else {
+				require.Empty(t, l.LegacyConfigDir())
+			}
 			require.Equal(t, tc.portEnv, l.PortEnv())
 			require.EqualValues(t, 8321, l.DefaultPort())
 			require.Equal(t, tc.header, l.ClientVersionHeader())

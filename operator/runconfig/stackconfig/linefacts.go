@@ -46,6 +46,17 @@ func (l Line) ConfigDirDefault() string {
 	return ""
 }
 
+// LegacyConfigDir is the older line's config folder the line's server
+// moves to ConfigDirDefault at start when ConfigDirEnv is unset (0.8.0:
+// ~/.llama, moved to ~/.ogx); "" for a line that moves none. A pod that
+// sets ConfigDirEnv is never subject to the move.
+func (l Line) LegacyConfigDir() string {
+	if f := l.Facts(); f != nil && f.ConfigDir.Legacy != nil {
+		return f.ConfigDir.Legacy.Path
+	}
+	return ""
+}
+
 // PortEnv is the environment variable the run command reads its port
 // from when --port is not given: LLAMA_STACK_PORT, or OGX_PORT from
 // 0.8.0 (cli/stack/run.py).

@@ -86,6 +86,8 @@ type Telemetry struct {
 type VectorStoresConfig struct {
 	DefaultProviderID     *string         `json:"default_provider_id,omitempty"`
 	DefaultEmbeddingModel *QualifiedModel `json:"default_embedding_model,omitempty"`
+	// DefaultRerankerModel is 0.7's default reranker.
+	DefaultRerankerModel *QualifiedModel `json:"default_reranker_model,omitempty"`
 }
 
 // QualifiedModel names a model of a provider.
@@ -197,7 +199,9 @@ func (l Line) storeDefaults() map[string]any {
 }
 
 func (c *V03) check(p *problems, w *writes, schemas *Schemas, facts *Facts) {
-	parseAndMaybeUpgradeConfig(p, c.Version)
+	if _, ok := facts.rule("config.version"); ok { // later tags overwrite version with 2
+		parseAndMaybeUpgradeConfig(p, c.Version)
+	}
 	if r, ok := facts.rule("config.distro_name"); ok && c.DistroName == nil && c.ImageName == nil {
 		p.add("distro_name", "%s (%s): name the distribution with distro_name", r.Message, r.Source)
 	}
@@ -266,7 +270,7 @@ func (c *V03) start() startView {
 		v.stores = c.Storage.Stores
 	}
 	if c.VectorStores != nil {
-		v.defaultEmbedding = c.VectorStores.DefaultEmbeddingModel
+		v.defaultEmbedding, v.defaultReranker = c.VectorStores.DefaultEmbeddingModel, c.VectorStores.DefaultRerankerModel
 	}
 	if r := c.RegisteredResources; r != nil {
 		const at = "registered_resources."
