@@ -159,6 +159,14 @@ func pruneResources(cfg *runConfig) {
 	cfg.Datasets = generic(cfg.Datasets, "datasetio")
 	cfg.ScoringFns = generic(cfg.ScoringFns, "scoring")
 	cfg.Benchmarks = generic(cfg.Benchmarks, "eval")
+	// 0.7's safety section names the default shield; upstream refuses to
+	// start when the safety API is not served (core/stack.py
+	// validate_safety_config at v0.7.1 and v0.8.0: "Safety configuration
+	// requires the shields API to be enabled"; safety is a router, served
+	// while the config's apis list it): it goes with the API.
+	if len(cfg.APIs) > 0 && !slices.Contains(cfg.APIs, "safety") {
+		cfg.Extra = slices.DeleteFunc(cfg.Extra, func(e extraKey) bool { return e.key == "safety" })
+	}
 	// 0.3's default embedding model for vector stores must be served by a
 	// provider that is still there (core/stack.py validate_vector_stores_config
 	// refuses to start otherwise): without it, vector stores name their model.

@@ -652,3 +652,25 @@ func TestLineDistributions(t *testing.T) {
 		require.Equal(t, want, LineDistributions(line), "line %s", line)
 	}
 }
+
+// TestSafetySectionGoesWithTheAPI: from 0.7.1 the starter's top-level
+// safety section names a default shield, and upstream refuses to start
+// with it when the safety API is not served (core/stack.py
+// validate_safety_config; upstream-startup.sh refused the disabled goldens
+// before the fix): disabling safety removes it; otherwise it stays.
+func TestSafetySectionGoesWithTheAPI(t *testing.T) {
+	for _, l := range lines {
+		if !slices.Contains(l.line.RunConfigFields(), "safety") {
+			continue
+		}
+		for _, disabled := range [][]v1alpha2.APIName{nil, {v1alpha2.APISafety}} {
+			spec := v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Name: v1alpha2.DistributionStarter}, Disabled: disabled}
+			res, err := Generate("s", spec, l.operand)
+			require.NoError(t, err)
+			var doc map[string]any
+			require.NoError(t, yaml.Unmarshal(res.YAML, &doc))
+			_, has := doc["safety"]
+			require.Equal(t, disabled == nil, has, "%s, disabled %v: top-level safety", l.line.Tag(), disabled)
+		}
+	}
+}
