@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
@@ -159,6 +160,14 @@ func pruneResources(cfg *runConfig) {
 	cfg.Datasets = generic(cfg.Datasets, "datasetio")
 	cfg.ScoringFns = generic(cfg.ScoringFns, "scoring")
 	cfg.Benchmarks = generic(cfg.Benchmarks, "eval")
+	// 0.7's safety section names the default shield; upstream refuses to
+	// start when the safety API is not served (core/stack.py
+	// validate_safety_config at v0.7.1 and v0.8.0: "Safety configuration
+	// requires the shields API to be enabled"; safety is a router, served
+	// while the config's apis list it): it goes with the API.
+	if len(cfg.APIs) > 0 && !slices.Contains(cfg.APIs, "safety") {
+		cfg.Extra = slices.DeleteFunc(cfg.Extra, func(e extraKey) bool { return e.key == "safety" })
+	}
 	// 0.3's default embedding model for vector stores must be served by a
 	// provider that is still there (core/stack.py validate_vector_stores_config
 	// refuses to start otherwise): without it, vector stores name their model.
@@ -219,6 +228,9 @@ func register(cfg *runConfig, spec v1alpha2.InferenceStackSpec, env *envSet) err
 		e := shield{ShieldID: s.Name, ProviderID: pid, ProviderShieldID: s.ProviderShieldID}
 		cfg.Shields = upsert(cfg.Shields, e, func(x shield) bool { return x.ShieldID == e.ShieldID })
 	}
+	if len(r.Shields) > 0 {
+		keepDefaultShield(cfg, on)
+	}
 	for i, t := range r.Tools {
 		path := base.Child("tools").Index(i)
 		pid, err := resolveProvider(cfg, spec, on, "tool_runtime", t.Provider, path.Child("provider"))
@@ -232,6 +244,42 @@ func register(cfg *runConfig, spec v1alpha2.InferenceStackSpec, env *envSet) err
 		cfg.ToolGroups = upsert(cfg.ToolGroups, e, func(x toolGroup) bool { return x.ToolGroupID == e.ToolGroupID })
 	}
 	return nil
+}
+
+// keepDefaultShield drops the safety section's default_shield_id (0.7.1
+// on: the starter names llama-guard) when the shields registered at start
+// in the server's environment do not include it: upstream refuses to
+// start then ("Configured default_shield_id 'llama-guard' not found among
+// registered shields", core/stack.py validate_safety_config at v0.7.1 and
+// v0.8.0), which a stack registering its own shield met, the starter's
+// llama-guard being on only with SAFETY_MODEL. Without a default, a
+// request names its shield.
+func keepDefaultShield(cfg *runConfig, env map[string]string) {
+	i := slices.IndexFunc(cfg.Extra, func(e extraKey) bool { return e.key == "safety" })
+	if i < 0 || cfg.Extra[i].value.Kind != yaml.MappingNode {
+		return
+	}
+	safety := cfg.Extra[i].value
+	var registered []string
+	for _, sh := range cfg.Shields {
+		if m := conditionalVarRE.FindStringSubmatch(sh.ProviderID); m != nil && env[m[1]] == "" {
+			continue // register_resources skips a shield whose provider is off
+		}
+		registered = append(registered, sh.ShieldID)
+	}
+	kept := safety.Content[:0:0]
+	for j := 0; j+1 < len(safety.Content); j += 2 {
+		k, v := safety.Content[j], safety.Content[j+1]
+		if k.Value == "default_shield_id" && len(registered) > 0 && !slices.Contains(registered, v.Value) {
+			continue
+		}
+		kept = append(kept, k, v)
+	}
+	if len(kept) == 0 {
+		cfg.Extra = slices.Delete(cfg.Extra, i, i+1)
+		return
+	}
+	cfg.Extra[i].value = &yaml.Node{Kind: yaml.MappingNode, Tag: safety.Tag, Style: safety.Style, Content: kept}
 }
 
 // requireAPI refuses resources of a disabled API.

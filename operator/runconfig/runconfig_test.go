@@ -652,3 +652,61 @@ func TestLineDistributions(t *testing.T) {
 		require.Equal(t, want, LineDistributions(line), "line %s", line)
 	}
 }
+
+// TestSafetySectionGoesWithTheAPI: from 0.7.1 the starter's top-level
+// safety section names a default shield, and upstream refuses to start
+// with it when the safety API is not served (core/stack.py
+// validate_safety_config; upstream-startup.sh refused the disabled goldens
+// before the fix): disabling safety removes it; otherwise it stays.
+func TestSafetySectionGoesWithTheAPI(t *testing.T) {
+	for _, l := range lines {
+		if !slices.Contains(l.line.RunConfigFields(), "safety") {
+			continue
+		}
+		for _, disabled := range [][]v1alpha2.APIName{nil, {v1alpha2.APISafety}} {
+			spec := v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Name: v1alpha2.DistributionStarter}, Disabled: disabled}
+			res, err := Generate("s", spec, l.operand)
+			require.NoError(t, err)
+			var doc map[string]any
+			require.NoError(t, yaml.Unmarshal(res.YAML, &doc))
+			_, has := doc["safety"]
+			require.Equal(t, disabled == nil, has, "%s, disabled %v: top-level safety", l.line.Tag(), disabled)
+		}
+	}
+}
+
+// TestDefaultShieldIsRegistered: a stack registering its own shield keeps
+// the starter's default_shield_id (0.7.1 on) only where the shields
+// registered at start include it (llama-guard is on with SAFETY_MODEL):
+// upstream refuses a default it does not find among them (core/stack.py
+// validate_safety_config; upstream-startup.sh refused such a config at
+// v0.7.1 and v0.8.0 before the fix).
+func TestDefaultShieldIsRegistered(t *testing.T) {
+	spec := func(env ...corev1.EnvVar) v1alpha2.InferenceStackSpec {
+		s := v1alpha2.InferenceStackSpec{Distribution: v1alpha2.DistributionSpec{Name: v1alpha2.DistributionStarter},
+			Providers: &v1alpha2.ProvidersSpec{Safety: v1alpha2.ProviderList{{Provider: "passthrough", Endpoint: "http://guard:8000"}}},
+			Resources: &v1alpha2.ResourcesSpec{Shields: []v1alpha2.ShieldSpec{{Name: "my-guard", Provider: "passthrough"}}}}
+		if env != nil {
+			s.Workload = &v1alpha2.WorkloadSpec{Env: env}
+		}
+		return s
+	}
+	for _, l := range lines {
+		if !slices.Contains(l.line.RunConfigFields(), "safety") {
+			continue
+		}
+		for _, tc := range []struct {
+			spec v1alpha2.InferenceStackSpec
+			want any
+		}{
+			{spec(), nil},
+			{spec(corev1.EnvVar{Name: "SAFETY_MODEL", Value: "meta-llama/Llama-Guard-3-1B"}), "llama-guard"},
+		} {
+			res, err := Generate("s", tc.spec, l.operand)
+			require.NoError(t, err)
+			var doc map[string]any
+			require.NoError(t, yaml.Unmarshal(res.YAML, &doc))
+			require.Equal(t, tc.want, dig(doc, "safety", "default_shield_id"), "%s, workload.env %v", l.line.Tag(), tc.spec.Workload)
+		}
+	}
+}
