@@ -87,6 +87,15 @@ RULES = [
      'if obj.provider_id == "all":',
      "register_resources: a model with provider_id all is registered (an alias on the first inference provider "
      "that is on, failures logged); another resource with it is skipped"),
+    ("safety.shields_api", "llama_stack/core/stack.py",
+     "Safety configuration requires the shields API to be enabled",
+     "validate_safety_config: a safety.default_shield_id needs the shields routing table served"),
+    ("safety.safety_api", "llama_stack/core/stack.py",
+     "Safety configuration requires the safety API to be enabled",
+     "validate_safety_config: a safety.default_shield_id needs the safety router served"),
+    ("safety.default_shield", "llama_stack/core/stack.py",
+     "not found among registered shields.",
+     "validate_safety_config: a safety.default_shield_id must be a shield registered at start, unless none is"),
     ("external_providers_dir.exists", "llama_stack/core/distribution.py",
      "External providers directory not found",
      "get_external_providers_from_dir: a set external_providers_dir must exist (only `llama stack run` creates it; "

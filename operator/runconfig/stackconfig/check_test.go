@@ -257,3 +257,35 @@ func TestEmptyUnknownTopLevelKey(t *testing.T) {
 	_, err = Check(Line08, append(slices.Clone(doc), "models:\n- {model_id: m, provider_id: openai}\n"...), opts)
 	require.ErrorContains(t, err, "models: unknown field: this is the other line's layout; Llama Stack 0.8 has registered_resources.models instead")
 }
+
+// TestDefaultShieldRule: safety.default_shield_id is checked as
+// validate_safety_config does at start (core/stack.py at v0.7.1 and
+// v0.8.0): the shields and safety APIs served, and the shield among those
+// registered at start unless none is.
+func TestDefaultShieldRule(t *testing.T) {
+	for _, line := range []Line{Line07, Line08} {
+		doc, err := distributions.FS.ReadFile(line.Tag() + "/starter.yaml")
+		require.NoError(t, err)
+		env := func(kv ...string) Options {
+			m := map[string]string{"INFERENCE_MODEL": "m"}
+			for i := 0; i < len(kv); i += 2 {
+				m[kv[i]] = kv[i+1]
+			}
+			return Options{Env: MapEnv(m), Home: "/tmp"}
+		}
+		// upstream's starter: no shield registered without SAFETY_MODEL, so
+		// the default is not checked; with it, llama-guard is registered
+		_, err = Check(line, doc, env())
+		require.NoError(t, err, line)
+		_, err = Check(line, doc, env("SAFETY_MODEL", "llama-guard-3"))
+		require.NoError(t, err, line)
+		// only code-scanner registered: the default names no registered shield
+		_, err = Check(line, doc, env("CODE_SCANNER_MODEL", "cs"))
+		require.ErrorContains(t, err, "Configured default_shield_id 'llama-guard' not found among registered shields. Available shields: [code-scanner]", line)
+		// the safety API off: the safety router is not served
+		noSafety := strings.Replace(string(doc), "\n- safety\n", "\n", 1)
+		require.NotEqual(t, string(doc), noSafety)
+		_, err = Check(line, []byte(noSafety), env())
+		require.ErrorContains(t, err, "Safety configuration requires the", line)
+	}
+}

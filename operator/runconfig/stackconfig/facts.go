@@ -376,11 +376,16 @@ type startView struct {
 	defaultEmbedding, defaultReranker *QualifiedModel
 	// models are the models registered at start (0.3).
 	models []ModelInput
+	// defaultShield is 0.7's safety.default_shield_id.
+	defaultShield *string
 }
 
 // resourceRef is a registered resource with the provider it names.
 type resourceRef struct {
 	at, routingTable, providerID string
+	// id is the identifier register_resources registers it under, where
+	// a check needs it (a shield's shield_id).
+	id string
 }
 
 // served returns the APIs that have an implementation at start: the
@@ -525,6 +530,20 @@ func checkStart(p *problems, w *writes, line Line, v startView, env Env, home st
 			}
 		}
 	}
+	// 0.7 on: the default shield (validate_safety_config in core/stack.py)
+	if id := v.defaultShield; id != nil {
+		if r, ok := f.rule("safety.shields_api"); ok && !served["shields"] {
+			p.add("safety.default_shield_id", "%s (%s)", r.Message, r.Source)
+		} else if r, ok := f.rule("safety.safety_api"); ok && !served["safety"] {
+			p.add("safety.default_shield_id", "%s (%s)", r.Message, r.Source)
+		} else if r, ok := f.rule("safety.default_shield"); ok {
+			shields := f.shieldsAtStart(v)
+			if len(shields) > 0 && !slices.Contains(shields, *id) {
+				p.add("safety.default_shield_id", "Configured default_shield_id '%s' %s Available shields: %v (%s): "+
+					"register it under registered_resources.shields or drop the default", *id, r.Message, shields, r.Source)
+			}
+		}
+	}
 	for _, iw := range f.ImplicitWrites {
 		switch {
 		case strings.Contains(iw.Path, "${external_providers_dir}") && iw.OnlyWhenSet:
@@ -539,6 +558,24 @@ func checkStart(p *problems, w *writes, line Line, v startView, env Env, home st
 			w.add(path.Dir(dir))
 		}
 	}
+}
+
+// shieldsAtStart are the identifiers of the shields the config registers
+// at start (register_resources: the shields routing table served, the
+// provider named and on), sorted as upstream's message lists them.
+func (f *Facts) shieldsAtStart(v startView) []string {
+	served := f.served(v)
+	var out []string
+	for _, r := range v.resources {
+		if r.routingTable != "shields" || !served["shields"] || r.providerID == "" || r.providerID == disabledID || r.id == "" {
+			continue
+		}
+		if slices.ContainsFunc(v.providers["safety"], func(pr Provider) bool { return pr.ID() == r.providerID }) {
+			out = append(out, r.id)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // modelAtStart: the models routing table holds the model <providerID>/
@@ -610,7 +647,8 @@ func mapRefs[T ~map[string]any](at, table string, list []T) []resourceRef {
 	out := make([]resourceRef, 0, len(list))
 	for i, m := range list {
 		id, _ := m["provider_id"].(string)
-		out = append(out, resourceRef{at: fmt.Sprintf("%s[%d]", at, i), routingTable: table, providerID: id})
+		shield, _ := m["shield_id"].(string)
+		out = append(out, resourceRef{at: fmt.Sprintf("%s[%d]", at, i), routingTable: table, providerID: id, id: shield})
 	}
 	return out
 }

@@ -27,6 +27,14 @@ type V03 struct {
 	ExternalProvidersDir *string               `json:"external_providers_dir,omitempty"`
 	ExternalAPIsDir      *string               `json:"external_apis_dir,omitempty"`
 	VectorStores         *VectorStoresConfig   `json:"vector_stores,omitempty"`
+	// Safety is 0.7's safety section (SafetyConfig).
+	Safety *SafetyConfig `json:"safety,omitempty"`
+}
+
+// SafetyConfig is the safety section of 0.7 on: the shield the safety
+// router uses when a request names none.
+type SafetyConfig struct {
+	DefaultShieldID *string `json:"default_shield_id,omitempty"`
 }
 
 // Storage is the 0.3 storage section: named backends and the server's
@@ -271,6 +279,9 @@ func (c *V03) start() startView {
 	}
 	if c.VectorStores != nil {
 		v.defaultEmbedding, v.defaultReranker = c.VectorStores.DefaultEmbeddingModel, c.VectorStores.DefaultRerankerModel
+	}
+	if c.Safety != nil {
+		v.defaultShield = c.Safety.DefaultShieldID
 	}
 	if r := c.RegisteredResources; r != nil {
 		const at = "registered_resources."
