@@ -5,7 +5,6 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"net"
 	"path/filepath"
@@ -62,10 +61,6 @@ type majorStack struct {
 	stack *unstructured.Unstructured
 	// llamaStack is the installed pin's llamaStackVersion.
 	llamaStack string
-	// mustRender says the operator writes the stack's run config; else it
-	// may not render its line yet, and the stack is Degraded (renders
-	// says which was seen).
-	mustRender, renders bool
 }
 
 // TestStorageMovesToV1alpha2WithFourMajors is the repository's own
@@ -91,11 +86,6 @@ type majorStack struct {
 // [v1alpha2]. OLM's preflight then refuses moving the CRD package back to
 // 2.0.0, which does not serve v1alpha2. Every major still reconciles a
 // change to its stack: 1.x and 2.x read v1alpha1 through the webhook.
-//
-// A major whose Llama Stack line the operator cannot render yet (3.x, 4.x:
-// mustRender unset) may reconcile its stack to Degraded with
-// ConfigGenerated False and no Deployment; the test logs which it saw, and
-// runs the Deployment checks where there is one.
 func TestStorageMovesToV1alpha2WithFourMajors(t *testing.T) {
 	dumpLogsOnFailure(t)
 	ctx := context.Background()
@@ -126,10 +116,8 @@ func TestStorageMovesToV1alpha2WithFourMajors(t *testing.T) {
 	require.NoError(t, unstructured.SetNestedField(v2.Object, "2.0.0", "spec", "source", "catalog", "version"))
 	apply(t, objs...)
 	majors := []*majorStack{
-		{extension: "inferencestack-operator", version: "1.0.0", apiVersion: "inferencestack.io/v1alpha1", mustRender: true},
-		{extension: "inferencestack-operator-v2", version: "2.1.0", apiVersion: "inferencestack.io/v1alpha1", label: "2", mustRender: true},
-		// Llama Stack 0.7.1 and OGX 0.8.0: set mustRender once the
-		// operator renders their run configs.
+		{extension: "inferencestack-operator", version: "1.0.0", apiVersion: "inferencestack.io/v1alpha1"},
+		{extension: "inferencestack-operator-v2", version: "2.1.0", apiVersion: "inferencestack.io/v1alpha1", label: "2"},
 		{extension: "inferencestack-operator-v3", version: "3.0.0", apiVersion: "inferencestack.io/v1alpha2", label: "3"},
 		{extension: "inferencestack-operator-v4", version: "4.0.0", apiVersion: "inferencestack.io/v1alpha2", label: "4"},
 	}
@@ -325,9 +313,6 @@ func TestStorageMovesToV1alpha2WithFourMajors(t *testing.T) {
 	}
 	writers.requireOwnMajorOnly(t, majors)
 	for _, m := range majors {
-		if !m.renders {
-			continue // no Deployment: waitReconciled checked its Degraded reason
-		}
 		dep := &appsv1.Deployment{}
 		require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: stackNS.GetName(), Name: m.stack.GetName()}, dep))
 		refs := dep.GetOwnerReferences()
@@ -551,15 +536,11 @@ func versionsOf(majors []*majorStack) string {
 
 // waitReconciled waits until the major's operator reconciled the stack's
 // current generation (status.observedGeneration): ConfigGenerated for that
-// generation and the status naming the operator release; or, where the
-// major need not render its line yet (mustRender unset), Degraded for that
-// generation, with ConfigGenerated False (the operator does not know the
-// line's layout, or cannot render it yet).
+// generation and the status naming the operator release.
 func waitReconciled(t *testing.T, m *majorStack) {
 	t.Helper()
 	require.NoError(t, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(m.stack), m.stack))
 	start := time.Now()
-	var degraded metav1.Condition
 	_, err := cluster.WaitFor(context.Background(), m.stack, reconcileTimeout, func(conds []metav1.Condition) (metav1.Condition, bool) {
 		if g, _, _ := unstructured.NestedInt64(m.stack.Object, "status", "observedGeneration"); g != m.stack.GetGeneration() {
 			return metav1.Condition{}, false
@@ -569,23 +550,10 @@ func waitReconciled(t *testing.T, m *majorStack) {
 			return metav1.Condition{}, false
 		}
 		operator, _, _ := unstructured.NestedString(m.stack.Object, "status", "resolvedDistribution", "operatorVersion")
-		if c.Status == metav1.ConditionTrue && operator == m.version {
-			m.renders = true
-			return metav1.Condition{}, true
-		}
-		d := meta.FindStatusCondition(conds, v1alpha2.TypeDegraded)
-		if !m.mustRender && c.Status == metav1.ConditionFalse && d != nil && d.Status == metav1.ConditionTrue && d.ObservedGeneration == m.stack.GetGeneration() {
-			m.renders, degraded = false, *d
-			return metav1.Condition{}, true
-		}
-		return metav1.Condition{}, false
+		return metav1.Condition{}, c.Status == metav1.ConditionTrue && operator == m.version
 	})
 	require.NoError(t, err, "operator %s reconciles %s (generation %d)", m.version, m.stack.GetName(), m.stack.GetGeneration())
-	how := "run config generated"
-	if !m.renders {
-		how = fmt.Sprintf("Degraded %s, the operator does not render Llama Stack %s yet: %.160s", degraded.Reason, m.llamaStack, degraded.Message)
-	}
-	t.Logf("%s (generation %d) reconciled by operator %s in %s: %s", m.stack.GetName(), m.stack.GetGeneration(), m.version, time.Since(start).Round(100*time.Millisecond), how)
+	t.Logf("%s (generation %d) reconciled by operator %s (Llama Stack %s) in %s: run config generated", m.stack.GetName(), m.stack.GetGeneration(), m.version, m.llamaStack, time.Since(start).Round(100*time.Millisecond))
 }
 
 // stackWriters records, for every write to a stack of a namespace, the
@@ -689,10 +657,7 @@ func (sw *stackWriters) record(u *unstructured.Unstructured) {
 }
 
 // requireOwnMajorOnly fails if a write to a major's stack named an operator
-// release of another major, or if no write named its own (where the
-// operator renders the stack; a Degraded stack's status may name none: a
-// write to it by another major is then caught only where that major's
-// status names it, and by startMajors' order check).
+// release of another major, or if no write named its own.
 func (sw *stackWriters) requireOwnMajorOnly(t *testing.T, majors []*majorStack) {
 	t.Helper()
 	// The watch may trail the reads of waitReconciled: wait until it has
@@ -706,7 +671,7 @@ func (sw *stackWriters) requireOwnMajorOnly(t *testing.T, majors []*majorStack) 
 			defer sw.mu.Unlock()
 			// A stack Degraded before its config names no operator
 			// release unless the reason does (UnsupportedOperandVersion).
-			return sw.rv[m.stack.GetName()] == m.stack.GetResourceVersion() && (sw.named[m.stack.GetName()][m.version] || !m.renders)
+			return sw.rv[m.stack.GetName()] == m.stack.GetResourceVersion() && sw.named[m.stack.GetName()][m.version]
 		}, time.Minute, 100*time.Millisecond, "the watch saw no write of %s at its current resourceVersion naming operator %s", m.stack.GetName(), m.version)
 	}
 	sw.mu.Lock()
