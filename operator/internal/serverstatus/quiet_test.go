@@ -122,24 +122,7 @@ func TestFailingServersDoNotDelayTheOthers(t *testing.T) {
 	}))
 	defer bad.Close()
 	defer close(stuck) // first: bad.Close waits for the hanging requests
-	var good atomic.Int64
-	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		good.Add(1)
-		answer(w, r)
-	}))
-	defer ok.Close()
-	ts := targets(7)
-	p := &Prober{Interval: 5 * time.Millisecond, Timeout: time.Hour, Concurrency: 2, Resolve: func(hostport string) string {
-		if strings.HasPrefix(hostport, ts[0].Host) {
-			return ok.Listener.Addr().String()
-		}
-		return bad.Listener.Addr().String()
-	}}
-	p.Source()
-	for _, tg := range ts {
-		p.Watch(tg)
-	}
-	start(t, p)
+	p, ts, good := oneAnswersTheRestAt(t, bad, 7, 2)
 	// Every failing server has failed once: from now on their polls hang.
 	require.Eventually(t, func() bool {
 		p.mu.Lock()
@@ -171,14 +154,24 @@ func TestServersThatNeverAnswerDoNotDelayTheOthers(t *testing.T) {
 	}))
 	defer bad.Close()
 	defer close(stuck) // first: bad.Close waits for the hanging requests
-	var good atomic.Int64
+	_, _, good := oneAnswersTheRestAt(t, bad, 4, 1)
+	require.Eventually(t, func() bool { return hung.Load() == 3 && good.Load() >= 20 }, 30*time.Second, time.Millisecond,
+		"the answering server is polled while three others hang")
+}
+
+// oneAnswersTheRestAt starts a prober (Concurrency slots) watching n
+// stacks: the first one's server answers (good counts its requests), the
+// others' are bad.
+func oneAnswersTheRestAt(t *testing.T, bad *httptest.Server, n, concurrency int) (*Prober, []Target, *atomic.Int64) {
+	t.Helper()
+	good := new(atomic.Int64)
 	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		good.Add(1)
 		answer(w, r)
 	}))
-	defer ok.Close()
-	ts := targets(4)
-	p := &Prober{Interval: 5 * time.Millisecond, Timeout: time.Hour, Concurrency: 1, Resolve: func(hostport string) string {
+	t.Cleanup(ok.Close)
+	ts := targets(n)
+	p := &Prober{Interval: 5 * time.Millisecond, Timeout: time.Hour, Concurrency: concurrency, Resolve: func(hostport string) string {
 		if strings.HasPrefix(hostport, ts[0].Host) {
 			return ok.Listener.Addr().String()
 		}
@@ -189,8 +182,7 @@ func TestServersThatNeverAnswerDoNotDelayTheOthers(t *testing.T) {
 		p.Watch(tg)
 	}
 	start(t, p)
-	require.Eventually(t, func() bool { return hung.Load() == 3 && good.Load() >= 20 }, 30*time.Second, time.Millisecond,
-		"the answering server is polled while three others hang")
+	return p, ts, good
 }
 
 // TestTLSConnectionIsReused: polls of a server with TLS go over one
