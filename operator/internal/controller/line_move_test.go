@@ -46,6 +46,26 @@ func serverGeneration(t *testing.T, ns, name string) int64 {
 	return dep.Generation
 }
 
+// onOverride creates the stack mv in ns, labelled for major, on the
+// override ConfigMap cm, and waits until it converged: it returns the
+// stack and its server Deployment's generation.
+func onOverride(t *testing.T, ns, major, cm string) (*v1alpha1.InferenceStack, int64) {
+	t.Helper()
+	stack := testutil.Stack("mv", testutil.WithNamespace(ns), testutil.WithOverrideConfig(cm))
+	stack.Labels = map[string]string{v1alpha2.LabelOperatorMajor: major}
+	create(t, stack)
+	return converged(t, ns, "mv"), serverGeneration(t, ns, "mv")
+}
+
+// relabel moves the stack mv to major, on the override ConfigMap cm.
+func relabel(t *testing.T, ns, major, cm string) {
+	t.Helper()
+	update(t, ns, "mv", func(s *v1alpha1.InferenceStack) {
+		s.Labels[v1alpha2.LabelOperatorMajor] = major
+		s.Spec.OverrideConfig.ConfigMapName = cm
+	})
+}
+
 // lineMove sets a v1alpha1 stack's spec.lineMove through the spec
 // annotation (patch, the merge patch onto the v1alpha2 spec) and waits
 // until op has finished a reconcile that read it: an annotation changes
@@ -103,23 +123,16 @@ func TestLineMoveThatDropsResourcesWaitsForConsent(t *testing.T) {
 		return strings.Replace(s, "vector_dbs: []", "vector_dbs:\n- vector_db_id: docs\n  embedding_model: all-MiniLM-L6-v2\n  embedding_dimension: 384\n  provider_id: faiss", 1)
 	}))
 	create(t, overrideOf(t, ns, "run-03", stackconfig.Line03, nil))
-	stack := testutil.Stack("mv", testutil.WithNamespace(ns), testutil.WithOverrideConfig("run-02"))
-	stack.Labels = map[string]string{v1alpha2.LabelOperatorMajor: "1"}
-	create(t, stack)
-	before := converged(t, ns, "mv")
+	before, gen := onOverride(t, ns, "1", "run-02")
 	if got := before.Status.StateLine; got != "0.2" {
 		t.Fatalf("status.stateLine = %q after the 0.2 major deployed the stack, want 0.2", got)
 	}
-	gen := serverGeneration(t, ns, "mv")
 	cm, err := get(t, &corev1.ConfigMap{}, ns, "mv-run-config")
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	update(t, ns, "mv", func(s *v1alpha1.InferenceStack) {
-		s.Labels[v1alpha2.LabelOperatorMajor] = "2"
-		s.Spec.OverrideConfig.ConfigMapName = "run-03"
-	})
+	relabel(t, ns, "2", "run-03")
 	refused := describedGeneration(t, ns, "mv")
 	c := meta.FindStatusCondition(refused.Status.Conditions, v1alpha2.TypeDegraded)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha2.ReasonLineMoveLosesResources {
@@ -191,15 +204,8 @@ func TestLineMoveThatDropsNothingGoesOn(t *testing.T) {
 	ns := namespace(t)
 	create(t, overrideOf(t, ns, "run-03", stackconfig.Line03, nil))
 	create(t, overrideOf(t, ns, "run-07", stackconfig.Line07, nil))
-	stack := testutil.Stack("mv", testutil.WithNamespace(ns), testutil.WithOverrideConfig("run-03"))
-	stack.Labels = map[string]string{v1alpha2.LabelOperatorMajor: "2"}
-	create(t, stack)
-	converged(t, ns, "mv")
-	gen := serverGeneration(t, ns, "mv")
-	update(t, ns, "mv", func(s *v1alpha1.InferenceStack) {
-		s.Labels[v1alpha2.LabelOperatorMajor] = "3"
-		s.Spec.OverrideConfig.ConfigMapName = "run-07"
-	})
+	_, gen := onOverride(t, ns, "2", "run-03")
+	relabel(t, ns, "3", "run-07")
 	moved := converged(t, ns, "mv")
 	if got := serverGeneration(t, ns, "mv"); got == gen {
 		t.Errorf("server Deployment generation still %d after the move", got)
@@ -219,11 +225,7 @@ func TestLineMoveTheNewLineCannotExpressIsRefused(t *testing.T) {
 	startOperator(t, onlyMajor(t, "3"), withPin(pin07))
 	ns := namespace(t)
 	create(t, overrideOf(t, ns, "run-03", stackconfig.Line03, nil))
-	stack := testutil.Stack("mv", testutil.WithNamespace(ns), testutil.WithOverrideConfig("run-03"))
-	stack.Labels = map[string]string{v1alpha2.LabelOperatorMajor: "2"}
-	create(t, stack)
-	converged(t, ns, "mv")
-	gen := serverGeneration(t, ns, "mv")
+	_, gen := onOverride(t, ns, "2", "run-03")
 	cm, err := get(t, &corev1.ConfigMap{}, ns, "mv-run-config")
 	if err != nil {
 		t.Fatal(err)
@@ -355,15 +357,8 @@ func TestMoveToOGXNamesTheDroppedDatasets(t *testing.T) {
 		return strings.Replace(s, "  datasets: []", "  datasets:\n  - dataset_id: evals\n    purpose: eval/messages-answer\n    source: {type: uri, uri: 'huggingface://datasets/llamastack/simpleqa'}", 1)
 	}))
 	create(t, overrideOf(t, ns, "run-08", stackconfig.Line08, nil))
-	stack := testutil.Stack("mv", testutil.WithNamespace(ns), testutil.WithOverrideConfig("run-07"))
-	stack.Labels = map[string]string{v1alpha2.LabelOperatorMajor: "3"}
-	create(t, stack)
-	converged(t, ns, "mv")
-	gen := serverGeneration(t, ns, "mv")
-	update(t, ns, "mv", func(s *v1alpha1.InferenceStack) {
-		s.Labels[v1alpha2.LabelOperatorMajor] = "4"
-		s.Spec.OverrideConfig.ConfigMapName = "run-08"
-	})
+	_, gen := onOverride(t, ns, "3", "run-07")
+	relabel(t, ns, "4", "run-08")
 	c := meta.FindStatusCondition(describedGeneration(t, ns, "mv").Status.Conditions, v1alpha2.TypeDegraded)
 	if c == nil || c.Reason != v1alpha2.ReasonLineMoveLosesResources || !strings.Contains(c.Message, "dataset/evals") || strings.Contains(c.Message, "registry/") {
 		t.Fatalf("after the move to 0.8, Degraded = %+v, want reason %s naming dataset/evals alone", c, v1alpha2.ReasonLineMoveLosesResources)
