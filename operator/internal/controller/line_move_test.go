@@ -367,7 +367,17 @@ func TestMoveToOGXNamesTheDroppedDatasets(t *testing.T) {
 	if got := serverGeneration(t, ns, "mv"); got != gen {
 		t.Errorf("server Deployment generation %d after the refused move, was %d", got, gen)
 	}
+	// Accepting the configured dataset alone leaves what clients may have
+	// registered through the API: still refused, still untouched.
 	lineMove(t, to, ns, "mv", `{"lineMove":{"line":"0.8","acceptLosses":["dataset/evals"]}}`)
+	c = meta.FindStatusCondition(describedGeneration(t, ns, "mv").Status.Conditions, v1alpha2.TypeDegraded)
+	if c == nil || c.Reason != v1alpha2.ReasonLineMoveLosesResources || !strings.Contains(c.Message, `"dataset/*"`) || strings.Contains(c.Message, `"dataset/evals"`) {
+		t.Fatalf("with dataset/evals accepted, Degraded = %+v, want reason %s naming dataset/* (what the API registered) and not dataset/evals", c, v1alpha2.ReasonLineMoveLosesResources)
+	}
+	if got := serverGeneration(t, ns, "mv"); got != gen {
+		t.Errorf("server Deployment generation %d after a partly accepted move, was %d", got, gen)
+	}
+	lineMove(t, to, ns, "mv", `{"lineMove":{"line":"0.8","acceptLosses":["dataset/evals","dataset/*","scoring_function/*","benchmark/*"]}}`)
 	moved := converged(t, ns, "mv")
 	if got := serverGeneration(t, ns, "mv"); got == gen {
 		t.Errorf("server Deployment generation still %d after the move was accepted", got)

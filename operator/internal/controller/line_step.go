@@ -77,8 +77,12 @@ func droppedTables(from, to stackconfig.Line) []string {
 
 // registeredLosses are the resources a run config (of any line's layout:
 // under registered_resources, or top-level at 0.2) registers in the
-// routing tables tables, as <registry type>/<identifier>, sorted.
-func registeredLosses(runConfig []byte, tables []string) ([]string, error) {
+// routing tables tables, as <registry type>/<identifier>, sorted. With
+// routers (routing table -> its router API, from the old line's facts),
+// a table whose router the config serves (listed in apis, or apis unset)
+// also loses <registry type>/*: what clients registered through the
+// server's API, kept in its registry, which the operator cannot list.
+func registeredLosses(runConfig []byte, tables []string, routers map[string]string) ([]string, error) {
 	if len(tables) == 0 {
 		return nil, nil
 	}
@@ -99,6 +103,9 @@ func registeredLosses(runConfig []byte, tables []string) ([]string, error) {
 			out = append(out, table+"/*")
 			continue
 		}
+		if router, ok := routers[table]; ok && servesAPI(doc, router) {
+			out = append(out, kind.registryType+"/*")
+		}
 		for _, l := range lists {
 			for _, key := range kind.keys {
 				entries, _ := l[key].([]any)
@@ -113,6 +120,24 @@ func registeredLosses(runConfig []byte, tables []string) ([]string, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// servesAPI: the run config serves the router API (upstream serves every
+// router when apis is unset).
+func servesAPI(doc map[string]any, api string) bool {
+	apis, _ := doc["apis"].([]any)
+	return len(apis) == 0 || slices.Contains(apis, any(api))
+}
+
+// routersOf maps each routing table of the line to its router API.
+func routersOf(l stackconfig.Line) map[string]string {
+	out := map[string]string{}
+	if f := l.Facts(); f != nil {
+		for _, r := range f.RoutedAPIs {
+			out[r.RoutingTable] = r.Router
+		}
+	}
+	return out
 }
 
 // deployedLine is the line the stack's server Deployment serves, as the
@@ -185,7 +210,13 @@ func lineStep(ctx context.Context, s *state) error {
 		}
 		return fmt.Errorf("reading the deployed run config %s: %w", key, err)
 	}
-	registered, err := registeredLosses([]byte(cm.Data[runconfig.ConfigKey]), tables)
+	// What clients registered through the API is lost with its table;
+	// where the registry itself is lost (registry/<version>) that says it.
+	var routers map[string]string
+	if len(losses) == 0 {
+		routers = routersOf(from)
+	}
+	registered, err := registeredLosses([]byte(cm.Data[runconfig.ConfigKey]), tables, routers)
 	losses = append(losses, registered...)
 	if err != nil {
 		return errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonLineMoveLosesResources,
@@ -206,6 +237,9 @@ func lineStep(ctx context.Context, s *state) error {
 	}
 	if slices.ContainsFunc(unaccepted, func(l string) bool { return !strings.HasPrefix(l, "registry/") }) {
 		why = append(why, fmt.Sprintf("Llama Stack %s has no %s", target, strings.Join(tables, ", ")))
+	}
+	if slices.ContainsFunc(unaccepted, func(l string) bool { return strings.HasSuffix(l, "/*") }) {
+		why = append(why, "<type>/* is whatever clients registered through the server's API, which the operator cannot list: list them on the server before you accept")
 	}
 	return errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonLineMoveLosesResources,
 		"moving from Llama Stack %s to %s loses %s (%s); nothing was changed, the old server keeps serving. To move anyway, set spec.lineMove: {line: %q, acceptLosses: [%s]}; to stay, set label %s back (docs/moving-between-lines.md)",

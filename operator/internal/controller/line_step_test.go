@@ -46,6 +46,7 @@ func TestRegisteredLosses(t *testing.T) {
 		name      string
 		config    string
 		tables    []string
+		routers   map[string]string
 		want      []string
 		assertion require.ErrorAssertionFunc
 	}{{
@@ -77,6 +78,23 @@ func TestRegisteredLosses(t *testing.T) {
 		want:      []string{"interactions/*"},
 		assertion: require.NoError,
 	}, {
+		name: "what clients registered through the API, where the config serves its router",
+		config: `apis: [datasetio, inference]
+registered_resources:
+  datasets: [{dataset_id: evals}]
+`,
+		tables:    []string{"benchmarks", "datasets"},
+		routers:   map[string]string{"datasets": "datasetio", "benchmarks": "eval"},
+		want:      []string{"dataset/*", "dataset/evals"},
+		assertion: require.NoError,
+	}, {
+		name:      "every router served when apis is unset",
+		config:    "{}",
+		tables:    []string{"benchmarks"},
+		routers:   map[string]string{"benchmarks": "eval"},
+		want:      []string{"benchmark/*"},
+		assertion: require.NoError,
+	}, {
 		name:      "not YAML",
 		config:    "registered_resources: [",
 		tables:    []string{"datasets"},
@@ -84,7 +102,7 @@ func TestRegisteredLosses(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := registeredLosses([]byte(tc.config), tc.tables)
+			got, err := registeredLosses([]byte(tc.config), tc.tables, tc.routers)
 			tc.assertion(t, err)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("registeredLosses (-want +got):\n%s", diff)
