@@ -106,12 +106,15 @@ func (o *Operator) RSS() (current, peak int64, err error) {
 
 // DemoPin is the pin of an operator release for local runs: upstream's
 // image of each distribution by tag, at the Llama Stack version the
-// releases of that major pin (1.x: 0.2.23, 2.x and later: 0.3.0; see
-// channels/releases).
+// releases of that major pin (1.x: 0.2.23, 2.x: 0.3.0, 3.x: 0.7.1, 4.x:
+// OGX 0.8.0; see channels/releases), and 0.3.0 for the made-up majors of
+// tests.
 func DemoPin(version string) pin.Pin {
 	llama := "0.3.0"
-	if strings.HasPrefix(version, "1.") {
-		llama = "0.2.23"
+	for prefix, v := range map[string]string{"1.": "0.2.23", "3.": "0.7.1", "4.": "0.8.0"} {
+		if strings.HasPrefix(version, prefix) {
+			llama = v
+		}
 	}
 	p := pin.Pin{OperatorVersion: version, LlamaStackVersion: llama, Operands: map[string]string{}}
 	line, err := stackconfig.LineOf(llama)
