@@ -33,6 +33,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/components/config"
 	"github.com/inferencestack/inferencestack/operator/components/server"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
+	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 	testnode "github.com/inferencestack/inferencestack/test/node"
 	"github.com/inferencestack/inferencestack/test/olm"
 	"github.com/inferencestack/inferencestack/test/testenv"
@@ -73,7 +74,8 @@ func (s standIns) pin(in *release.Input) {
 
 // pushStandIns builds the stand-ins and pushes them: the Llama Stack one
 // once per line (LLAMA_STACK_STANDIN_VERSION in its image's environment)
-// at /usr/local/bin/llama, where the operator's `llama stack run` finds it,
+// at /usr/local/bin/llama, where the operator's `llama stack run` finds it
+// (/usr/local/bin/ogx from OGX 0.8: `ogx stack run`),
 // and /usr/local/bin/uvicorn (its command with workload.workers);
 // the PostgreSQL one as the image's entrypoint, also called pg_isready (the
 // cache's probes).
@@ -85,7 +87,10 @@ func pushStandIns(t *testing.T, lines []string) standIns {
 	require.NoError(t, testenv.BuildStatic("./test/standin/llamastack", llama))
 	for _, v := range slices.Compact(slices.Sorted(slices.Values(lines))) {
 		ref := llamaStandIn + ":" + v
-		pushed, err := node.PushBinary(ctx, llama, image.BinaryOptions{Path: "/usr/local/bin/llama",
+		// The line's program: llama, ogx from OGX 0.8 (whose image holds no llama).
+		line, err := stackconfig.LineOf(v)
+		require.NoError(t, err)
+		pushed, err := node.PushBinary(ctx, llama, image.BinaryOptions{Path: "/usr/local/bin/" + line.Program(),
 			Aliases: []string{"/usr/local/bin/uvicorn"}, Env: []string{"LLAMA_STACK_STANDIN_VERSION=" + v}}, ref)
 		require.NoError(t, err)
 		out.llama[v], out.digests[ref] = pushed, digestOf(pushed)
