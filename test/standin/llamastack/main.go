@@ -167,8 +167,22 @@ func start(argv []string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	// register_resources: the config's models, into the registry.
+	// register_resources: the config's models, into the registry. A model
+	// with provider_id "all" (rule resource.provider_all: 0.8.0's starter
+	// registers three) goes on the first inference provider that is on, a
+	// failure only logged; with none on, it is skipped.
+	_, providerAll := line.Facts().Rule("resource.provider_all")
 	for _, m := range res.Models {
+		if providerAll && m.ProviderID != nil && *m.ProviderID == "all" {
+			if len(res.Providers["inference"]) == 0 {
+				continue
+			}
+			m.ProviderID = &res.Providers["inference"][0]
+			if _, err := st.registerModel(res.Providers["inference"], m, "via_register_api"); err != nil {
+				fmt.Fprintf(os.Stderr, "registering model %s on provider all: %v\n", *m.ModelID, err)
+			}
+			continue
+		}
 		if _, err := st.registerModel(res.Providers["inference"], m, "via_register_api"); err != nil {
 			return nil, fmt.Errorf("registering model %s: %w", *m.ModelID, err)
 		}
