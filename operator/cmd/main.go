@@ -215,8 +215,14 @@ func run(ctx context.Context, o options) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectionID,
 		LeaderElectionNamespace: o.leaderElectionNS,
-		Cache:                   controller.CacheOptionsAt(selector, gv),
-		MapperProvider:          apiserved.MapperProvider(gv.WithKind("InferenceStack")),
+		// A stopping leader (a rollout replacing the pod, such as an
+		// upgrade within the major) gives the Lease up once its
+		// controllers have stopped, so the new pod leads at once instead
+		// of after the Lease's 15 s. Safe because the program ends as soon
+		// as the manager returns.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         controller.CacheOptionsAt(selector, gv),
+		MapperProvider:                apiserved.MapperProvider(gv.WithKind("InferenceStack")),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
