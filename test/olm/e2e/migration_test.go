@@ -52,7 +52,10 @@ const (
 
 // majorStack is one operator major of the test and the stack it reconciles.
 type majorStack struct {
-	extension, version string
+	extension string
+	// version is the operator release running (and installed); next is
+	// the one OLM upgrades the major to (upgradeWithinMajors).
+	version, next string
 	// apiVersion is the version the stack is written and edited through.
 	apiVersion string
 	// label is the stack's inferencestack.io/operator-major ("" for 1.x,
@@ -61,22 +64,29 @@ type majorStack struct {
 	stack *unstructured.Unstructured
 	// llamaStack is the installed pin's llamaStackVersion.
 	llamaStack string
+	// op is the running operator and user the API server's name for its
+	// ServiceAccount (system:serviceaccount:<namespace>:<name>).
+	op   *operatorProcess
+	user string
 }
 
 // TestStorageMovesToV1alpha2WithFourMajors is the repository's own
-// releases side by side and moving the API's storage to v1alpha2 on the
-// real OLM v1 (docs/api-versions.md, "Upgrade steps"), the sample manifests
-// of four majors applied as users apply them: the CRD package at 2.1.0
-// (serving v1alpha1 and v1alpha2, storing v1alpha1) and operators 1.0.0
-// (Llama Stack 0.2.23), 2.x (0.3.0), 3.0.0 (0.7.1) and 4.0.0 (OGX 0.8.0).
-// The 2.x extension is installed at 2.0.0 and upgraded within its major to
-// 2.1.0, the one major with two versions in the catalog. Each operator runs
-// out of cluster as the ServiceAccount and with the arguments and pin OLM
-// installed, started one after the other: once an operator reconciled its
-// own stack, the stacks of the majors not started yet are still untouched
-// (no status.observedGeneration), and no write to a stack, watched from
-// before its creation, ever names another operator release than its major's
-// (checked again at the end). The conversion webhook runs in the test
+// releases side by side, upgraded within each major, and moving the API's
+// storage to v1alpha2 on the real OLM v1 (docs/api-versions.md, "Upgrade
+// steps"), the sample manifests of four majors applied as users apply them:
+// the CRD package at 2.1.0 (serving v1alpha1 and v1alpha2, storing
+// v1alpha1) and operators 1.0.0 (Llama Stack 0.2.23), 2.0.0 (0.3.0), 3.0.0
+// (0.7.1) and 4.0.0 (OGX 0.8.0) from the release catalog. Each operator
+// runs out of cluster as the ServiceAccount and with the arguments and pin
+// OLM installed, started one after the other: once an operator reconciled
+// its own stack, the stacks of the majors not started yet are still
+// untouched (no status.observedGeneration), and no write to a stack,
+// watched from before its creation, ever names another operator release
+// than its major's (checked again at the end), nor is any made by another
+// major's ServiceAccount (the API server's audit log). Then every major
+// upgrades within itself at once (upgradeWithinMajors): 2.x to 2.1.0, and
+// 1.x, 3.x and 4.x to the next patches of a test fixture catalog. The
+// conversion webhook runs in the test
 // process as the CRD package's ServiceAccount, reached by the API server
 // through the package's Service (an EndpointSlice naming the test
 // process). Each stack is stored as v1alpha1 (read from etcd). OLM upgrades the CRD package
@@ -91,7 +101,7 @@ func TestStorageMovesToV1alpha2WithFourMajors(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now()
 	bundleRoot, catalogDir := releaseCatalog(t)
-	serveCatalog(t, "inferencestack", "catalog", bundleRoot, catalogDir)
+	cat := serveCatalog(t, "inferencestack", "catalog", bundleRoot, catalogDir)
 
 	var objs []*unstructured.Unstructured
 	for _, f := range []string{"namespace.yaml", "installer-rbac.yaml", "clusterextension-crds.yaml", "clusterextension-operator.yaml",
@@ -110,16 +120,16 @@ func TestStorageMovesToV1alpha2WithFourMajors(t *testing.T) {
 	require.NotNil(t, crds, "the sample ClusterExtension of the CRD package")
 	// Step 1 of the storage move: the CRD package serving both versions.
 	require.NoError(t, unstructured.SetNestedField(crds.Object, "2.1.0", "spec", "source", "catalog", "version"))
-	// 2.x first at its older version, upgraded below.
+	// 2.x at its older version, upgraded with the others below.
 	v2 := exts["inferencestack-operator-v2"]
 	require.NotNil(t, v2, "the sample ClusterExtension of the operator's 2.x")
 	require.NoError(t, unstructured.SetNestedField(v2.Object, "2.0.0", "spec", "source", "catalog", "version"))
 	apply(t, objs...)
 	majors := []*majorStack{
-		{extension: "inferencestack-operator", version: "1.0.0", apiVersion: "inferencestack.io/v1alpha1"},
-		{extension: "inferencestack-operator-v2", version: "2.1.0", apiVersion: "inferencestack.io/v1alpha1", label: "2"},
-		{extension: "inferencestack-operator-v3", version: "3.0.0", apiVersion: "inferencestack.io/v1alpha2", label: "3"},
-		{extension: "inferencestack-operator-v4", version: "4.0.0", apiVersion: "inferencestack.io/v1alpha2", label: "4"},
+		{extension: "inferencestack-operator", version: "1.0.0", next: "1.0.1", apiVersion: "inferencestack.io/v1alpha1"},
+		{extension: "inferencestack-operator-v2", version: "2.0.0", next: "2.1.0", apiVersion: "inferencestack.io/v1alpha1", label: "2"},
+		{extension: "inferencestack-operator-v3", version: "3.0.0", next: "3.0.1", apiVersion: "inferencestack.io/v1alpha2", label: "3"},
+		{extension: "inferencestack-operator-v4", version: "4.0.0", next: "4.0.1", apiVersion: "inferencestack.io/v1alpha2", label: "4"},
 	}
 	installed := []*unstructured.Unstructured{crds}
 	for _, m := range majors {
@@ -134,18 +144,6 @@ func TestStorageMovesToV1alpha2WithFourMajors(t *testing.T) {
 	require.Equal(t, "2.0.0", installedVersion(t, v2))
 	t.Logf("the CRD package 2.1.0 and operators 1.0.0, 2.0.0, 3.0.0, 4.0.0 Installed side by side %s after the start", time.Since(start).Round(100*time.Millisecond))
 
-	// The upgrade within a major: 2.x from 2.0.0 to 2.1.0 along the
-	// catalog's edge in stable-v2.
-	v2Start := time.Now()
-	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKeyFromObject(v2), v2))
-	require.NoError(t, unstructured.SetNestedField(v2.Object, "2.x", "spec", "source", "catalog", "version"))
-	require.NoError(t, cluster.Client.Update(ctx, v2))
-	_, err := cluster.WaitFor(ctx, v2, installTimeout, func(conds []metav1.Condition) (metav1.Condition, bool) {
-		c := meta.FindStatusCondition(conds, olm.TypeInstalled)
-		return metav1.Condition{}, c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == v2.GetGeneration() && installedVersionOf(v2) == "2.1.0"
-	})
-	require.NoError(t, err, "OLM upgrades the operator's 2.x from 2.0.0 to 2.1.0")
-	t.Logf("operator 2.0.0 -> 2.1.0 in %s", time.Since(v2Start).Round(100*time.Millisecond))
 	for _, m := range majors {
 		require.Equal(t, m.version, installedVersion(t, exts[m.extension]), "the version ClusterExtension %s installed", m.extension)
 		ns, _, _ := unstructured.NestedString(exts[m.extension].Object, "spec", "namespace")
@@ -196,6 +194,10 @@ func TestStorageMovesToV1alpha2WithFourMajors(t *testing.T) {
 	}
 	startMajors(t, exts, majors)
 	writers.requireOwnMajorOnly(t, majors)
+	requireAuditOwnMajor(t, majors, 0)
+
+	upgradeWithinMajors(t, cat, crds, exts, majors, writers)
+
 	stored := storedVersions(t)
 	for _, m := range majors {
 		require.Equal(t, "inferencestack.io/v1alpha1", stored[m.stack.GetName()].apiVersion, "%s is stored as v1alpha1 under CRD package 2.1.0", m.stack.GetName())
@@ -312,6 +314,7 @@ func TestStorageMovesToV1alpha2WithFourMajors(t *testing.T) {
 		waitReconciled(t, m)
 	}
 	writers.requireOwnMajorOnly(t, majors)
+	requireAuditOwnMajor(t, majors, 0)
 	for _, m := range majors {
 		dep := &appsv1.Deployment{}
 		require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: stackNS.GetName(), Name: m.stack.GetName()}, dep))
@@ -485,34 +488,9 @@ func startMajors(t *testing.T, exts map[string]*unstructured.Unstructured, major
 	t.Helper()
 	ctx := context.Background()
 	for i, m := range majors {
-		ns, _, _ := unstructured.NestedString(exts[m.extension].Object, "spec", "namespace")
-		dep := &appsv1.Deployment{}
-		require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: bundle.PackageOperator}, dep))
-		var args []string
-		for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
-			if !strings.HasPrefix(a, "--metrics-bind-address") && !strings.HasPrefix(a, "--health-probe-bind-address") && !strings.HasPrefix(a, "--pin-file") {
-				args = append(args, a)
-			}
-		}
-		sa := dep.Spec.Template.Spec.ServiceAccountName
-		token, err := cluster.Token(ctx, ns, sa, time.Hour)
-		require.NoError(t, err)
-		kubeconfig, err := cluster.KubeconfigFor(token)
-		require.NoError(t, err)
-		if i == 0 || m.apiVersion != majors[0].apiVersion {
-			// The owner-reference admission plugin must know the stacks'
-			// kind in the version the operator names (it learns new CRDs
-			// every 30 s).
-			restConfig, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-			require.NoError(t, err)
-			as, err := client.New(restConfig, client.Options{})
-			require.NoError(t, err)
-			require.NoError(t, cluster.WaitOwnerReferences(ctx, as, m.stack, 60*time.Second))
-		}
-		pinFile, _ := installedPin(t, ns)
-		args = append(args, "--pin-file="+pinFile, "--leader-election-namespace="+ns)
-		t.Logf("operator %s: %v", m.version, args)
-		startOperator(t, kubeconfig, args...)
+		// The owner-reference admission plugin must know the stacks' kind
+		// in the version the operator names (it learns new CRDs every 30 s).
+		m.op = runOperator(t, exts[m.extension], m, i == 0 || m.apiVersion != majors[0].apiVersion)
 		waitReconciled(t, m)
 		for _, later := range majors[i+1:] {
 			require.NoError(t, cluster.Client.Get(ctx, client.ObjectKeyFromObject(later.stack), later.stack))
@@ -521,6 +499,44 @@ func startMajors(t *testing.T, exts map[string]*unstructured.Unstructured, major
 				later.stack.GetName(), later.major(), g, later.version, versionsOf(majors[:i+1]))
 		}
 	}
+}
+
+// runOperator runs the operator of major m as the Deployment OLM installed
+// for ce runs it: as its ServiceAccount (a TokenRequest token, so with
+// exactly the rights OLM bound to it), with its arguments and the installed
+// pin, which must name m.version; local ports and the leader election Lease
+// in the install namespace. With waitOwnerRefs it first waits until the
+// API server admits owner references to m's stack set by that identity.
+func runOperator(t *testing.T, ce *unstructured.Unstructured, m *majorStack, waitOwnerRefs bool) *operatorProcess {
+	t.Helper()
+	ctx := context.Background()
+	ns, _, _ := unstructured.NestedString(ce.Object, "spec", "namespace")
+	dep := &appsv1.Deployment{}
+	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: bundle.PackageOperator}, dep))
+	var args []string
+	for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
+		if !strings.HasPrefix(a, "--metrics-bind-address") && !strings.HasPrefix(a, "--health-probe-bind-address") && !strings.HasPrefix(a, "--pin-file") {
+			args = append(args, a)
+		}
+	}
+	sa := dep.Spec.Template.Spec.ServiceAccountName
+	m.user = "system:serviceaccount:" + ns + ":" + sa
+	token, err := cluster.Token(ctx, ns, sa, time.Hour)
+	require.NoError(t, err)
+	kubeconfig, err := cluster.KubeconfigFor(token)
+	require.NoError(t, err)
+	if waitOwnerRefs {
+		restConfig, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		require.NoError(t, err)
+		as, err := client.New(restConfig, client.Options{})
+		require.NoError(t, err)
+		require.NoError(t, cluster.WaitOwnerReferences(ctx, as, m.stack, 60*time.Second))
+	}
+	pinFile, p := installedPin(t, ns)
+	require.Equal(t, m.version, p.OperatorVersion, "the pin OLM installed in %s", ns)
+	args = append(args, "--pin-file="+pinFile, "--leader-election-namespace="+ns)
+	t.Logf("operator %s: %v", m.version, args)
+	return startOperator(t, kubeconfig, args...)
 }
 
 // major is the major's label value ("1" for 1.x, whose stack is unlabelled).

@@ -32,12 +32,38 @@ var (
 	cluster *olm.Cluster
 	// root is the repository root.
 	root string
+	// auditLog is the API server's audit log of writes to InferenceStacks
+	// (auditPolicy), one JSON event a line.
+	auditLog string
 )
+
+// auditPolicy records who wrote each InferenceStack: the operators run as
+// their bundles' ServiceAccounts, one per major.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+  resources:
+  - group: inferencestack.io
+    resources: [inferencestacks, inferencestacks/status]
+- level: None
+`
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, func() (func() error, error) {
 		var err error
 		if root, err = filepath.Abs(filepath.Join("..", "..", "..")); err != nil {
+			return nil, err
+		}
+		auditDir, err := os.MkdirTemp("", "e2e-audit-")
+		if err != nil {
+			return nil, err
+		}
+		policy := filepath.Join(auditDir, "policy.yaml")
+		auditLog = filepath.Join(auditDir, "audit.log")
+		if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
 			return nil, err
 		}
 		registry := registry.Start()
@@ -48,14 +74,23 @@ func TestMain(m *testing.M) {
 			// nothing routes here (no kube-proxy): a test runs the
 			// conversion webhook in its own process and names it in an
 			// EndpointSlice of the CRD package's Service (webhookEndpoint).
-			APIServerArgs: map[string][]string{"enable-aggregator-routing": {"true"}},
+			APIServerArgs: map[string][]string{
+				"enable-aggregator-routing": {"true"},
+				"audit-policy-file":         {policy},
+				"audit-log-path":            {auditLog},
+				"audit-log-format":          {"json"},
+				// Blocking: no event is dropped, however busy the machine.
+				"audit-log-mode": {"blocking"},
+			},
 		}})
 		if err != nil {
 			registry.Close()
+			os.RemoveAll(auditDir)
 			return nil, err
 		}
 		fmt.Fprintf(os.Stderr, "e2e: control plane, catalogd and operator-controller ready in %s\n", time.Since(start).Round(100*time.Millisecond))
 		return func() error {
+			defer os.RemoveAll(auditDir)
 			defer registry.Close()
 			return cluster.Stop()
 		}, nil
