@@ -42,6 +42,9 @@ type Fixture struct {
 	// BundleRoot is Dir's bundle/ (every bundle of the catalog) and
 	// CatalogDir its catalog/.
 	BundleRoot, CatalogDir string
+	// Added holds only the new bundles (<package>/<version>), to push
+	// beside a release already pushed (Cluster.PushRelease).
+	Added string
 	// Next maps each version of From to its next patch version.
 	Next map[string]string
 }
@@ -52,7 +55,7 @@ const fixtureHeader = "# Test fixture (test/olm.NextPatches): bundle/%s/%s with 
 
 // Run copies the release, adds the bundles and renders the catalog.
 func (n NextPatches) Run(ctx context.Context) (Fixture, error) {
-	f := Fixture{BundleRoot: filepath.Join(n.Dir, "bundle"), CatalogDir: filepath.Join(n.Dir, "catalog"), Next: map[string]string{}}
+	f := Fixture{BundleRoot: filepath.Join(n.Dir, "bundle"), CatalogDir: filepath.Join(n.Dir, "catalog"), Added: filepath.Join(n.Dir, "added"), Next: map[string]string{}}
 	if err := copyTree(filepath.Join(n.Root, "bundle"), f.BundleRoot); err != nil {
 		return Fixture{}, err
 	}
@@ -68,6 +71,9 @@ func (n NextPatches) Run(ctx context.Context) (Fixture, error) {
 			return Fixture{}, fmt.Errorf("bundle/%s/%s is released already: make the fixture's next patch of a newer version than %s", bundle.PackageOperator, next, from)
 		}
 		if err := nextPatch(filepath.Join(pkgDir, from), filepath.Join(pkgDir, next), from, next); err != nil {
+			return Fixture{}, err
+		}
+		if err := copyTree(filepath.Join(pkgDir, next), filepath.Join(f.Added, bundle.PackageOperator, next)); err != nil {
 			return Fixture{}, err
 		}
 		f.Next[from] = next

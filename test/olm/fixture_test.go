@@ -27,6 +27,13 @@ func TestNextPatchesAddsToTheReleaseCatalog(t *testing.T) {
 	f, err := olm.NextPatches{Root: root, Dir: t.TempDir(), From: from}.Run(ctx)
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"1.0.0": "1.0.1", "3.0.0": "3.0.1", "4.0.0": "4.0.1"}, f.Next)
+	added, err := filepath.Glob(filepath.Join(f.Added, "*", "*"))
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		filepath.Join(f.Added, bundle.PackageOperator, "1.0.1"),
+		filepath.Join(f.Added, bundle.PackageOperator, "3.0.1"),
+		filepath.Join(f.Added, bundle.PackageOperator, "4.0.1"),
+	}, added)
 
 	for old, next := range f.Next {
 		src := filepath.Join(root, "bundle", bundle.PackageOperator, old)

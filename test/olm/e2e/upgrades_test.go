@@ -63,7 +63,8 @@ func upgradeWithinMajors(t *testing.T, cat, crds *unstructured.Unstructured, ext
 	}
 	fixture, err := olm.NextPatches{Root: root, Dir: t.TempDir(), From: from}.Run(ctx)
 	require.NoError(t, err)
-	ref, err := cluster.PushRelease(ctx, fixture.BundleRoot, fixture.CatalogDir, "catalog-upgrades")
+	// The release's bundles are pushed already (serveCatalog).
+	ref, err := cluster.PushRelease(ctx, fixture.Added, fixture.CatalogDir, "catalog-upgrades")
 	require.NoError(t, err)
 	t.Logf("test fixture catalog %s: the release catalog plus %v, rendered and pushed in %s", ref, fixture.Next, time.Since(start).Round(100*time.Millisecond))
 
