@@ -39,12 +39,12 @@ import (
 // bundle with only the version changed and rendered by the release tools
 // (olm.NextPatches). The extensions of 1.x, 3.x and 4.x, whose ranges (the
 // samples' "N.x") hold the new patches, upgrade along the catalog's edges
-// in their channels stable-vN on their own; 2.x's range moves from 2.0.0
-// to 2.x (2.1.0): four upgrades at once. Each extension reports the new
+// (N.0.0 -> N.0.1 in stable-vN and candidate-vN) on their own; 2.x's range
+// moves from 2.0.0 to 2.x (2.1.0): four upgrades at once. Each extension reports the new
 // version Installed, its Deployment runs the new bundle's image, and the
 // new operator, run as that Deployment runs it, takes over the major's
 // stack from the old one, which stops then (as a rollout replaces the
-// pod): the stack's status names the new release, nothing of the stack is
+// pod) and gives its leader election Lease up: the stack's status names the new release, nothing of the stack is
 // lost (its spec, labels, finalizers and every object it owns keep their
 // UIDs) and, as the new pins change no operand, nothing it owns is written
 // (resourceVersions unchanged, so no pod is rolled); a change to each
