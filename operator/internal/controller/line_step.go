@@ -138,8 +138,8 @@ type serverLister interface {
 // refusing, not answering in time, auth failing, a garbled answer), each
 // table is named <registry type>/*, and unlisted says why (classified:
 // the same while the cause is, so the condition does not change from one
-// try to the next).
-func apiLosses(ctx context.Context, s *state, from stackconfig.Line, served []string, accepted func(string) bool) (out []string, unlisted string) {
+// try to the next); retry: asking again may answer (a server was asked).
+func apiLosses(ctx context.Context, s *state, from stackconfig.Line, served []string, accepted func(string) bool) (out []string, unlisted string, retry bool) {
 	typeOf := func(table string) string {
 		if lf, ok := from.ResourceList(table); ok {
 			return lf.RegistryType
@@ -159,13 +159,15 @@ func apiLosses(ctx context.Context, s *state, from stackconfig.Line, served []st
 		}
 	}
 	if len(ask) == 0 {
-		return out, unlisted
+		return out, unlisted, false
 	}
-	var listed map[string][]string
-	err := error(&serverstatus.ListError{Cause: "this operator does not read servers (it runs without the server status prober)"})
-	if s.Servers != nil {
-		listed, err = s.Servers.Resources(ctx, serverTarget(s.Stack, from), ask)
+	if s.Servers == nil {
+		for _, table := range ask {
+			out = append(out, typeOf(table)+"/*")
+		}
+		return out, "this operator runs without the server status prober", false
 	}
+	listed, err := s.Servers.Resources(ctx, serverTarget(s.Stack, from), ask)
 	if err != nil {
 		le := &serverstatus.ListError{Cause: err.Error()}
 		errors.As(err, &le)
@@ -173,14 +175,14 @@ func apiLosses(ctx context.Context, s *state, from stackconfig.Line, served []st
 		for _, table := range ask {
 			out = append(out, typeOf(table)+"/*")
 		}
-		return out, le.Cause
+		return out, le.Cause, true
 	}
 	for _, table := range ask {
 		for _, id := range listed[table] {
 			out = append(out, typeOf(table)+"/"+id)
 		}
 	}
-	return out, unlisted
+	return out, unlisted, false
 }
 
 // servesAPI: the run config serves the router API (upstream serves every
@@ -292,7 +294,7 @@ func lineStep(ctx context.Context, s *state) error {
 		typ, _, _ := strings.Cut(l, "/")
 		return slices.Contains(accept, l) || slices.Contains(accept, typ+"/*")
 	}
-	viaAPI, unlisted := apiLosses(ctx, s, from, served, accepted)
+	viaAPI, unlisted, retry := apiLosses(ctx, s, from, served, accepted)
 	losses = append(losses, registered...)
 	losses = append(losses, viaAPI...)
 	slices.Sort(losses)
@@ -309,9 +311,14 @@ func lineStep(ctx context.Context, s *state) error {
 	if slices.ContainsFunc(unaccepted, func(l string) bool { return !strings.HasPrefix(l, "registry/") }) {
 		why = append(why, fmt.Sprintf("Llama Stack %s has no %s; the old server's run config and registry hold these", target, strings.Join(tables, ", ")))
 	}
-	retry := unlisted != "" && slices.ContainsFunc(unaccepted, func(l string) bool { return strings.HasSuffix(l, "/*") })
-	if retry {
-		why = append(why, fmt.Sprintf("<type>/* is whatever clients registered through the server's API, which the operator could not list (%s): it asks again, and names each once the server answers; accepting <type>/* accepts them all, whatever they are", unlisted))
+	if unlisted != "" && slices.ContainsFunc(unaccepted, func(l string) bool { return strings.HasSuffix(l, "/*") }) {
+		again := ""
+		if retry {
+			again = ": it asks again, and names each once the server answers"
+		}
+		why = append(why, fmt.Sprintf("<type>/* is whatever clients registered through the server's API, which the operator could not list (%s)%s; accepting <type>/* accepts them all, whatever they are", unlisted, again))
+	} else {
+		retry = false
 	}
 	ce := errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonLineMoveLosesResources,
 		"moving from Llama Stack %s to %s loses %s (%s); nothing was changed, the old server keeps serving. To move anyway, set spec.lineMove: {line: %q, acceptLosses: [%s]}; to stay, set label %s back (docs/moving-between-lines.md)",
