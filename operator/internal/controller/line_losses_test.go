@@ -40,27 +40,24 @@ server:
   port: %[2]d
 `
 
-// startOldServer runs the 0.7.1 stand-in with registered, each
+// startOldServer runs the 0.7.1 stand-in on port with registered, each
 // "<registry type>/<identifier>", registered as a client would through
 // the server's API; it returns the server's address.
-func startOldServer(t *testing.T, registered ...string) string {
+func startOldServer(t *testing.T, port int, registered ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	ports, err := testenv.FreePorts(1)
-	if err != nil {
+
+	if err := os.WriteFile(filepath.Join(dir, "run.yaml"), fmt.Appendf(nil, oldServerConfig, dir, port), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "run.yaml"), fmt.Appendf(nil, oldServerConfig, dir, ports[0]), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(standin(t), "stack", "run", filepath.Join(dir, "run.yaml"), "--port", strconv.Itoa(ports[0]))
+	cmd := exec.Command(standin(t), "stack", "run", filepath.Join(dir, "run.yaml"), "--port", strconv.Itoa(port))
 	cmd.Env = append(os.Environ(), "LLAMA_STACK_STANDIN_VERSION=0.7.1", "HOME="+dir, "LLAMA_STACK_CONFIG_DIR="+filepath.Join(dir, ".llama"))
 	proc, err := testenv.StartProcess(cmd, filepath.Join(dir, "llama.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proc.Stop(5 * time.Second) })
-	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	for _, r := range registered {
 		typ, id, _ := strings.Cut(r, "/")
 		eventually(t, timeout, func() error {
@@ -121,7 +118,11 @@ func refusal(t *testing.T, ns string) string {
 // server, and no <type>/*; accepting some leaves the move refused and the
 // server Deployment untouched; accepting exactly those moves it.
 func TestMoveToOGXNamesEachResourceOfTheOldServer(t *testing.T) {
-	addr := startOldServer(t, "dataset/uploaded", "benchmark/mmlu")
+	ports, err := testenv.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startOldServer(t, ports[0], "dataset/uploaded", "benchmark/mmlu")
 	to, ns, gen := movedToOGX(t, addr)
 	msg := refusal(t, ns)
 	t.Logf("refused: %s", msg)
@@ -150,7 +151,9 @@ func TestMoveToOGXNamesEachResourceOfTheOldServer(t *testing.T) {
 
 // TestMoveToOGXWhenTheOldServerDoesNotAnswer: when the old server cannot
 // be asked (nothing listens), the refusal names each table's resources
-// <type>/* with the classified cause, and the operator asks again.
+// <type>/* with the classified cause, and the operator asks again: once
+// the server answers, with no change of the stack, the refusal names
+// each resource.
 func TestMoveToOGXWhenTheOldServerDoesNotAnswer(t *testing.T) {
 	ports, err := testenv.FreePorts(1)
 	if err != nil {
@@ -170,4 +173,11 @@ func TestMoveToOGXWhenTheOldServerDoesNotAnswer(t *testing.T) {
 	if got := serverGeneration(t, ns, "mv"); got != gen {
 		t.Errorf("server Deployment generation %d after the refused move, was %d", got, gen)
 	}
+	startOldServer(t, ports[0], "dataset/late")
+	eventually(t, timeout, func() error {
+		if msg := refusal(t, ns); !strings.Contains(msg, `acceptLosses: ["dataset/evals", "dataset/late"]`) {
+			return fmt.Errorf("the refusal says %q, want it to name dataset/evals and dataset/late", msg)
+		}
+		return nil
+	})
 }
