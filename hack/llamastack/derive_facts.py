@@ -23,7 +23,10 @@ module import and the provider registry):
     version, the providers list): route and method of each @webmethod at API
     level v1, whether the auth middleware demands a token there, the response
     model's fields (nested models too), the provider health values and the
-    health a provider without a health check reports;
+    health a provider without a health check reports; and, for each routing
+    table a later line drops (datasets, scoring functions, benchmarks), its
+    list endpoint and how its answer names each resource (resource_lists),
+    which the operator reads before a move names what it loses;
   * state_env: the environment variables that move a path the server
     writes (run.yaml ${env.X:=<path>} defaults, config_dirs.py);
   * start-up rules that are code, not models: each names its upstream file and
@@ -223,6 +226,23 @@ SERVER_API_ROUTES = [
     ("version", "inspect_api", "/version", "version"),
     ("list_providers", "providers", "/providers", "list_providers"),
 ]
+# The list endpoints of the routing tables a later line drops (0.8.0 has no
+# datasets, scoring_functions, benchmarks): what clients registered through
+# the server's API, which a move to that line loses, is read there by name.
+# (routing table, endpoint name, module, protocol class, method) up to 0.3;
+# from 0.4 on (routing table, endpoint name, folder under <pkg>_api, route,
+# function). Derived where the tag routes the table.
+RESOURCE_LISTS = [
+    ("datasets", "list_datasets", "llama_stack.apis.datasets.datasets", "Datasets", "list_datasets"),
+    ("scoring_functions", "list_scoring_functions", "llama_stack.apis.scoring_functions.scoring_functions",
+     "ScoringFunctions", "list_scoring_functions"),
+    ("benchmarks", "list_benchmarks", "llama_stack.apis.benchmarks.benchmarks", "Benchmarks", "list_benchmarks"),
+]
+RESOURCE_LIST_ROUTES = [
+    ("datasets", "list_datasets", "datasets", "/datasets", "list_datasets"),
+    ("scoring_functions", "list_scoring_functions", "scoring_functions", "/scoring-functions", "list_scoring_functions"),
+    ("benchmarks", "list_benchmarks", "benchmarks", "/eval/benchmarks", "list_benchmarks"),
+]
 AUTH_MIDDLEWARE = "llama_stack/core/server/auth.py"
 ROUTES = ("llama_stack/core/server/routes.py", "path = f\"/{webmethod.level}/{webmethod.route.lstrip('/')}\"")
 HEALTH = {"source": "llama_stack/core/providers.py", "evidence": "Provider does not implement health check"}
@@ -249,18 +269,38 @@ def model_facts(cls, models, root):
                 model_facts(t, models, root)
 
 
-def server_api(root, tag):
+def resource_list(table, endpoint, ret, root, tag):
+    """How a list endpoint's answer names its resources: the field holding
+    the list of Resources, their identifier field, and the registry type
+    they carry (the item's type default, upstream's ResourceType)."""
+    import typing
+    for field, f in ret.model_fields.items():
+        args = typing.get_args(f.annotation)
+        if typing.get_origin(f.annotation) is list and args and "identifier" in getattr(args[0], "model_fields", {}):
+            item = args[0]
+            rtype = item.model_fields["type"].default if "type" in item.model_fields else None
+            rtype = getattr(rtype, "value", rtype)
+            if not isinstance(rtype, str):
+                sys.exit("%s at %s: %s has no registry type default: review" % (endpoint, tag, item.__name__))
+            return {"routing_table": table, "endpoint": endpoint, "list_field": field, "item": item.__name__,
+                    "identifier_field": "identifier", "registry_type": rtype,
+                    "source": os.path.relpath(sys.modules[ret.__module__].__file__, root)}
+    sys.exit("%s at %s: %s holds no list of resources: review" % (endpoint, tag, ret.__name__))
+
+
+def server_api(root, tag, tables):
     import inspect as pyinspect
     if os.path.isdir(os.path.join(root, up("llama_stack_api"))):
-        endpoints, models = server_api_routes(root, tag)
-        return {"endpoints": endpoints, "models": models, "health": health_fact(root, tag)}
+        endpoints, models, lists = server_api_routes(root, tag, tables)
+        return {"endpoints": endpoints, "models": models, "health": health_fact(root, tag), "resource_lists": lists}
     with open(os.path.join(root, ROUTES[0])) as f:
         if ROUTES[1] not in f.read():
             sys.exit("%r is not in %s at %s: review how routes are made" % (ROUTES[1], ROUTES[0], tag))
     with open(os.path.join(root, AUTH_MIDDLEWARE)) as f:
         exempts = "require_authentication is False" in f.read()
-    endpoints, models = [], {}
-    for name, module, cls, method in SERVER_API:
+    endpoints, models, lists = [], {}, []
+    wanted = [(None,) + e for e in SERVER_API] + [e for e in RESOURCE_LISTS if e[0] in tables]
+    for table, name, module, cls, method in wanted:
         mod = importlib.import_module(module)
         func = getattr(getattr(mod, cls), method)
         (wm,) = [w for w in getattr(func, "__webmethods__", [func.__webmethod__]) if w.level == "v1"]
@@ -274,7 +314,9 @@ def server_api(root, tag):
             "source": os.path.relpath(mod.__file__, root),
             "auth_source": AUTH_MIDDLEWARE,
         })
-    return {"endpoints": endpoints, "models": models, "health": health_fact(root, tag)}
+        if table:
+            lists.append(resource_list(table, name, ret, root, tag))
+    return {"endpoints": endpoints, "models": models, "health": health_fact(root, tag), "resource_lists": lists}
 
 
 def health_fact(root, tag):
@@ -652,20 +694,21 @@ def distribution_configs(root):
     return []
 
 
-def server_api_routes(root, tag):
+def server_api_routes(root, tag, tables):
     """server_api from FastAPI routers (0.4 on: <pkg>_api/<api>/fastapi_routes.py,
     a route is public when its openapi_extra sets PUBLIC_ROUTE_KEY, which
     core/server/routes.py turns into require_authentication=False)."""
     routes_py = up(ROUTES[0])
     rtext = read(root, routes_py, "server_api.routes")
     found("server_api.public", r"require_authentication=not is_public", rtext, routes_py)
-    endpoints, models = [], {}
-    for name, api_dir, route, func in SERVER_API_ROUTES:
+    endpoints, models, lists = [], {}, []
+    wanted = [(None,) + e for e in SERVER_API_ROUTES] + [e for e in RESOURCE_LIST_ROUTES if e[0] in tables]
+    for table, name, api_dir, route, func in wanted:
         rel = up("llama_stack_api/%s/fastapi_routes.py" % api_dir)
         text = read(root, rel, "server_api." + name)
         prefix = found("server_api.%s.prefix" % name, r'prefix=f"/\{([A-Z0-9_]+)\}"', text, rel).group(1)
         level = getattr(importlib.import_module(up("llama_stack_api.version")), prefix, None)
-        m = found("server_api." + name, r'@router\.(get|post)\(\s*"%s",(.*?)\)\n\s*async def %s\([^)]*\) -> (\w+):'
+        m = found("server_api." + name, r'@router\.(get|post)\(\s*"%s",((?:(?!@router\.).)*?)\)\n\s*async def %s\((?:[^()]|\([^()]*\))*\) -> (\w+):'
                   % (re.escape(route), func), text, rel)
         if not m.group(0) or level is None:
             continue
@@ -678,7 +721,9 @@ def server_api_routes(root, tag):
             "required_scope": "",
             "response": ret.__name__, "source": rel, "auth_source": routes_py,
         })
-    return endpoints, models
+        if table:
+            lists.append(resource_list(table, name, ret, root, tag))
+    return endpoints, models, lists
 
 
 PLACEHOLDER = re.compile(r"\$\{env\.([A-Z0-9_]+):=([^}]*)\}")
@@ -822,7 +867,7 @@ def main():
         "package": {"name": us.PKG, "source": up("llama_stack/core/stack.py")},
         "env_expansion": derive_env_expansion(root),
         "storage_defaults": derive_storage_defaults(root, config_dir),
-        "server_api": server_api(root, args.tag),
+        "server_api": server_api(root, args.tag, {i.routing_table_api.value for i in dist.builtin_automatically_routed_apis()}),
     }
     if UNDERIVED:
         sys.exit("derive_facts: at %s these facts could not be derived (review the script):\n  %s" % (args.tag, "\n  ".join(UNDERIVED)))

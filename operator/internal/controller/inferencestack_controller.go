@@ -228,6 +228,9 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 	s := &state{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, Stack: stack, Pin: r.Pin, Applier: r.applier, Watching: &r.watching,
 		Configs: &r.configs}
+	if r.Prober != nil {
+		s.Servers = r.Prober
+	}
 	stepErr := r.runSteps(ctx, s)
 	r.setStatus(ctx, s, stepErr)
 	if !equality.Semantic.DeepEqual(original.Status, stack.Status) {
@@ -257,7 +260,7 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		if ce.Reason == v1alpha2.ReasonRouteNotServed {
 			return ctrl.Result{RequeueAfter: r.routeCheckInterval()}, nil
 		}
-		if slices.Contains(waitingOutsideTheCache, ce.Reason) {
+		if ce.retry || slices.Contains(waitingOutsideTheCache, ce.Reason) {
 			return ctrl.Result{RequeueAfter: r.retryInterval()}, nil
 		}
 		return ctrl.Result{}, nil

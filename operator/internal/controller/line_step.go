@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,11 +11,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components/config"
 	"github.com/inferencestack/inferencestack/operator/components/server"
+	"github.com/inferencestack/inferencestack/operator/internal/serverstatus"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
 )
@@ -79,22 +82,21 @@ func droppedTables(from, to stackconfig.Line) []string {
 // under registered_resources, or top-level at 0.2) registers in the
 // routing tables tables, as <registry type>/<identifier>, sorted. With
 // routers (routing table -> its router API, from the old line's facts),
-// a table whose router the config serves (listed in apis, or apis unset)
-// also loses <registry type>/*: what clients registered through the
-// server's API, kept in its registry, which the operator cannot list.
-func registeredLosses(runConfig []byte, tables []string, routers map[string]string) ([]string, error) {
+// served lists the tables whose router the config serves (listed in apis,
+// or apis unset): what clients registered there through the server's API,
+// kept in its registry, is lost too (apiLosses names it).
+func registeredLosses(runConfig []byte, tables []string, routers map[string]string) (out, served []string, _ error) {
 	if len(tables) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var doc map[string]any
 	if err := yaml.Unmarshal(runConfig, &doc); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lists := []map[string]any{doc}
 	if rr, ok := doc["registered_resources"].(map[string]any); ok {
 		lists = append(lists, rr)
 	}
-	var out []string
 	for _, table := range tables {
 		kind, ok := registeredKinds[table]
 		if !ok {
@@ -104,7 +106,7 @@ func registeredLosses(runConfig []byte, tables []string, routers map[string]stri
 			continue
 		}
 		if router, ok := routers[table]; ok && servesAPI(doc, router) {
-			out = append(out, kind.registryType+"/*")
+			served = append(served, table)
 		}
 		for _, l := range lists {
 			for _, key := range kind.keys {
@@ -119,7 +121,68 @@ func registeredLosses(runConfig []byte, tables []string, routers map[string]stri
 		}
 	}
 	slices.Sort(out)
-	return slices.Compact(out), nil
+	return slices.Compact(out), served, nil
+}
+
+// serverLister reads what a server's registry holds (serverstatus.Prober).
+type serverLister interface {
+	Resources(ctx context.Context, t serverstatus.Target, tables []string) (map[string][]string, error)
+}
+
+// apiLosses names what clients registered through the old server's API in
+// the routing tables served (line from's), which the move drops: each
+// resource as <registry type>/<identifier>, listed on the server (its
+// line's ResourceList facts) through the prober's client of the stack.
+// A table whose <registry type>/* accepted covers is not asked for.
+// When the server cannot be asked (no prober, no list in the facts, down,
+// refusing, not answering in time, auth failing, a garbled answer), each
+// table is named <registry type>/*, and unlisted says why (classified:
+// the same while the cause is, so the condition does not change from one
+// try to the next); retry: asking again may answer (a server was asked).
+func apiLosses(ctx context.Context, s *state, from stackconfig.Line, served []string, accepted func(string) bool) (out []string, unlisted string, retry bool) {
+	typeOf := func(table string) string {
+		if lf, ok := from.ResourceList(table); ok {
+			return lf.RegistryType
+		}
+		return registeredKinds[table].registryType
+	}
+	var ask []string
+	for _, table := range served {
+		switch _, listed := from.ResourceList(table); {
+		case accepted(typeOf(table) + "/*"):
+			out = append(out, typeOf(table)+"/*")
+		case !listed:
+			out = append(out, typeOf(table)+"/*")
+			unlisted = fmt.Sprintf("the facts of Llama Stack %s name no list endpoint of %s", from, table)
+		default:
+			ask = append(ask, table)
+		}
+	}
+	if len(ask) == 0 {
+		return out, unlisted, false
+	}
+	if s.Servers == nil {
+		for _, table := range ask {
+			out = append(out, typeOf(table)+"/*")
+		}
+		return out, "this operator runs without the server status prober", false
+	}
+	listed, err := s.Servers.Resources(ctx, serverTarget(s.Stack, from), ask)
+	if err != nil {
+		le := &serverstatus.ListError{Cause: err.Error()}
+		errors.As(err, &le)
+		log.FromContext(ctx).Info("cannot list the old server's resources that a line move drops", "tables", ask, "cause", le.Cause, "detail", le.Detail)
+		for _, table := range ask {
+			out = append(out, typeOf(table)+"/*")
+		}
+		return out, le.Cause, true
+	}
+	for _, table := range ask {
+		for _, id := range listed[table] {
+			out = append(out, typeOf(table)+"/"+id)
+		}
+	}
+	return out, unlisted, false
 }
 
 // servesAPI: the run config serves the router API (upstream serves every
@@ -216,17 +279,27 @@ func lineStep(ctx context.Context, s *state) error {
 	if len(losses) == 0 {
 		routers = routersOf(from)
 	}
-	registered, err := registeredLosses([]byte(cm.Data[runconfig.ConfigKey]), tables, routers)
-	losses = append(losses, registered...)
+	registered, served, err := registeredLosses([]byte(cm.Data[runconfig.ConfigKey]), tables, routers)
 	if err != nil {
 		return errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonLineMoveLosesResources,
 			"moving from Llama Stack %s to %s: the deployed run config (ConfigMap %s key %s) cannot be read (%v), so what the move drops is unknown; the old server keeps serving: move the stack back to its major, or repair the ConfigMap",
 			from, target, key.Name, runconfig.ConfigKey, err)
 	}
-	unaccepted := losses
+	var accept []string
 	if lm := s.Stack.Spec.LineMove; lm != nil && lm.Line == string(target) {
-		unaccepted = slices.DeleteFunc(slices.Clone(losses), func(l string) bool { return slices.Contains(lm.AcceptLosses, l) })
+		accept = lm.AcceptLosses
 	}
+	// <type>/* accepts every resource of that type.
+	accepted := func(l string) bool {
+		typ, _, _ := strings.Cut(l, "/")
+		return slices.Contains(accept, l) || slices.Contains(accept, typ+"/*")
+	}
+	viaAPI, unlisted, retry := apiLosses(ctx, s, from, served, accepted)
+	losses = append(losses, registered...)
+	losses = append(losses, viaAPI...)
+	slices.Sort(losses)
+	losses = slices.Compact(losses)
+	unaccepted := slices.DeleteFunc(slices.Clone(losses), accepted)
 	if len(unaccepted) == 0 {
 		return nil
 	}
@@ -236,15 +309,23 @@ func lineStep(ctx context.Context, s *state) error {
 			target, from, from.Facts().RegistryKey.Source, from.Facts().RegistryKey.Version, target.Facts().RegistryKey.Version))
 	}
 	if slices.ContainsFunc(unaccepted, func(l string) bool { return !strings.HasPrefix(l, "registry/") }) {
-		why = append(why, fmt.Sprintf("Llama Stack %s has no %s", target, strings.Join(tables, ", ")))
+		why = append(why, fmt.Sprintf("Llama Stack %s has no %s; the old server's run config and registry hold these", target, strings.Join(tables, ", ")))
 	}
-	if slices.ContainsFunc(unaccepted, func(l string) bool { return strings.HasSuffix(l, "/*") }) {
-		why = append(why, "<type>/* is whatever clients registered through the server's API, which the operator cannot list: list them on the server before you accept")
+	if unlisted != "" && slices.ContainsFunc(unaccepted, func(l string) bool { return strings.HasSuffix(l, "/*") }) {
+		again := ""
+		if retry {
+			again = ": it asks again, and names each once the server answers"
+		}
+		why = append(why, fmt.Sprintf("<type>/* is whatever clients registered through the server's API, which the operator could not list (%s)%s; accepting <type>/* accepts them all, whatever they are", unlisted, again))
+	} else {
+		retry = false
 	}
-	return errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonLineMoveLosesResources,
+	ce := errorf(v1alpha2.TypeDegraded, v1alpha2.ReasonLineMoveLosesResources,
 		"moving from Llama Stack %s to %s loses %s (%s); nothing was changed, the old server keeps serving. To move anyway, set spec.lineMove: {line: %q, acceptLosses: [%s]}; to stay, set label %s back (docs/moving-between-lines.md)",
 		from, target, strings.Join(unaccepted, ", "), strings.Join(why, "; "),
 		string(target), strings.Join(quoted(unaccepted), ", "), v1alpha2.LabelOperatorMajor)
+	ce.retry = retry
+	return ce
 }
 
 func quoted(in []string) []string {

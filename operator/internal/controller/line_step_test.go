@@ -40,7 +40,9 @@ func TestDroppedTables(t *testing.T) {
 }
 
 // TestRegisteredLosses: the resources of the dropped tables a run config
-// registers, in either layout, named <registry type>/<identifier>.
+// registers, in either layout, named <registry type>/<identifier>, and the
+// tables whose router the config serves (what clients registered there
+// through the API is listed on the server).
 func TestRegisteredLosses(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -48,6 +50,7 @@ func TestRegisteredLosses(t *testing.T) {
 		tables    []string
 		routers   map[string]string
 		want      []string
+		served    []string
 		assertion require.ErrorAssertionFunc
 	}{{
 		name: "0.3 layout",
@@ -85,14 +88,15 @@ registered_resources:
 `,
 		tables:    []string{"benchmarks", "datasets"},
 		routers:   map[string]string{"datasets": "datasetio", "benchmarks": "eval"},
-		want:      []string{"dataset/*", "dataset/evals"},
+		want:      []string{"dataset/evals"},
+		served:    []string{"datasets"},
 		assertion: require.NoError,
 	}, {
 		name:      "every router served when apis is unset",
 		config:    "{}",
 		tables:    []string{"benchmarks"},
 		routers:   map[string]string{"benchmarks": "eval"},
-		want:      []string{"benchmark/*"},
+		served:    []string{"benchmarks"},
 		assertion: require.NoError,
 	}, {
 		name:      "not YAML",
@@ -102,10 +106,13 @@ registered_resources:
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := registeredLosses([]byte(tc.config), tc.tables, tc.routers)
+			got, served, err := registeredLosses([]byte(tc.config), tc.tables, tc.routers)
 			tc.assertion(t, err)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("registeredLosses (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.served, served); diff != "" {
+				t.Errorf("registeredLosses' served tables (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -48,6 +48,9 @@ type state struct {
 	Watching *singleflight.Group
 	// Configs remembers the run config made for each stack and from what.
 	Configs *configMemo
+	// Servers, when set, lists what a stack's server holds (a line move
+	// names what it drops): the prober.
+	Servers serverLister
 	// rendered is the config step's output (as far as it got).
 	rendered rendered
 	// live holds the objects the status describes as the steps left them
@@ -96,6 +99,9 @@ type conditionError struct {
 	Type    string
 	Reason  string
 	Message string
+	// retry: the reconcile looks again after the retry interval (what it
+	// needs may change with no event that brings the stack back).
+	retry bool
 }
 
 func (e *conditionError) Error() string { return e.Message }

@@ -58,7 +58,7 @@ func (c *serverClient) get(ctx context.Context, name string, out any) error {
 			err: fmt.Errorf("HTTP %d: %.200s", resp.StatusCode, strings.TrimSpace(string(body)))}
 	}
 	if err := json.Unmarshal(body, out); err != nil {
-		return &requestError{method: ep.Method, path: ep.Path, err: fmt.Errorf("the answer is not a %s: %w", ep.Response, err)}
+		return &requestError{method: ep.Method, path: ep.Path, notShaped: ep.Response, err: fmt.Errorf("the answer is not a %s: %w", ep.Response, err)}
 	}
 	return nil
 }
@@ -69,7 +69,9 @@ type requestError struct {
 	method, path string
 	status       int
 	message      string
-	err          error
+	// notShaped is the response model an answer of 200 did not match.
+	notShaped string
+	err       error
 }
 
 func (e *requestError) Error() string {

@@ -470,13 +470,30 @@ func (p *Prober) client(t Target, material *tlsMaterial) *http.Client {
 // TLS material is read anew).
 func (p *Prober) read(ctx context.Context, t Target, material *tlsMaterial, hc *http.Client) (res Result, _ *tlsMaterial, _ *http.Client, tlsFailed bool) {
 	fail := func(err error) Result { return Result{Err: describe(err), detail: err.Error()} }
+	c, material, hc, err := p.connect(ctx, t, material, hc)
+	if err != nil {
+		return fail(err), material, hc, material == nil && t.TLS != nil
+	}
+	version, err := c.version(ctx)
+	if err == nil {
+		var providers []v1alpha2.ProviderStatus
+		if providers, err = c.providers(ctx); err == nil {
+			return Result{Version: version, Providers: providers}, material, hc, false
+		}
+	}
+	return fail(err), material, hc, tlsError(err)
+}
+
+// connect is the client of t's server: with the TLS material and HTTP
+// client given (read anew when nil) and, with auth, the identity's token.
+func (p *Prober) connect(ctx context.Context, t Target, material *tlsMaterial, hc *http.Client) (*serverClient, *tlsMaterial, *http.Client, error) {
 	scheme := "http"
 	if t.TLS != nil {
 		scheme = "https"
 		if material == nil {
 			var err error
 			if material, err = p.loadTLS(ctx, t); err != nil {
-				return fail(err), nil, nil, true
+				return nil, nil, nil, &setupError{cause: "the server's TLS Secret cannot be read", err: err}
 			}
 			hc = nil
 		}
@@ -488,20 +505,28 @@ func (p *Prober) read(ctx context.Context, t Target, material *tlsMaterial, hc *
 	if t.Identity != "" {
 		var err error
 		if token, err = p.token(ctx, t); err != nil {
-			return fail(fmt.Errorf("a token for the server's auth: %w", err)), material, hc, false
+			return nil, material, hc, &setupError{cause: "no token for the server's auth", err: fmt.Errorf("a token for the server's auth: %w", err)}
 		}
 	}
-	c := &serverClient{http: hc, base: fmt.Sprintf("%s://%s", scheme, net.JoinHostPort(t.Host, fmt.Sprint(t.Port))),
-		line: t.Line, token: token, count: func() { p.mu.Lock(); p.requests++; p.mu.Unlock(); requestsTotal.Inc() }}
-	version, err := c.version(ctx)
-	if err == nil {
-		var providers []v1alpha2.ProviderStatus
-		if providers, err = c.providers(ctx); err == nil {
-			return Result{Version: version, Providers: providers}, material, hc, false
-		}
-	}
+	return &serverClient{http: hc, base: fmt.Sprintf("%s://%s", scheme, net.JoinHostPort(t.Host, fmt.Sprint(t.Port))),
+		line: t.Line, token: token, count: func() { p.mu.Lock(); p.requests++; p.mu.Unlock(); requestsTotal.Inc() }}, material, hc, nil
+}
+
+// setupError is what the operator could not prepare to call a server
+// (its TLS material, a token): cause, classified, and the error.
+type setupError struct {
+	cause string
+	err   error
+}
+
+func (e *setupError) Error() string { return e.err.Error() }
+func (e *setupError) Unwrap() error { return e.err }
+
+// tlsError: the request failed on the server's TLS (the Secret may have
+// been rotated: the material is read anew).
+func tlsError(err error) bool {
 	var verr *tls.CertificateVerificationError
-	return fail(err), material, hc, errors.As(err, &verr) || strings.Contains(err.Error(), "tls:")
+	return errors.As(err, &verr) || strings.Contains(err.Error(), "tls:")
 }
 
 // fingerprint is a short digest for log lines and errors.

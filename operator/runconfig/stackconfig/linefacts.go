@@ -136,6 +136,22 @@ func (l Line) ResourceTypes() []string {
 	return nil
 }
 
+// ResourceList is how the line's server lists the resources of a routing
+// table that a later line drops (datasets, scoring_functions, benchmarks up
+// to 0.7): its endpoint (a name for Endpoint), the answer's list field and
+// each entry's identifier field; false where the line has no such fact.
+func (l Line) ResourceList(table string) (ResourceListFact, bool) {
+	f := l.Facts()
+	if f == nil {
+		return ResourceListFact{}, false
+	}
+	i := slices.IndexFunc(f.ServerAPI.ResourceLists, func(r ResourceListFact) bool { return r.RoutingTable == table })
+	if i < 0 {
+		return ResourceListFact{}, false
+	}
+	return f.ServerAPI.ResourceLists[i], true
+}
+
 // ServerStore is the line's fact of one of the server's stores: its own
 // (registry, prompts, conversations; Facts.ServerStores) or a history
 // store (inference, responses; Facts.HistoryStores).

@@ -16,6 +16,23 @@ type ServerAPIFacts struct {
 	Models map[string]ModelFact `json:"models"`
 	// Health is what a provider's health says.
 	Health HealthFact `json:"health"`
+	// ResourceLists are, for each routing table a later line drops, the
+	// endpoint listing its resources and how its answer names each.
+	ResourceLists []ResourceListFact `json:"resource_lists"`
+}
+
+// ResourceListFact is how a routing table's list endpoint names what the
+// server's registry holds of it: the answer's ListField is a list of
+// Item, each named by IdentifierField; the registry keeps them as
+// RegistryType (upstream's ResourceType, the item's type default).
+type ResourceListFact struct {
+	RoutingTable    string `json:"routing_table"`
+	Endpoint        string `json:"endpoint"`
+	ListField       string `json:"list_field"`
+	Item            string `json:"item"`
+	IdentifierField string `json:"identifier_field"`
+	RegistryType    string `json:"registry_type"`
+	Source          string `json:"source"`
 }
 
 // EndpointFact is one @webmethod route of the server at API level v1.

@@ -57,6 +57,13 @@
 //     providers are the config's enabled ones, each reporting upstream's
 //     "Not Implemented" health unless a test set another with the
 //     stand-in's own PUT /standin/v1/health/{provider_id};
+//   - serves the list endpoints of the routing tables a later line drops
+//     (datasets, scoring functions and benchmarks up to 0.7) where the
+//     line's facts place them (resource_lists), answering what its
+//     registry holds of each; a test registers one with the stand-in's own
+//     POST /standin/v1/registry/{type} ({"identifier": ...}), as a client
+//     would through the server's API (the stand-in registers only the
+//     config's models at start);
 //   - with server.auth, a bearer token is demanded where the line's facts say
 //     the auth middleware does (every path on 0.2; on 0.3 all but
 //     /v1/health and /v1/version). With the kubernetes provider the token
@@ -228,6 +235,37 @@ func (s *server) routes() http.Handler {
 	})
 	mux.HandleFunc(endpoint(stackconfig.EndpointListProviders), func(w http.ResponseWriter, _ *http.Request) {
 		reply(w, s.providers(), nil)
+	})
+	// The list endpoints of the routing tables a later line drops (the
+	// line's resource_lists facts), answering what the registry holds of
+	// the table's registry type.
+	for _, rl := range s.line.Facts().ServerAPI.ResourceLists {
+		mux.HandleFunc(endpoint(rl.Endpoint), func(w http.ResponseWriter, _ *http.Request) {
+			items, err := list[map[string]any](s.state, "registry", s.state.registryKey(rl.RegistryType, ""))
+			reply(w, map[string]any{rl.ListField: items}, err)
+		})
+	}
+	// Not upstream's: a test registers a resource of such a table as a
+	// client would through the server's API (kept in the registry).
+	mux.HandleFunc("POST /standin/v1/registry/{type}", func(w http.ResponseWriter, r *http.Request) {
+		typ := r.PathValue("type")
+		i := slices.IndexFunc(s.line.Facts().ServerAPI.ResourceLists, func(rl stackconfig.ResourceListFact) bool { return rl.RegistryType == typ })
+		if i < 0 {
+			http.Error(w, fmt.Sprintf(`{"detail":"Llama Stack %s lists no %s"}`, s.line.Tag(), typ), http.StatusNotFound)
+			return
+		}
+		var in map[string]any
+		if !decode(w, r, &in) {
+			return
+		}
+		idField := s.line.Facts().ServerAPI.ResourceLists[i].IdentifierField
+		id, _ := in[idField].(string)
+		if id == "" {
+			http.Error(w, fmt.Sprintf(`{"detail":"%s: Field required"}`, idField), http.StatusBadRequest)
+			return
+		}
+		in["type"] = typ
+		reply(w, in, s.state.put("registry", s.state.registryKey(typ, id), in))
 	})
 	// Not upstream's: a test sets what a provider's health check says.
 	mux.HandleFunc("PUT /standin/v1/health/{provider_id}", func(w http.ResponseWriter, r *http.Request) {
