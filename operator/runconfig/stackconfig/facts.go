@@ -6,7 +6,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/inferencestack/inferencestack/operator/runconfig/distributions"
 )
@@ -292,27 +291,31 @@ type ListedModel struct {
 	EmbeddingDimension int    `json:"embedding_dimension"`
 }
 
-var factsOf = sync.OnceValue(func() map[Line]*Facts {
-	out := map[Line]*Facts{}
-	for _, l := range lines() {
-		data, err := distributions.FS.ReadFile(l.Tag() + "/facts.json")
-		if err != nil {
-			panic(fmt.Sprintf("the facts of Llama Stack %s are not embedded: %v", l.Tag(), err))
-		}
-		var f Facts
-		if err := json.Unmarshal(data, &f); err != nil {
-			panic(fmt.Sprintf("distributions/%s/facts.json: %v", l.Tag(), err))
-		}
-		if f.Tag != l.Tag() {
-			panic(fmt.Sprintf("distributions/%s/facts.json was derived at %s", l.Tag(), f.Tag))
-		}
-		out[l] = &f
+// factsOf holds, for every line, the loader of its facts, read the first
+// time that line is asked for.
+var factsOf = perLine(func(l Line) *Facts {
+	data, err := distributions.FS.ReadFile(l.Tag() + "/facts.json")
+	if err != nil {
+		panic(fmt.Sprintf("the facts of Llama Stack %s are not embedded: %v", l.Tag(), err))
 	}
-	return out
+	var f Facts
+	if err := json.Unmarshal(data, &f); err != nil {
+		panic(fmt.Sprintf("distributions/%s/facts.json: %v", l.Tag(), err))
+	}
+	if f.Tag != l.Tag() {
+		panic(fmt.Sprintf("distributions/%s/facts.json was derived at %s", l.Tag(), f.Tag))
+	}
+	return &f
 })
 
 // Facts returns the facts of a line.
-func (l Line) Facts() *Facts { return factsOf()[l] }
+func (l Line) Facts() *Facts {
+	load, ok := factsOf[l]
+	if !ok {
+		return nil
+	}
+	return load()
+}
 
 // Rule returns upstream's rule of that id (Facts.Rules).
 func (f *Facts) Rule(id string) (Rule, bool) { return f.rule(id) }

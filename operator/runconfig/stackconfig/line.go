@@ -1,7 +1,6 @@
 package stackconfig
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -154,13 +153,7 @@ func (l Line) RunConfigFields() []string {
 	if s == nil {
 		return nil
 	}
-	var doc struct {
-		Properties map[string]json.RawMessage `json:"properties"`
-	}
-	if err := json.Unmarshal(s.RunConfig.Schema, &doc); err != nil {
-		return nil
-	}
-	return sortedKeys(doc.Properties)
+	return slices.Clone(s.runConfigFields)
 }
 
 // HasProviderAPI reports whether the line has providers of an API (from

@@ -29,6 +29,10 @@ type Schemas struct {
 	RunConfig ModelSchema `json:"run_config"`
 	// Providers are the provider types' config classes, by API and type.
 	Providers map[string]map[string]ProviderSchema `json:"providers"`
+
+	// runConfigFields are RunConfig's top-level fields, sorted, read once:
+	// every reconcile that makes a run config asks for them several times.
+	runConfigFields []string
 }
 
 // ModelSchema is one pydantic model's JSON Schema.
@@ -74,27 +78,48 @@ func (s ProviderSchema) Fields() []string {
 	return sortedKeys(doc.Properties)
 }
 
-var schemasOf = sync.OnceValue(func() map[Line]*Schemas {
-	out := map[Line]*Schemas{}
-	for _, l := range lines() {
-		data, err := distributions.FS.ReadFile(l.Tag() + "/schemas.json")
-		if err != nil {
-			panic(fmt.Sprintf("the schemas of Llama Stack %s are not embedded: %v", l.Tag(), err))
-		}
-		var s Schemas
-		if err := json.Unmarshal(data, &s); err != nil {
-			panic(fmt.Sprintf("distributions/%s/schemas.json: %v", l.Tag(), err))
-		}
-		if s.Tag != l.Tag() {
-			panic(fmt.Sprintf("distributions/%s/schemas.json was derived at %s", l.Tag(), s.Tag))
-		}
-		out[l] = &s
+// schemasOf holds, for every line, the loader of its schemas: a line's
+// schemas.json (up to 400 kB) is read the first time that line is asked
+// for, so an operator reads only its pinned line's.
+var schemasOf = perLine(func(l Line) *Schemas {
+	data, err := distributions.FS.ReadFile(l.Tag() + "/schemas.json")
+	if err != nil {
+		panic(fmt.Sprintf("the schemas of Llama Stack %s are not embedded: %v", l.Tag(), err))
 	}
-	return out
+	var s Schemas
+	if err := json.Unmarshal(data, &s); err != nil {
+		panic(fmt.Sprintf("distributions/%s/schemas.json: %v", l.Tag(), err))
+	}
+	if s.Tag != l.Tag() {
+		panic(fmt.Sprintf("distributions/%s/schemas.json was derived at %s", l.Tag(), s.Tag))
+	}
+	var doc struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(s.RunConfig.Schema, &doc); err == nil {
+		s.runConfigFields = sortedKeys(doc.Properties)
+	}
+	return &s
 })
 
+// perLine makes, for every line the registry holds, a loader of load's
+// value for that line that runs load once, the first time it is called.
+func perLine[T any](load func(Line) T) map[Line]func() T {
+	out := map[Line]func() T{}
+	for l := range registry {
+		out[l] = sync.OnceValue(func() T { return load(l) })
+	}
+	return out
+}
+
 // Schemas returns the schemas of a line (nil for an unknown line).
-func (l Line) Schemas() *Schemas { return schemasOf()[l] }
+func (l Line) Schemas() *Schemas {
+	load, ok := schemasOf[l]
+	if !ok {
+		return nil
+	}
+	return load()
+}
 
 // Provider returns the config class schema of a provider type.
 func (s *Schemas) Provider(api, providerType string) (ProviderSchema, bool) {
