@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/blang/semver/v4"
 )
@@ -137,7 +138,7 @@ func (l Layout) String() string {
 // storage property makes it StorageBackends, a metadata_store property
 // InlineStores.
 func (l Line) Layout() Layout {
-	props := l.RunConfigFields()
+	props := runConfigFieldsOf()[l]
 	switch {
 	case slices.Contains(props, "storage"):
 		return StorageBackends
@@ -149,19 +150,29 @@ func (l Line) Layout() Layout {
 
 // RunConfigFields are the top-level fields of the line's StackRunConfig
 // (schemas.json), sorted; nil for a line the registry lacks.
-func (l Line) RunConfigFields() []string {
-	s := l.Schemas()
-	if s == nil {
-		return nil
+func (l Line) RunConfigFields() []string { return slices.Clone(runConfigFieldsOf()[l]) }
+
+// runConfigFieldsOf are RunConfigFields of every line, read once: making
+// one run config asks for them (and Layout) several times, and decoding
+// the run config's schema each time was a seventh of the operator's CPU
+// while it made the configs of new stacks (BenchmarkGenerate).
+var runConfigFieldsOf = sync.OnceValue(func() map[Line][]string {
+	out := map[Line][]string{}
+	for _, l := range lines() {
+		s := l.Schemas()
+		if s == nil {
+			continue
+		}
+		var doc struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		}
+		if err := json.Unmarshal(s.RunConfig.Schema, &doc); err != nil {
+			continue
+		}
+		out[l] = sortedKeys(doc.Properties)
 	}
-	var doc struct {
-		Properties map[string]json.RawMessage `json:"properties"`
-	}
-	if err := json.Unmarshal(s.RunConfig.Schema, &doc); err != nil {
-		return nil
-	}
-	return sortedKeys(doc.Properties)
-}
+	return out
+})
 
 // HasProviderAPI reports whether the line has providers of an API (from
 // facts.json: at 0.2 telemetry is an API with providers, at 0.3 a
