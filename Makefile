@@ -203,7 +203,15 @@ STACK_BENCH_FLAGS ?=
 
 .PHONY: bench
 bench: controlplane manager ## Create 200 InferenceStacks on the local control plane; print time to applied, writes per stack and at steady state, operator RSS.
-	go run -tags $(GO_TAGS) ./hack/bench/operator $(STACK_BENCH_FLAGS)
+	go run -tags $(GO_TAGS) ./hack/bench/operator -operator "$(BIN)/manager" $(STACK_BENCH_FLAGS)
+
+# The scale curve: each size on a fresh control plane, then one row per size
+# and how flat the cost per stack stays.
+SCALE_BENCH_FLAGS ?= -kind starter -stacks 200,2000,10000 -idle 60s -cases '' -timeout 90m
+
+.PHONY: bench-scale
+bench-scale: controlplane manager ## The scale curve: 200, 2,000 and 10,000 starter stacks (SCALE_BENCH_FLAGS), one row per size and the per-stack figures' ratios.
+	go run -tags $(GO_TAGS) ./hack/bench/operator -operator "$(BIN)/manager" $(SCALE_BENCH_FLAGS) $(STACK_BENCH_FLAGS)
 
 BENCH_FLAGS ?=
 

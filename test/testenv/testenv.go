@@ -42,6 +42,8 @@ type Options struct {
 	// values). A flag with no values is not passed at all, which removes one
 	// envtest sets (disable-admission-plugins=ServiceAccount, for example).
 	APIServerArgs map[string][]string
+	// EtcdArgs are extra etcd flags, as APIServerArgs.
+	EtcdArgs map[string][]string
 	// ServingAddress is the IP address the API server listens on and
 	// advertises (the endpoint of the `kubernetes` Service); empty means
 	// 127.0.0.1. It must be an address of this machine.
@@ -171,13 +173,21 @@ func Start(opts Options) (_ *Env, err error) {
 		}
 		apiServer.Configure().Set(name, values...)
 	}
+	etcd := &envtest.Etcd{Path: e.dieWithParent(assets, "etcd")}
+	for name, values := range opts.EtcdArgs {
+		if len(values) == 0 {
+			etcd.Configure().Disable(name)
+			continue
+		}
+		etcd.Configure().Set(name, values...)
+	}
 	if err := e.configureServing(apiServer, opts); err != nil {
 		return nil, err
 	}
 	e.env = &envtest.Environment{
 		ControlPlane: envtest.ControlPlane{
 			APIServer: apiServer,
-			Etcd:      &envtest.Etcd{Path: e.dieWithParent(assets, "etcd")},
+			Etcd:      etcd,
 		},
 		CRDDirectoryPaths:        opts.CRDDirectoryPaths,
 		ErrorIfCRDPathMissing:    true,

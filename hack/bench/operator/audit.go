@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/inferencestack/inferencestack/test/local"
@@ -53,7 +54,18 @@ func startControlPlane(root string) (*testenv.Env, *auditLog, error) {
 			"audit-policy-file":        {policy},
 			"audit-log-path":           {log},
 			"audit-log-format":         {"json"},
+			// The limits of a production API server, raised so that
+			// 10,000 stacks and 50,000 unrelated objects measure the
+			// operator, not them: requests at once (the bench's and the
+			// operator's workers, their watches' lists).
+			"max-requests-inflight":          {"1600"},
+			"max-mutating-requests-inflight": {"800"},
 		},
+		// etcd's default quota (2 GiB) must hold every revision until
+		// the API server compacts them (every 5 minutes), and the file
+		// never shrinks: a run of 10,000 stacks, rounds of patches of
+		// each and the unrelated objects must not end on it.
+		EtcdArgs: map[string][]string{"quota-backend-bytes": {strconv.Itoa(8 << 30)}},
 	})
 	if err != nil {
 		return nil, nil, err

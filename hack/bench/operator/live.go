@@ -15,7 +15,6 @@ import (
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
-	"github.com/inferencestack/inferencestack/test/local"
 	"github.com/inferencestack/inferencestack/test/testenv"
 )
 
@@ -71,18 +70,20 @@ func startStandin(dir, version string) (string, func(), error) {
 }
 
 // makeAvailable writes what the Deployment controller would once the
-// server of stack name (and its cache, when it has one) has its pods ready.
-func makeAvailable(ctx context.Context, c client.Client, name string) error {
-	if err := available(ctx, c, name+"-cache"); client.IgnoreNotFound(err) != nil {
-		return err
+// server of stack name (and its cache, when it has one) has its pods ready,
+// and says whether the server has any (a stack scaled to zero never
+// becomes Available).
+func makeAvailable(ctx context.Context, c client.Client, name string) (bool, error) {
+	if _, err := available(ctx, c, name+"-cache"); client.IgnoreNotFound(err) != nil {
+		return false, err
 	}
 	return available(ctx, c, name)
 }
 
-func available(ctx context.Context, c client.Client, name string) error {
+func available(ctx context.Context, c client.Client, name string) (bool, error) {
 	dep := &appsv1.Deployment{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, dep); err != nil {
-		return err
+		return false, err
 	}
 	want := int32(1)
 	if dep.Spec.Replicas != nil {
@@ -90,37 +91,47 @@ func available(ctx context.Context, c client.Client, name string) error {
 	}
 	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: want, UpdatedReplicas: want,
 		ReadyReplicas: want, AvailableReplicas: want}
-	return c.Status().Update(ctx, dep)
+	return want > 0, c.Status().Update(ctx, dep)
 }
 
-// waitLive waits until every stack whose server is Available shows
-// ProvidersHealthy (True, or Unknown for a server the stand-in cannot
-// answer), and returns how many are True.
-func waitLive(ctx context.Context, c client.Client, n int) (int, error) {
-	var healthy int
-	err := local.Wait(ctx, 500_000_000, func() error {
-		var list v1alpha1.InferenceStackList
-		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return err
+// waitLive waits until the n stacks whose servers were made available are
+// Available and show ProvidersHealthy (True, or Unknown for a server the
+// stand-in cannot answer), following them with a watch, and returns how
+// many are True.
+func waitLive(ctx context.Context, c client.WithWatch, n int) (int, error) {
+	l := &live{of: map[string]liveState{}}
+	if err := follow(ctx, c, l.see, func() bool { return l.shown >= n }); err != nil {
+		return 0, fmt.Errorf("%w (%d of %d stacks Available and showing their server's status)", err, l.shown, n)
+	}
+	return l.healthy, nil
+}
+
+// liveState is what one stack shows of its server.
+type liveState struct{ shown, healthy bool }
+
+// live counts the stacks that are Available and show their server's
+// status, as it sees their events.
+type live struct {
+	of             map[string]liveState
+	shown, healthy int
+}
+
+func (l *live) see(s *v1alpha1.InferenceStack) {
+	var now liveState
+	if meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha2.TypeAvailable) {
+		if c := meta.FindStatusCondition(s.Status.Conditions, v1alpha2.TypeProvidersHealthy); c != nil {
+			now = liveState{shown: true, healthy: c.Status == metav1.ConditionTrue}
 		}
-		shown, available := 0, 0
-		healthy = 0
-		for _, s := range list.Items {
-			if !meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha2.TypeAvailable) {
-				continue
-			}
-			available++
-			if c := meta.FindStatusCondition(s.Status.Conditions, v1alpha2.TypeProvidersHealthy); c != nil {
-				shown++
-				if c.Status == metav1.ConditionTrue {
-					healthy++
-				}
-			}
-		}
-		if shown < available || available == 0 {
-			return fmt.Errorf("%d of %d available stacks (of %d) show their server's status", shown, available, n)
-		}
-		return nil
-	})
-	return healthy, err
+	}
+	was := l.of[s.Name]
+	l.of[s.Name] = now
+	l.shown += b2i(now.shown) - b2i(was.shown)
+	l.healthy += b2i(now.healthy) - b2i(was.healthy)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

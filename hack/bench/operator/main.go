@@ -50,12 +50,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -201,8 +204,10 @@ type result struct {
 	rounds                         int
 	steadyTime                     time.Duration
 	peak, rss, peakSteady          int64
-	rssParts                       string
-	heapSteady                     int64
+	// rssBase is the operator's RSS before the first stack was created.
+	rssBase    int64
+	rssParts   string
+	heapSteady int64
 	// With the unrelated objects, when made: what their events made the
 	// operator do, and the round after them.
 	unrelatedObjects, unrelatedPerKind         int
@@ -259,6 +264,7 @@ func run(ctx context.Context, o options) error {
 		results = append(results, r)
 	}
 	if len(results) > 1 {
+		slices.SortFunc(results, func(a, b result) int { return a.stacks - b.stacks })
 		printCurve(o, results)
 	}
 	return nil
@@ -349,6 +355,9 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 	if _, err := audit.operators(); err != nil {
 		return r, err
 	}
+	// The operator with its caches synced and nothing to hold: what each
+	// stack adds is measured above this.
+	r.rssBase, _, _ = op.RSS()
 	cpuStart, othersStart := cpuTime(op.Cmd.Process.Pid, o.clockTicks), othersCPU(op.Cmd.Process.Pid, o.clockTicks)
 	start := time.Now()
 	err = parallel(n, 8, func(i int) error { return c.Create(ctx, newStack(stackName(i), i)) })
@@ -376,10 +385,18 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 			return r, err
 		}
 		liveStart := time.Now()
-		if err := parallel(n, 8, func(i int) error { return makeAvailable(ctx, c, stackName(i)) }); err != nil {
+		var servers atomic.Int64
+		err := parallel(n, 8, func(i int) error {
+			up, err := makeAvailable(ctx, c, stackName(i))
+			if up {
+				servers.Add(1)
+			}
+			return err
+		})
+		if err != nil {
 			return r, err
 		}
-		if r.liveHealthy, err = waitLive(waitCtx, c, n); err != nil {
+		if r.liveHealthy, err = waitLive(waitCtx, c, int(servers.Load())); err != nil {
 			return r, fmt.Errorf("%w (log: %s)", err, logFile)
 		}
 		r.live = time.Since(liveStart)
@@ -581,6 +598,7 @@ func (r result) print(o options) {
 	if len(r.cases) > 0 {
 		printCases(r.stacks, o.slow, r.cases)
 	}
+	fmt.Printf("operator RSS before the first stack:      %s\n", mib(r.rssBase))
 	fmt.Printf("operator peak RSS after creation:         %s\n", mib(r.peak))
 	fmt.Printf("operator RSS / peak after steady state:   %s / %s (%s; heap in use %s)\n", mib(r.rss), mib(r.peakSteady), r.rssParts, mib(r.heapSteady))
 	if r.unrelatedObjects > 0 {
@@ -592,22 +610,103 @@ func (r result) print(o options) {
 	fmt.Println()
 }
 
-// printCurve prints one line per size: how cost grows with the stacks.
+// printCurve prints one row per size, and then how flat the cost per stack
+// stays: each size's per-stack figures divided by those of the first size.
 func printCurve(o options, results []result) {
-	fmt.Printf("scale curve (%s stacks; unrelated: %d objects of each watched kind):\n", o.kind, o.unrelated)
-	fmt.Printf("%7s  %9s  %12s  %22s  %9s  %16s  %18s  %15s\n",
-		"stacks", "applied", "writes/stack", "steady writes/recs", "peak RSS", "RSS after steady", "RSS with unrelated", "load avg after")
-	for _, r := range results {
+	fmt.Printf("scale curve (%s stacks, each size on a fresh control plane; unrelated: %d objects of each watched kind):\n", o.kind, o.unrelated)
+	fmt.Println("  to all Deployments: from the first create until every stack's status said ConfigGenerated=True and Degraded=False")
+	fmt.Println("    at its generation (every object, its Deployment among them, applied); idle: the -idle window after the steady state;")
+	fmt.Println("    RSS: after the steady state; base: before the first stack; RSS/stack: (RSS - base) / stacks, which holds what the first")
+	fmt.Println("    stacks load once (the lines' data, the code's pages); added: (RSS - RSS of the size before) / (stacks - stacks before)")
+	fmt.Printf("%7s  %18s  %12s  %20s  %12s  %12s  %9s  %9s  %9s  %10s  %10s  %18s  %s\n",
+		"stacks", "to all Deployments", "writes/stack", "steady writes/recs", "CPU/min idle", "req/min idle",
+		"peak RSS", "base RSS", "RSS", "RSS/stack", "added", "RSS with unrelated", "load avg before / after")
+	for i, r := range results {
+		added := "-"
+		if i > 0 {
+			added = kib(r.rssAdded(results[i-1]))
+		}
 		unrelated := "-"
 		if r.unrelatedObjects > 0 {
-			unrelated = mib(r.rssUnrelated)
+			unrelated = fmt.Sprintf("%s (%+.1f)", mib(r.rssUnrelated), float64(r.rssUnrelated-r.rss)/(1<<20))
 		}
-		fmt.Printf("%7d  %9s  %12.2f  %22s  %9s  %16s  %18s  %15s\n",
+		cpuIdle, requestsIdle := "-", "-"
+		if r.idleTime > 0 {
+			cpuIdle = (time.Duration(float64(r.cpuIdle) / r.idleTime.Minutes())).Round(10 * time.Millisecond).String()
+			requestsIdle = fmt.Sprintf("%.0f", float64(r.idleServerRequests)/r.idleTime.Minutes())
+		}
+		fmt.Printf("%7d  %18s  %12.2f  %20s  %12s  %12s  %9s  %9s  %9s  %10s  %10s  %18s  %s / %s\n",
 			r.stacks, r.applied.Round(10*time.Millisecond), float64(r.creationWrites)/float64(r.stacks),
 			fmt.Sprintf("%d / %d", r.steadyWrites+r.lastRoundWrites, r.steadyReconciles+r.lastRoundReconciles),
-			mib(r.peak), mib(r.rss), unrelated, r.loadAfter)
+			cpuIdle, requestsIdle, mib(r.peak), mib(r.rssBase), mib(r.rss), kib(r.rssPerStack()), added, unrelated,
+			r.loadBefore, r.loadAfter)
+	}
+	first := results[0]
+	fmt.Printf("\nper stack, divided by the %d-stack figure (1.00 = flat):\n", first.stacks)
+	figures := []struct {
+		name string
+		of   func(result) float64
+	}{
+		{"time to all Deployments", func(r result) float64 { return r.applied.Seconds() / float64(r.stacks) }},
+		{"writes at creation", func(r result) float64 { return float64(r.creationWrites) / float64(r.stacks) }},
+		{"operator CPU per steady reconcile", func(r result) float64 { return perOne(r.cpuSteady.Seconds(), r.steadyReconciles) }},
+		{"operator CPU a minute idle", func(r result) float64 { return perStackMinute(r.cpuIdle.Seconds(), r) }},
+		{"requests to servers a minute idle", func(r result) float64 { return perStackMinute(float64(r.idleServerRequests), r) }},
+		{"RSS above the base", func(r result) float64 { return float64(r.rssPerStack()) }},
+	}
+	fmt.Printf("%-36s", "")
+	for _, r := range results {
+		fmt.Printf("  %8d", r.stacks)
+	}
+	fmt.Println()
+	for _, f := range figures {
+		fmt.Printf("%-36s", f.name)
+		for _, r := range results {
+			base, v := f.of(first), f.of(r)
+			if base == 0 || math.IsNaN(base) || math.IsNaN(v) {
+				fmt.Printf("  %8s", "-")
+				continue
+			}
+			fmt.Printf("  %8.2f", v/base)
+		}
+		fmt.Println()
+	}
+	if len(results) > 2 {
+		// What a stack adds, from one size to the next, divided by what
+		// one added from the first size to the second.
+		fmt.Printf("%-36s  %8s", "RSS an added stack takes", "-")
+		for i, r := range results[1:] {
+			fmt.Printf("  %8.2f", float64(r.rssAdded(results[i]))/float64(results[1].rssAdded(first)))
+		}
+		fmt.Println()
 	}
 }
+
+// rssAdded is the RSS each stack added from the size before (prev) to r.
+func (r result) rssAdded(prev result) int64 { return (r.rss - prev.rss) / int64(r.stacks-prev.stacks) }
+
+// rssPerStack is what each stack added to the operator's RSS: its RSS after
+// the steady state above its RSS before the first stack, per stack.
+func (r result) rssPerStack() int64 { return (r.rss - r.rssBase) / int64(r.stacks) }
+
+// perOne is v per one of n, NaN when there were none.
+func perOne(v float64, n int64) float64 {
+	if n == 0 {
+		return math.NaN()
+	}
+	return v / float64(n)
+}
+
+// perStackMinute is v of the idle window per stack and minute, NaN
+// without the window.
+func perStackMinute(v float64, r result) float64 {
+	if r.idleTime == 0 {
+		return math.NaN()
+	}
+	return v / r.idleTime.Minutes() / float64(r.stacks)
+}
+
+func kib(b int64) string { return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10)) }
 
 // rssParts says what the RSS of process pid is made of: anonymous memory
 // (the heap, stacks) and pages of files (the binary).
@@ -722,45 +821,61 @@ func round(ctx context.Context, c client.Client, m *metrics, n, number int) (rou
 
 // waitApplied waits until n stacks have ConfigGenerated=True and
 // Degraded=False at their generation (every step applied its objects),
-// following them with a watch: polling lists would compete with the
-// operator for the CPU.
+// following them with a watch.
 func waitApplied(ctx context.Context, c client.WithWatch, n int) error {
 	st := &applied{of: map[string]bool{}}
+	err := follow(ctx, c, st.see, func() bool { return st.count() >= n })
+	if err != nil {
+		return fmt.Errorf("%w (%s of %d)", err, st, n)
+	}
+	return nil
+}
+
+// follow lists the bench's stacks and then watches them, passing each
+// version seen to see, until done says so after one. A watch rather than
+// polling lists: a list of 10,000 stacks every moment would compete with
+// the operator and the API server for the CPU, and the bench would be what
+// is measured.
+func follow(ctx context.Context, c client.WithWatch, see func(*v1alpha1.InferenceStack), done func() bool) error {
 	for {
 		var list v1alpha1.InferenceStackList
 		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return fmt.Errorf("%w (%s)", err, st)
+			return err
 		}
 		for i := range list.Items {
-			st.see(&list.Items[i])
+			see(&list.Items[i])
 		}
-		if st.count() >= n {
+		if done() {
 			return nil
 		}
 		w, err := c.Watch(ctx, &v1alpha1.InferenceStackList{}, client.InNamespace(ns),
 			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
 		if err != nil {
-			return fmt.Errorf("%w (%s)", err, st)
+			return err
 		}
 		for ev := range w.ResultChan() {
 			if s, ok := ev.Object.(*v1alpha1.InferenceStack); ok && ev.Type != watch.Deleted {
-				st.see(s)
+				see(s)
 			}
-			if st.count() >= n {
+			if done() {
 				w.Stop()
 				return nil
 			}
 		}
+		// The watch ended (the API server closes them after a while): list
+		// again.
 		w.Stop()
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w (%s of %d)", ctx.Err(), st, n)
+			return ctx.Err()
 		}
 	}
 }
 
-// applied tracks which stacks are applied.
+// applied tracks which stacks are applied; it counts as it goes, since it
+// sees every event of every stack.
 type applied struct {
 	of       map[string]bool
+	n        int
 	degraded *metav1.Condition
 }
 
@@ -770,20 +885,19 @@ func (a *applied) see(s *v1alpha1.InferenceStack) {
 	if d != nil && d.Status == metav1.ConditionTrue {
 		a.degraded = d
 	}
-	a.of[s.Name] = st.ObservedGeneration == s.Generation &&
+	ok := st.ObservedGeneration == s.Generation &&
 		meta.IsStatusConditionTrue(st.Conditions, v1alpha2.TypeConfigGenerated) &&
 		meta.IsStatusConditionFalse(st.Conditions, v1alpha2.TypeDegraded)
+	switch was := a.of[s.Name]; {
+	case ok && !was:
+		a.n++
+	case !ok && was:
+		a.n--
+	}
+	a.of[s.Name] = ok
 }
 
-func (a *applied) count() int {
-	n := 0
-	for _, ok := range a.of {
-		if ok {
-			n++
-		}
-	}
-	return n
-}
+func (a *applied) count() int { return a.n }
 
 func (a *applied) String() string {
 	out := fmt.Sprintf("%d stacks applied", a.count())

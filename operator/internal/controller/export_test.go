@@ -32,3 +32,7 @@ func OnReconciled(r *InferenceStackReconciler, f func(stack *v1alpha2.InferenceS
 func StatusEvents(r *InferenceStackReconciler, before, after *v1alpha2.InferenceStack) {
 	r.statusEvents(before, after)
 }
+
+// WatchedUserObjects are the user Secrets and ConfigMaps of namespace that
+// the cache behind c holds as watched.
+var WatchedUserObjects = watchedUserObjects

@@ -440,6 +440,9 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	if err != nil {
 		return fmt.Errorf("indexing InferenceStacks by reference: %w", err)
 	}
+	if err := IndexUserWatched(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	// The base of the caches of their own: unlabelled stacks, Routes.
 	cacheBase := cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()}
 	var unlabeled cache.Cache

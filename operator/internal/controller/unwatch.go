@@ -8,8 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -78,12 +76,11 @@ func unwatch(ctx context.Context, c client.Client, reader client.Reader, stack *
 // watchedUserObjects are the Secrets and ConfigMaps of namespace in the
 // cache that carry the watched label and are not the operator's own, by
 // config.IndexKey: the cache's own objects, not copies, which the caller
-// must not change.
+// must not change. They are looked up in the userWatchedIndex: a label
+// selector would go through every cached object of the namespace, the
+// operator's own ConfigMap of each stack among them, in every reconcile.
 func watchedUserObjects(ctx context.Context, c client.Client, namespace string) (map[string]client.Object, error) {
-	watched, _ := labels.NewRequirement(components.LabelWatched, selection.Equals, []string{"true"})
-	notOwn, _ := labels.NewRequirement(components.LabelManagedBy, selection.DoesNotExist, nil)
-	opts := []client.ListOption{client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*watched, *notOwn)},
-		client.UnsafeDisableDeepCopy}
+	opts := []client.ListOption{client.InNamespace(namespace), client.MatchingFields{userWatchedIndex: "true"}, client.UnsafeDisableDeepCopy}
 	out := map[string]client.Object{}
 	secrets := &corev1.SecretList{}
 	if err := c.List(ctx, secrets, opts...); err != nil {
@@ -100,6 +97,29 @@ func watchedUserObjects(ctx context.Context, c client.Client, namespace string) 
 		out[config.IndexKey(config.KindConfigMap, configMaps.Items[i].Name)] = &configMaps.Items[i]
 	}
 	return out, nil
+}
+
+// userWatchedIndex indexes the cached Secrets and ConfigMaps that carry the
+// watched label and are not the operator's own under "true".
+const userWatchedIndex = ".metadata.labels.userWatched"
+
+// IndexUserWatched adds the userWatchedIndex to the Secrets and ConfigMaps
+// of the cache behind indexer (the manager's, before it starts).
+func IndexUserWatched(ctx context.Context, indexer client.FieldIndexer) error {
+	for _, obj := range []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}} {
+		if err := indexer.IndexField(ctx, obj, userWatchedIndex, indexUserWatched); err != nil {
+			return fmt.Errorf("indexing %T by the watched label: %w", obj, err)
+		}
+	}
+	return nil
+}
+
+func indexUserWatched(obj client.Object) []string {
+	l := obj.GetLabels()
+	if _, own := l[components.LabelManagedBy]; own || l[components.LabelWatched] != "true" {
+		return nil
+	}
+	return []string{"true"}
 }
 
 // dropReferenced removes from candidates what a stack of stacks (but the one
