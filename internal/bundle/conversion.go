@@ -46,8 +46,17 @@ func withConversion(crd *apiextensionsv1.CustomResourceDefinition) {
 // and its Service manifest.
 func conversionWebhook(image, crdName string) (v1alpha1.StrategyDeploymentSpec, []v1alpha1.StrategyDeploymentPermissions, []v1alpha1.StrategyDeploymentPermissions, []byte, error) {
 	labels := map[string]string{"app.kubernetes.io/name": ConversionName, "app.kubernetes.io/component": "conversion-webhook"}
-	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-		Path: "/healthz", Port: intstr.FromInt32(conversionPort), Scheme: corev1.URISchemeHTTPS}}, PeriodSeconds: 10}
+	// Every read of an InferenceStack in a version other than the stored
+	// one goes through this one pod: an unready spell or a restart fails
+	// every such read and write, the operators' included. So its probes
+	// allow a busy node's latency (the kubelet's default timeout of 1 s
+	// expired on the 2-core test node with four majors installed, and
+	// conversions failed with EOF: docs/api-versions.md), and no CPU limit
+	// throttles it while the API server waits for it.
+	health := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+		Path: "/healthz", Port: intstr.FromInt32(conversionPort), Scheme: corev1.URISchemeHTTPS}}
+	readiness := &corev1.Probe{ProbeHandler: health, PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 3}
+	liveness := &corev1.Probe{ProbeHandler: health, PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 6}
 	dep := v1alpha1.StrategyDeploymentSpec{
 		Name:  ConversionName,
 		Label: labels,
@@ -68,13 +77,13 @@ func conversionWebhook(image, crdName string) (v1alpha1.StrategyDeploymentSpec, 
 						Env: []corev1.EnvVar{{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{
 							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}},
 						Ports:          []corev1.ContainerPort{{Name: "webhook", ContainerPort: conversionPort, Protocol: corev1.ProtocolTCP}},
-						ReadinessProbe: probe,
-						LivenessProbe:  probe,
+						ReadinessProbe: readiness,
+						LivenessProbe:  liveness,
 						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: mustQuantity("5m"), corev1.ResourceMemory: mustQuantity("32Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceCPU: mustQuantity("200m"), corev1.ResourceMemory: mustQuantity("128Mi")},
+							Requests: corev1.ResourceList{corev1.ResourceCPU: mustQuantity("50m"), corev1.ResourceMemory: mustQuantity("32Mi")},
+							Limits:   corev1.ResourceList{corev1.ResourceMemory: mustQuantity("128Mi")},
 						},
 					}},
 				},
