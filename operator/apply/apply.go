@@ -229,14 +229,19 @@ func ApplyDigest[O client.Object, C Config](ctx context.Context, a *Applier, kin
 	if err != nil || holds {
 		return live, false, err
 	}
+	var meta metav1.PartialObjectMetadata
+	if err := convert(desired, &meta); err != nil {
+		return live, false, err
+	}
 	if live.GetResourceVersion() == "" {
-		var meta metav1.PartialObjectMetadata
-		if err := convert(desired, &meta); err != nil {
-			return live, false, err
-		}
 		if err := a.unclaimed(ctx, kind.New(), key, &meta); err != nil {
 			return live, false, err
 		}
+	} else if err := claimed(live, key, &meta); err != nil {
+		// The cache also holds the user objects a stack references
+		// (labelled to be watched): one of them may bear the name of an
+		// object of the operator's, and applying would overwrite it.
+		return live, false, err
 	}
 	if err := a.Client.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return live, false, fmt.Errorf("applying %T %s: %w", live, key, err)
@@ -284,6 +289,12 @@ func (a *Applier) unclaimed(ctx context.Context, live client.Object, key types.N
 		}
 		return fmt.Errorf("reading %T %s: %w", live, key, err)
 	}
+	return claimed(live, key, desired)
+}
+
+// claimed checks that live, the object of the name desired has, is the
+// operator's for the same owner (see unclaimed).
+func claimed(live client.Object, key types.NamespacedName, desired metav1.Object) error {
 	kind := live.GetObjectKind().GroupVersionKind().Kind
 	if kind == "" {
 		kind = reflect.TypeOf(live).Elem().Name()

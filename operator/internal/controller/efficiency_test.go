@@ -29,6 +29,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/apply"
+	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/components/config"
 	"github.com/inferencestack/inferencestack/operator/internal/controller"
 	"github.com/inferencestack/inferencestack/operator/runconfig"
@@ -651,5 +652,62 @@ func TestSpecJudgedOncePerSpec(t *testing.T) {
 	op.reconcileAll(t, ns, []string{stack.Name}, "after the edit")
 	if n := op.reconciler.SpecsJudged(uid); n != 2 {
 		t.Errorf("the spec was judged %d times, want twice: once before, once after the edit", n)
+	}
+}
+
+// TestOverrideNamedAsTheRunConfigIsNotOverwritten: a stack whose override
+// ConfigMap bears the name of the run-config ConfigMap the operator makes
+// for it (<name>-run-config) is refused (NameTaken), and the user's
+// ConfigMap keeps its text and labels but the operator's watch label, also
+// once the operator's cache holds it (the operator labels what a stack
+// references): an apply would have overwritten it.
+func TestOverrideNamedAsTheRunConfigIsNotOverwritten(t *testing.T) {
+	startOperator(t)
+	ns := namespace(t)
+	base, err := runconfig.Base(stackconfig.Line02, string(v1alpha1.DistributionStarter)) // testPin pins 0.2.23
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "# the user's own\n" + string(base)
+	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "clash-run-config"}, Data: map[string]string{"run.yaml": text}})
+	create(t, testutil.Stack("clash", testutil.WithNamespace(ns), testutil.WithOverrideConfig("clash-run-config")))
+	// The operator labels the override to watch it, which brings it into
+	// its cache, and the label's arrival wakes the stack again: wait for
+	// a reconcile after the label, then for the status of that reconcile.
+	eventually(t, timeout, func() error {
+		cm, err := get(t, &corev1.ConfigMap{}, ns, "clash-run-config")
+		if err != nil {
+			return err
+		}
+		if len(cm.Labels) == 0 {
+			return fmt.Errorf("the override ConfigMap is not labelled to be watched yet")
+		}
+		return nil
+	})
+	stack, err := get(t, &v1alpha1.InferenceStack{}, ns, "clash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack.Annotations = map[string]string{"test.inferencestack.io/poke": "1"}
+	if err := env.Client.Update(context.Background(), stack); err != nil {
+		t.Fatal(err)
+	}
+	settled(t, ns, "clash")
+	eventually(t, timeout, func() error {
+		s, err := get(t, &v1alpha1.InferenceStack{}, ns, "clash")
+		if err != nil {
+			return err
+		}
+		if c := findCondition(s, v1alpha2.TypeDegraded); c == nil || c.Reason != v1alpha2.ReasonNameTaken {
+			return fmt.Errorf("Degraded %+v, want reason %s", c, v1alpha2.ReasonNameTaken)
+		}
+		return nil
+	})
+	cm, err := get(t, &corev1.ConfigMap{}, ns, "clash-run-config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["run.yaml"] != text || cm.Labels[components.LabelManagedBy] != "" || len(cm.OwnerReferences) != 0 {
+		t.Errorf("the user's ConfigMap was taken over: labels %v, owners %v, its text changed: %v", cm.Labels, cm.OwnerReferences, cm.Data["run.yaml"] != text)
 	}
 }
