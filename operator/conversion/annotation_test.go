@@ -20,7 +20,9 @@ import (
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
@@ -34,6 +36,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/conversion"
+	"github.com/inferencestack/inferencestack/test/testenv"
 )
 
 // serve runs the conversion webhook on addr until the test ends.
@@ -47,6 +50,39 @@ func serve(t *testing.T, core kubernetes.Interface, ext apiextensionsclient.Inte
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+}
+
+// trusted waits until the API server converts through the webhook: it
+// reads the CRD's new caBundle some time after the server wrote it, and
+// until then a conversion fails with "certificate signed by unknown
+// authority" (more so on a loaded machine). A v1alpha1 object is read as
+// v1alpha2, whatever the storage version, then deleted.
+func trusted(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	ctx := t.Context()
+	dyn, err := dynamic.NewForConfig(env.Config)
+	require.NoError(t, err)
+	res := v1alpha2.GroupVersion.WithResource("inferencestacks")
+	v1 := dyn.Resource(res.GroupResource().WithVersion("v1alpha1")).Namespace("default")
+	probe := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "inferencestack.io/v1alpha1", "kind": "InferenceStack",
+		"metadata": map[string]any{"name": "trust-probe", "namespace": "default"},
+		"spec":     map[string]any{"distribution": map[string]any{"name": "starter"}},
+	}}
+	eventually(t, "the API server to convert through the webhook (the CRD's caBundle read)", func() error {
+		if _, err := v1.Create(ctx, probe, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		_, err := dyn.Resource(res).Namespace("default").Get(ctx, "trust-probe", metav1.GetOptions{})
+		return err
+	})
+	require.NoError(t, v1.Delete(ctx, "trust-probe", metav1.DeleteOptions{}))
+	eventually(t, "the probe object gone", func() error {
+		if _, err := v1.Get(ctx, "trust-probe", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("trust-probe still there (%v)", err)
+		}
+		return nil
+	})
 }
 
 // storeIn makes version the CRD's storage version.
@@ -72,6 +108,7 @@ func TestACorruptAnnotationBreaksNoRead(t *testing.T) {
 	ctx := t.Context()
 	env, core, ext, addr := conversionEnv(t)
 	serve(t, core, ext, addr)
+	trusted(t, env)
 	scheme, err := conversion.Scheme()
 	require.NoError(t, err)
 	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: scheme})
@@ -234,6 +271,7 @@ func TestRoundTripsThroughTheAPIServer(t *testing.T) {
 		return err
 	}))
 	serve(t, core, ext, addr)
+	trusted(t, env)
 	scheme, err := conversion.Scheme()
 	require.NoError(t, err)
 	c, err := client.New(env.Config, client.Options{Scheme: scheme})
