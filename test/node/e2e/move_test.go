@@ -49,6 +49,12 @@ func lineMove(t *testing.T, installs []*install) {
 	svc := &corev1.Service{}
 	require.NoError(t, kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.Name}, svc))
 	api := stackAPI{t: t, base: fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port)}
+	// Ready is the pod's readiness: kube-proxy programs the Service's
+	// address some time after, so wait until the Service reaches the server.
+	require.Eventually(t, func() bool {
+		var v struct{ Version string }
+		return getJSON(api.base+"/v1/version", &v) == nil
+	}, readyTimeout, 100*time.Millisecond, "the Service %s/%s never reached its server", ns, s.Name)
 	var model struct{ Identifier string }
 	api.do("POST", "/v1/models", map[string]any{"model_id": "move-test", "provider_id": "ollama"}, &model)
 
