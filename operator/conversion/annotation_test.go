@@ -79,7 +79,7 @@ func trusted(t *testing.T, env *testenv.Env) {
 	require.NoError(t, v1.Delete(ctx, "trust-probe", metav1.DeleteOptions{}))
 	eventually(t, "the probe object gone", func() error {
 		if _, err := v1.Get(ctx, "trust-probe", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("trust-probe still there (%v)", err)
+			return fmt.Errorf("trust-probe still there (%w)", err)
 		}
 		return nil
 	})
