@@ -8,7 +8,10 @@
 #   hack/llamastack/upstream-startup.sh [--workdir DIR] --upstream DIR [--env N=V ...] FILE...
 #
 # --workdir is the server's working directory (default /, read-only like /app
-# in upstream's images; the operator's pods run in /tmp).
+# in upstream's images). The operator's pods run in /var/lib/llama-stack, the
+# state volume (runconfig.WorkDir): pass --workdir /var/lib/llama-stack to
+# check where a 0.2/0.3 server without external_providers_dir makes its
+# "None" folder as the pod has it.
 # DIR is an upstream llamastack/llama-stack checkout at the line's tag; it and
 # the files must not be under /tmp (the sandbox hides it).
 set -euo pipefail

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -281,7 +283,56 @@ func (n *Node) Join(ctx context.Context, env *testenv.Env) error {
 	if err := n.startPolicyController(ctx, env); err != nil {
 		return err
 	}
+	if err := n.waitServiceProxy(ctx, env.Client); err != nil {
+		return err
+	}
 	return n.startDNS(env.Client)
+}
+
+// waitServiceProxy waits until kube-proxy has programmed the `kubernetes`
+// Service: a connection to its ClusterIP from the node's network namespace
+// reaches the API server. kube-proxy's first sync can fail when it writes
+// iptables at the same time as the kubelet ("Failed to ensure chain jumps
+// ... Chain 'KUBE-EXTERNAL-SERVICES' does not exist"), and in 3 of 8 runs
+// on one machine that kube-proxy then programmed no Service for minutes (no
+// pod reached the API server): it is restarted then (its log kept as
+// kube-proxy.<n>.log), at most twice.
+func (n *Node) waitServiceProxy(ctx context.Context, c client.Reader) error {
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceDefault, Name: "kubernetes"}, svc); err != nil {
+		return fmt.Errorf("node: the kubernetes Service: %w", err)
+	}
+	addr := net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(svc.Spec.Ports[0].Port)))
+	for restarts := 0; ; restarts++ {
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 45*time.Second, true, func(ctx context.Context) (bool, error) {
+			dctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			conn, err := n.dialContext(dctx, "tcp", addr)
+			if err != nil {
+				return false, nil
+			}
+			return true, conn.Close()
+		})
+		if err == nil {
+			return nil
+		}
+		if restarts == 2 {
+			return fmt.Errorf("node: the kubernetes Service (%s) unreachable through kube-proxy, restarted twice: %w; its log:\n%s",
+				addr, err, testenv.LastLines(n.Logs("kube-proxy"), 40))
+		}
+		i := slices.IndexFunc(n.procs, func(p *component) bool { return p.name == "kube-proxy" })
+		if i < 0 {
+			return errors.New("node: kube-proxy is not running")
+		}
+		n.procs[i].Stop(10 * time.Second)
+		n.procs = slices.Delete(n.procs, i, i+1)
+		if err := os.Rename(n.path("logs", "kube-proxy.log"), n.path("logs", fmt.Sprintf("kube-proxy.%d.log", restarts+1))); err != nil {
+			return err
+		}
+		if err := n.startInside("kube-proxy", filepath.Join(n.binDir, "kube-proxy"), "--config="+n.path("kube-proxy.yaml")); err != nil {
+			return err
+		}
+	}
 }
 
 // waitReady waits until the node is Ready and the node lifecycle

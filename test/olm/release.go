@@ -52,6 +52,14 @@ type Release struct {
 	// <version>.yaml) before its bundles are made: a test pins stand-in
 	// operand images this way (their digests go into Digests).
 	Edit func(in *release.Input)
+	// Fixtures add test-only releases to the repository's (with Versions
+	// nil), never releases: each new operator version ("5.0.0") is the
+	// release input of a released one ("4.0.0") with only its version (and
+	// its operator image's tag) changed, listed after it in the operator's
+	// channel template: another major of the same line, for the tests of a
+	// hand-over between majors. Its CRD package bundle is dropped (the
+	// catalog's CRD releases are the repository's).
+	Fixtures map[string]string
 	// Log receives the tools' warnings; nil discards them.
 	Log io.Writer
 }
@@ -233,12 +241,33 @@ func (r Release) repositoryReleases(ctx context.Context, releases, lockPath, rba
 		if err != nil {
 			return "", err
 		}
-		if filepath.Dir(rel) == "releases" {
+		switch {
+		case filepath.Dir(rel) == "releases":
 			err = r.write(filepath.Join(r.Dir, "channels", rel), data)
-		} else {
+		case rel == bundle.PackageOperator+fbc.TemplateSuffix && len(r.Fixtures) > 0:
+			next := map[string]string{}
+			for to, from := range r.Fixtures {
+				next[from] = to
+			}
+			if data, err = listNext(f, data, next); err == nil {
+				err = os.WriteFile(filepath.Join(r.Dir, "channels", rel), data, 0o644)
+			}
+		default:
 			err = os.WriteFile(filepath.Join(r.Dir, "channels", rel), data, 0o644)
 		}
 		if err != nil {
+			return "", err
+		}
+	}
+	for to, from := range r.Fixtures {
+		if _, err := os.Stat(filepath.Join(channels, "releases", to+".yaml")); err == nil {
+			return "", fmt.Errorf("Release.Fixtures: %s is released already", to)
+		}
+		base, err := os.ReadFile(filepath.Join(channels, "releases", from+".yaml"))
+		if err != nil {
+			return "", fmt.Errorf("Release.Fixtures: %s from %s: %w", to, from, err)
+		}
+		if err := r.write(filepath.Join(releases, to+".yaml"), releaseFile(base, to, false)); err != nil {
 			return "", err
 		}
 	}
@@ -256,6 +285,11 @@ func (r Release) repositoryReleases(ctx context.Context, releases, lockPath, rba
 		Warnings:    r.Log,
 	}).Run(ctx); err != nil {
 		return "", fmt.Errorf("generating the bundles of the repository's releases: %w", err)
+	}
+	for to := range r.Fixtures {
+		if err := os.RemoveAll(filepath.Join(r.Dir, "bundle", bundle.PackageCRDs, to)); err != nil {
+			return "", err
+		}
 	}
 	catalog := filepath.Join(r.Dir, "catalog")
 	if _, err := (fbc.Catalogs{ChannelsDir: filepath.Join(r.Dir, "channels"), Root: r.Dir, OutDir: catalog}).Run(ctx); err != nil {

@@ -207,25 +207,6 @@ func TestConversionWebhookOnTheNode(t *testing.T) {
 	}
 }
 
-// upgradeCRDs moves the CRD package's ClusterExtension to version and waits
-// until OLM installed it.
-func upgradeCRDs(t *testing.T, crds *unstructured.Unstructured, version string) {
-	t.Helper()
-	ctx := context.Background()
-	require.NoError(t, node.Env.Client.Get(ctx, client.ObjectKeyFromObject(crds), crds))
-	require.NoError(t, unstructured.SetNestedField(crds.Object, version, "spec", "source", "catalog", "version"))
-	require.NoError(t, node.Env.Client.Update(ctx, crds))
-	deadline := time.Now().Add(installTimeout)
-	for {
-		require.NoError(t, node.Env.Client.Get(ctx, client.ObjectKeyFromObject(crds), crds))
-		if v, _, _ := unstructured.NestedString(crds.Object, "status", "install", "bundle", "version"); v == version {
-			return
-		}
-		require.True(t, time.Now().Before(deadline), "the CRD package upgraded to %s", version)
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
 // reconciledBy waits until the stack (read through v1alpha1) is the
 // operator major's (labelled so, or unlabelled with a status that names a
 // release of the major, which takes unlabelled stacks) and has a status of

@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
@@ -34,27 +32,7 @@ import (
 func lineMove(t *testing.T, installs []*install) {
 	require.GreaterOrEqual(t, len(installs), 2, "a move needs two majors")
 	from, to := installs[0], installs[1]
-	ctx := context.Background()
-	ns := "move"
-	restrictedNamespace(t, ns)
-	s := sample(t, "starter")
-	s.Name, s.Namespace = "move", ns
-	s.Spec.Workload = &v1alpha1.WorkloadSpec{StateVolume: &v1alpha1.StateVolumeSpec{}, Resources: smallResources()}
-	from.label(s)
-	references(t, s, "", nil)
-	volumes(t, s)
-	require.NoError(t, kube.Create(ctx, s))
-	waitStack(t, s, readyTimeout, "Ready", isReady)
-
-	svc := &corev1.Service{}
-	require.NoError(t, kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.Name}, svc))
-	api := stackAPI{t: t, base: fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port)}
-	// Ready is the pod's readiness: kube-proxy programs the Service's
-	// address some time after, so wait until the Service reaches the server.
-	require.Eventually(t, func() bool {
-		var v struct{ Version string }
-		return getJSON(api.base+"/v1/version", &v) == nil
-	}, readyTimeout, 100*time.Millisecond, "the Service %s/%s never reached its server", ns, s.Name)
+	s, api := stackWithState(t, "move", from)
 	var model struct{ Identifier string }
 	api.do("POST", "/v1/models", map[string]any{"model_id": "move-test", "provider_id": "ollama"}, &model)
 
@@ -88,18 +66,7 @@ func lineMove(t *testing.T, installs []*install) {
 		}
 		s.Annotations[v1alpha2.SpecAnnotation] = fmt.Sprintf(`{"lineMove":{"line":%q,"acceptLosses":["registry/v9"]}}`, to.pin.LlamaStackVersion[:3])
 	})
-	got := waitStack(t, s, readyTimeout, "Ready on "+to.pin.LlamaStackVersion, func(s *v1alpha1.InferenceStack) bool {
-		rd := s.Status.ResolvedDistribution
-		return isReady(s) && rd != nil && rd.OperandVersion == to.pin.LlamaStackVersion
-	})
-	// Until the new line's server answers through the Service.
-	require.Eventually(t, func() bool {
-		return getJSON(api.base+"/v1/version", &v) == nil && v.Version == to.pin.LlamaStackVersion
-	}, readyTimeout, 100*time.Millisecond, "the Service never reached the %s server", to.pin.LlamaStackVersion)
-	stop()
-	polls, failed, down := p.summary()
-	t.Logf("move %s (%s) -> %s (%s), accepted: Ready on the new line %s after the acceptance; %d polls, %d failed, downtime %s (first to last failed poll)",
-		from.major, from.pin.LlamaStackVersion, to.major, to.pin.LlamaStackVersion, time.Since(moved).Round(100*time.Millisecond), polls, failed, down)
+	got := onNewLine(t, s, api, p, stop, from, to, moved)
 	require.Equal(t, from.pin.LlamaStackVersion[:3], got.Status.StateLine, "status.stateLine after the move")
 
 	var models struct{ Data []struct{ Identifier string } }
@@ -111,6 +78,26 @@ func lineMove(t *testing.T, installs []*install) {
 	require.NotContains(t, ids, model.Identifier, "the model registered through the API on %s, a loss the move accepted", from.pin.LlamaStackVersion)
 	require.NotEmpty(t, ids, "the run config's models, registered again at start")
 	deleteStack(t, s)
+}
+
+// onNewLine waits until the moved stack s is Ready on to's line and its
+// Service reaches that line's server, stops the poller and logs the move's
+// figures (moved: when the change that moved it was made).
+func onNewLine(t *testing.T, s *v1alpha1.InferenceStack, api stackAPI, p *poller, stop func(), from, to *install, moved time.Time) *v1alpha1.InferenceStack {
+	t.Helper()
+	got := waitStack(t, s, readyTimeout, "Ready on "+to.pin.LlamaStackVersion, func(s *v1alpha1.InferenceStack) bool {
+		rd := s.Status.ResolvedDistribution
+		return isReady(s) && rd != nil && rd.OperandVersion == to.pin.LlamaStackVersion
+	})
+	require.Eventually(t, func() bool {
+		var v struct{ Version string }
+		return getJSON(api.base+"/v1/version", &v) == nil && v.Version == to.pin.LlamaStackVersion
+	}, readyTimeout, 100*time.Millisecond, "the Service never reached the %s server", to.pin.LlamaStackVersion)
+	stop()
+	polls, failed, down := p.summary()
+	t.Logf("move %s (%s) -> %s (%s): Ready on the new line %s after the change that moved it; %d polls, %d failed, downtime %s (first to last failed poll)",
+		from.major, from.pin.LlamaStackVersion, to.major, to.pin.LlamaStackVersion, time.Since(moved).Round(100*time.Millisecond), polls, failed, down)
+	return got
 }
 
 // poller polls a server's health and a read endpoint and records when a

@@ -59,7 +59,9 @@ const (
 // each line reaching Ready (stacks_test.go), faults (faults_test.go),
 // the server's state kept across a new pod (state_test.go), and
 // NetworkPolicy enforced, the operator reading the servers through it
-// (netpol_test.go).
+// (netpol_test.go); last, alone, majors 3, 4 and a test-only 5 join and a
+// stack moves across the lines and between two majors of one line
+// (moves_test.go).
 func TestOperatorRunsAsTheInstalledPod(t *testing.T) {
 	dumpLogsOnFailure(t)
 	ctx := context.Background()
@@ -78,6 +80,11 @@ func TestOperatorRunsAsTheInstalledPod(t *testing.T) {
 		digests[in.OperatorImage] = digestOf(pushed)
 		t.Logf("operator image of release %s: %s", in.Version, pushed)
 		lines = append(lines, in.LlamaStackVersion)
+		if in.Version == sameLineFrom {
+			// The test-only major beside it on its line (olm.Release.Fixtures).
+			ref := strings.Replace(in.OperatorImage, ":v"+sameLineFrom, ":v"+sameLineFixture, 1)
+			digests[ref] = digestOf(pushOperator(t, bin, ref))
+		}
 	}
 	t.Logf("operator built and pushed in %s", time.Since(start).Round(100*time.Millisecond))
 	start = time.Now()
@@ -88,7 +95,8 @@ func TestOperatorRunsAsTheInstalledPod(t *testing.T) {
 	// The release as `make release` makes it, with the built image's digest
 	// and the stand-ins pinned in place of the operands.
 	dir := t.TempDir()
-	catalogDir, err := olm.Release{Root: root, Dir: dir, Digests: digests, Edit: standIns.pin}.Run(ctx)
+	catalogDir, err := olm.Release{Root: root, Dir: dir, Digests: digests, Edit: standIns.pin,
+		Fixtures: map[string]string{sameLineFixture: sameLineFrom}}.Run(ctx)
 	require.NoError(t, err)
 	catalogRef, err := cluster.PushRelease(ctx, filepath.Join(dir, "bundle"), catalogDir, "catalog")
 	require.NoError(t, err)
@@ -109,30 +117,7 @@ func TestOperatorRunsAsTheInstalledPod(t *testing.T) {
 
 	var installs []*install
 	for _, operator := range operators {
-		version, _, _ := unstructured.NestedString(operator.Object, "status", "install", "bundle", "version")
-		ns, _, _ := unstructured.NestedString(operator.Object, "spec", "namespace")
-		// The operator's pod, as the CSV describes it.
-		csv := installedCSV(t, filepath.Join(dir, "bundle", bundle.PackageOperator, version))
-		start = time.Now()
-		pod := operatorPod(t, ns, csv.deployment.Spec.Selector.MatchLabels)
-		t.Logf("operator %s: pod %s/%s Ready on %s in %s", version, ns, pod.Name, pod.Spec.NodeName, time.Since(start).Round(100*time.Millisecond))
-		require.Equal(t, testnode.Name, pod.Spec.NodeName)
-		require.Equal(t, csv.deployment.Spec.Template.Spec.ServiceAccountName, pod.Spec.ServiceAccountName, "the pod's ServiceAccount")
-		want := csv.deployment.Spec.Template.Spec.Containers[0].Image
-		require.Equal(t, want, pod.Spec.Containers[0].Image, "the pod runs the image the CSV names")
-		require.True(t, strings.HasSuffix(want, "@"+digests[operatorImageOf(t, root, version)]), "the CSV names the built image %s", want)
-		require.Contains(t, pod.Status.ContainerStatuses[0].ImageID, digests[operatorImageOf(t, root, version)], "containerd ran another image")
-		got := &corev1.Namespace{}
-		require.NoError(t, node.Env.Client.Get(ctx, client.ObjectKey{Name: ns}, got))
-		require.Equal(t, "restricted", got.Labels["pod-security.kubernetes.io/enforce"])
-
-		// It won its leader election from inside the pod: in cluster, the
-		// API server is reachable only through the `kubernetes` Service.
-		lease := waitLease(t, ns, pod.Name)
-		t.Logf("Lease %s/%s held by %s", ns, lease.Name, *lease.Spec.HolderIdentity)
-		p := installedPin(t, ns)
-		installs = append(installs, &install{namespace: ns, selector: csv.deployment.Spec.Selector.MatchLabels, pin: p,
-			major: strings.Split(version, ".")[0], standIn: standIns.llama[p.LlamaStackVersion]})
+		installs = append(installs, installed(t, operator, dir, digests, standIns))
 	}
 	slices.SortFunc(installs, func(a, b *install) int { return strings.Compare(a.major, b.major) })
 
@@ -159,6 +144,44 @@ func TestOperatorRunsAsTheInstalledPod(t *testing.T) {
 	// at their peak, may have no CPU left to schedule (seen once in CI:
 	// "Insufficient cpu").
 	t.Run("workers and overrides", func(t *testing.T) { workersAndOverrides(t, installs) })
+	// Last, alone: the CRD package moves on and majors 3 and 4 join, so the
+	// other subtests run with the two majors they were written for.
+	t.Run("moves across lines", func(t *testing.T) { movesAcrossLines(t, installs, crds, dir, digests, standIns) })
+}
+
+// installed checks the operator major OLM installed for the ClusterExtension
+// operator, from the release made in dir: its pod runs as the CSV
+// describes, on the node, the built image (digests), in a namespace
+// enforcing the restricted Pod Security Standard, holding its leader
+// election Lease; and returns it with its installed pin.
+func installed(t *testing.T, operator *unstructured.Unstructured, dir string, digests map[string]string, standIns standIns) *install {
+	t.Helper()
+	ctx := context.Background()
+	version, _, _ := unstructured.NestedString(operator.Object, "status", "install", "bundle", "version")
+	ns, _, _ := unstructured.NestedString(operator.Object, "spec", "namespace")
+	// The operator's pod, as the CSV describes it.
+	csv := installedCSV(t, filepath.Join(dir, "bundle", bundle.PackageOperator, version))
+	start := time.Now()
+	pod := operatorPod(t, ns, csv.deployment.Spec.Selector.MatchLabels)
+	t.Logf("operator %s: pod %s/%s Ready on %s in %s", version, ns, pod.Name, pod.Spec.NodeName, time.Since(start).Round(100*time.Millisecond))
+	require.Equal(t, testnode.Name, pod.Spec.NodeName)
+	require.Equal(t, csv.deployment.Spec.Template.Spec.ServiceAccountName, pod.Spec.ServiceAccountName, "the pod's ServiceAccount")
+	want := csv.deployment.Spec.Template.Spec.Containers[0].Image
+	require.Equal(t, want, pod.Spec.Containers[0].Image, "the pod runs the image the CSV names")
+	ref := operatorImageOf(t, dir, version) // the test release's input (a fixture's too)
+	require.True(t, strings.HasSuffix(want, "@"+digests[ref]), "the CSV names the built image %s", want)
+	require.Contains(t, pod.Status.ContainerStatuses[0].ImageID, digests[ref], "containerd ran another image")
+	got := &corev1.Namespace{}
+	require.NoError(t, node.Env.Client.Get(ctx, client.ObjectKey{Name: ns}, got))
+	require.Equal(t, "restricted", got.Labels["pod-security.kubernetes.io/enforce"])
+
+	// It won its leader election from inside the pod: in cluster, the
+	// API server is reachable only through the `kubernetes` Service.
+	lease := waitLease(t, ns, pod.Name)
+	t.Logf("Lease %s/%s held by %s", ns, lease.Name, *lease.Spec.HolderIdentity)
+	p := installedPin(t, ns)
+	return &install{namespace: ns, selector: csv.deployment.Spec.Selector.MatchLabels, pin: p,
+		major: strings.Split(version, ".")[0], standIn: standIns.llama[p.LlamaStackVersion]}
 }
 
 // olmSamples are the manifests a cluster admin applies to install the CRD
@@ -168,23 +191,12 @@ func TestOperatorRunsAsTheInstalledPod(t *testing.T) {
 // operators'.
 func olmSamples(t *testing.T) (objs []*unstructured.Unstructured, catalog, crds *unstructured.Unstructured, operators []*unstructured.Unstructured) {
 	t.Helper()
-	for _, f := range []string{"clustercatalog.yaml", "namespace.yaml", "installer-rbac.yaml", "clusterextension-crds.yaml",
-		"clusterextension-operator.yaml", "v2/namespace.yaml", "v2/installer.yaml", "v2/clusterextension-operator.yaml"} {
-		o, err := olm.ReadObjects(filepath.Join(root, "operator", "config", "olm", f))
-		require.NoError(t, err)
-		objs = append(objs, o...)
-	}
+	objs = readSamples(t, "clustercatalog.yaml", "namespace.yaml", "installer-rbac.yaml", "clusterextension-crds.yaml",
+		"clusterextension-operator.yaml", "v2/namespace.yaml", "v2/installer.yaml", "v2/clusterextension-operator.yaml")
 	for _, o := range objs {
 		switch {
 		case o.GetKind() == "ClusterCatalog":
 			catalog = o
-		case o.GetKind() == "Namespace":
-			labels := o.GetLabels()
-			if labels == nil {
-				labels = map[string]string{}
-			}
-			maps.Copy(labels, enforceRestricted)
-			o.SetLabels(labels)
 		case o.GetKind() == "ClusterExtension" && o.GetName() == "inferencestack-crds":
 			crds = o
 		case o.GetKind() == "ClusterExtension":
@@ -193,6 +205,45 @@ func olmSamples(t *testing.T) (objs []*unstructured.Unstructured, catalog, crds 
 	}
 	require.Len(t, operators, 2, "the operator's ClusterExtensions of operator/config/olm and olm/v2")
 	return objs, catalog, crds, operators
+}
+
+// majorSamples are the manifests that install operator major N beside the
+// others (operator/config/olm/vN), its namespace enforcing the restricted
+// Pod Security Standard, and their ClusterExtension.
+func majorSamples(t *testing.T, major string) (objs []*unstructured.Unstructured, operator *unstructured.Unstructured) {
+	t.Helper()
+	objs = readSamples(t, "v"+major+"/namespace.yaml", "v"+major+"/installer.yaml", "v"+major+"/clusterextension-operator.yaml")
+	for _, o := range objs {
+		if o.GetKind() == "ClusterExtension" {
+			require.Nil(t, operator, "operator/config/olm/v%s has two ClusterExtensions", major)
+			operator = o
+		}
+	}
+	require.NotNil(t, operator, "operator/config/olm/v%s has no ClusterExtension", major)
+	return objs, operator
+}
+
+// readSamples reads the manifests of operator/config/olm, their
+// namespaces labelled to enforce the restricted Pod Security Standard.
+func readSamples(t *testing.T, files ...string) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	for _, f := range files {
+		o, err := olm.ReadObjects(filepath.Join(root, "operator", "config", "olm", f))
+		require.NoError(t, err)
+		objs = append(objs, o...)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			labels := o.GetLabels()
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			maps.Copy(labels, enforceRestricted)
+			o.SetLabels(labels)
+		}
+	}
+	return objs
 }
 
 // install is one major of the operator as OLM installed it.
@@ -269,7 +320,8 @@ func installedCSV(t *testing.T, dir string) csvInstall {
 	return out
 }
 
-// operatorImageOf is the operatorImage of the release version.
+// operatorImageOf is the operatorImage of the release version in the
+// repository (or test release) at root.
 func operatorImageOf(t *testing.T, root, version string) string {
 	t.Helper()
 	in, err := release.LoadInput(filepath.Join(root, "channels", "releases", version+".yaml"))

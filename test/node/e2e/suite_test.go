@@ -111,9 +111,13 @@ func waitPod(t *testing.T, namespace, name string, timeout time.Duration, done f
 		return done(pod), nil
 	})
 	if err != nil {
-		t.Fatalf("pod %s/%s: %v\nphase %s, conditions %+v, container statuses %+v\nevents:\n%s\nkubelet:\n%s",
+		var logs strings.Builder
+		for c, log := range node.PodLogs(namespace, name) {
+			fmt.Fprintf(&logs, "---- %s log ----\n%s\n", c, testenv.LastLines(log, 20))
+		}
+		t.Fatalf("pod %s/%s: %v\nphase %s, conditions %+v, container statuses %+v\nevents:\n%s\n%skubelet:\n%s",
 			namespace, name, err, pod.Status.Phase, pod.Status.Conditions, pod.Status.ContainerStatuses,
-			events(t, namespace, name), testenv.LastLines(node.Logs("kubelet"), 30))
+			events(t, namespace, name), logs.String(), testenv.LastLines(node.Logs("kubelet"), 30))
 	}
 	return pod
 }

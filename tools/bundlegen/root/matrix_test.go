@@ -21,9 +21,15 @@ func TestCatalogRefusesAStrandedHeadOperator(t *testing.T) {
 	r := repoCopy(t)
 	extras := filepath.Join(r, "channels", "inferencestack-crds.release.yaml")
 	data := readFile(t, extras)
-	bridge := "- bundle: 2.0.0\n  skipRange: \">=1.0.0 <2.0.0\"\n  channels: [stable-v2]\n"
-	require.Contains(t, data, bridge)
-	require.NoError(t, os.WriteFile(extras, []byte(strings.Replace(data, bridge, "", 1)), 0o644))
+	// Both bridges out of 1.x: to 2.0.0 and to 2.1.0.
+	for _, bridge := range []string{
+		"- bundle: 2.0.0\n  skipRange: \">=1.0.0 <2.0.0\"\n  channels: [stable-v2]\n",
+		"- bundle: 2.1.0\n  skipRange: \">=1.0.0 <2.1.0\"\n  channels: [stable-v2]\n",
+	} {
+		require.Contains(t, data, bridge)
+		data = strings.Replace(data, bridge, "", 1)
+	}
+	require.NoError(t, os.WriteFile(extras, []byte(data), 0o644))
 	before := readFile(t, filepath.Join(r, "catalog", "inferencestack-crds", "catalog.yaml"))
 
 	code, stdout, stderr := bundlegen(t, r, "catalog")
