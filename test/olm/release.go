@@ -85,6 +85,9 @@ func (r Release) Run(ctx context.Context) (string, error) {
 	if r.Versions == nil {
 		return r.repositoryReleases(ctx, releases, lockPath, rbacDir)
 	}
+	if len(r.Fixtures) > 0 {
+		return "", fmt.Errorf("Release.Fixtures %v: fixtures are added to the repository's releases (Versions nil), not to Versions %v", r.Fixtures, r.Versions)
+	}
 	base, err := newestRelease(filepath.Join(r.Root, "channels", "releases"))
 	if err != nil {
 		return "", err

@@ -295,6 +295,7 @@ type stackState struct {
 	datasets []string
 }
 
+// statePrompt is a prompt as the server's API answers it.
 type statePrompt struct {
 	PromptID  string   `json:"prompt_id"`
 	Prompt    string   `json:"prompt"`

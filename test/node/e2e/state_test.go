@@ -75,13 +75,7 @@ func stateKeptOn(t *testing.T, in *install) {
 	var model struct{ Identifier string }
 	api.do("POST", "/v1/models", map[string]any{"model_id": "state-test", "provider_id": "ollama"}, &model)
 	require.Equal(t, "ollama/state-test", model.Identifier)
-	type prompt struct {
-		PromptID  string   `json:"prompt_id"`
-		Prompt    string   `json:"prompt"`
-		Version   int      `json:"version"`
-		Variables []string `json:"variables"`
-	}
-	var saved prompt
+	var saved statePrompt
 	api.do("POST", "/v1/prompts", map[string]any{"prompt": "Hello {{ name }}", "variables": []string{"name"}}, &saved)
 	require.NotEmpty(t, saved.PromptID)
 	var conv struct {
@@ -105,7 +99,7 @@ func stateKeptOn(t *testing.T, in *install) {
 		ids = append(ids, m.Identifier)
 	}
 	require.Contains(t, ids, "ollama/state-test", "the model registered before the pod was deleted")
-	var prompts struct{ Data []prompt }
+	var prompts struct{ Data []statePrompt }
 	api.do("GET", "/v1/prompts", nil, &prompts)
 	require.Contains(t, prompts.Data, saved, "the prompt saved before the pod was deleted")
 	if line03 {
