@@ -517,14 +517,7 @@ func TestRunConfigMadeOnlyWhenItsInputsChange(t *testing.T) {
 	want["gen"]++
 	check("after a spec change")
 
-	cm := &corev1.ConfigMap{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "override"}, cm); err != nil {
-		t.Fatal(err)
-	}
-	cm.Data["run.yaml"] += "# edited\n"
-	if err := env.Client.Update(context.Background(), cm); err != nil {
-		t.Fatal(err)
-	}
+	cm := edit(t, &corev1.ConfigMap{}, ns, "override", func(cm *corev1.ConfigMap) { cm.Data["run.yaml"] += "# edited\n" })
 	var applied *corev1.ConfigMap
 	eventually(t, timeout, func() error {
 		if applied = configOf("ovr"); applied.Data[runconfig.ConfigKey] != cm.Data["run.yaml"] {
@@ -535,12 +528,11 @@ func TestRunConfigMadeOnlyWhenItsInputsChange(t *testing.T) {
 	want["ovr"]++
 	checkSoon("after the override was edited", cm, applied)
 
-	edited := configOf("gen")
-	text := edited.Data[runconfig.ConfigKey]
-	edited.Data[runconfig.ConfigKey] = "version: 2\n"
-	if err := env.Client.Update(context.Background(), edited); err != nil {
-		t.Fatal(err)
-	}
+	var text string
+	edit(t, &corev1.ConfigMap{}, ns, config.ConfigMapName("gen"), func(cm *corev1.ConfigMap) {
+		text = cm.Data[runconfig.ConfigKey]
+		cm.Data[runconfig.ConfigKey] = "version: 2\n"
+	})
 	var repaired *corev1.ConfigMap
 	eventually(t, timeout, func() error {
 		if repaired = configOf("gen"); repaired.Data[runconfig.ConfigKey] != text {
@@ -684,14 +676,9 @@ func TestOverrideNamedAsTheRunConfigIsNotOverwritten(t *testing.T) {
 		}
 		return nil
 	})
-	stack, err := get(t, &v1alpha1.InferenceStack{}, ns, "clash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stack.Annotations = map[string]string{"test.inferencestack.io/poke": "1"}
-	if err := env.Client.Update(context.Background(), stack); err != nil {
-		t.Fatal(err)
-	}
+	update(t, ns, "clash", func(s *v1alpha1.InferenceStack) {
+		s.Annotations = map[string]string{"test.inferencestack.io/poke": "1"}
+	})
 	settled(t, ns, "clash")
 	eventually(t, timeout, func() error {
 		s, err := get(t, &v1alpha1.InferenceStack{}, ns, "clash")

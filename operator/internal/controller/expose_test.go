@@ -132,10 +132,7 @@ func TestIngressExposesTheServer(t *testing.T) {
 	steady(t, op, ns, "ing")
 
 	// A hand edit of the host is set back.
-	ing.Spec.Rules[0].Host = "edited.example.com"
-	if err := env.Client.Update(context.Background(), ing); err != nil {
-		t.Fatal(err)
-	}
+	edit(t, &networkingv1.Ingress{}, ns, "ing", func(i *networkingv1.Ingress) { i.Spec.Rules[0].Host = "edited.example.com" })
 	eventually(t, timeout, func() error {
 		ing, err := get(t, &networkingv1.Ingress{}, ns, "ing")
 		if err != nil {
@@ -287,15 +284,11 @@ func TestRouteWhereTheAPIIsServed(t *testing.T) {
 	steady(t, op, ns, "rt")
 
 	// A hand edit of the Route's target port is set back.
-	if err := env.Client.Get(ctx, key, route); err != nil {
-		t.Fatal(err)
-	}
-	if err := unstructured.SetNestedField(route.Object, "other", "spec", "port", "targetPort"); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Update(ctx, route); err != nil {
-		t.Fatal(err)
-	}
+	edit(t, route, key.Namespace, key.Name, func(r *unstructured.Unstructured) {
+		if err := unstructured.SetNestedField(r.Object, "other", "spec", "port", "targetPort"); err != nil {
+			t.Fatal(err)
+		}
+	})
 	eventually(t, timeout, func() error {
 		if err := env.Client.Get(ctx, key, route); err != nil {
 			return err

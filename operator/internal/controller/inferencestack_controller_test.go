@@ -412,13 +412,9 @@ func TestSecretRotationRestartsOnlyItsUsers(t *testing.T) {
 	})
 	pg, _ := get(t, &appsv1.Deployment{}, ns, "a-cache")
 
-	rotated, _ := get(t, &corev1.Secret{}, ns, "key-a")
+	rotated := edit(t, &corev1.Secret{}, ns, "key-a", func(s *corev1.Secret) { s.Data["token"] = []byte("a2") })
 	if rotated.Labels[components.LabelWatched] != "true" {
 		t.Errorf("the referenced Secret has labels %v, want %s=true", rotated.Labels, components.LabelWatched)
-	}
-	rotated.Data["token"] = []byte("a2")
-	if err := env.Client.Update(context.Background(), rotated); err != nil {
-		t.Fatal(err)
 	}
 	eventually(t, timeout, func() error {
 		a2, _ := get(t, &appsv1.Deployment{}, ns, "a")
@@ -465,11 +461,7 @@ func TestHandEditsAreRepaired(t *testing.T) {
 		return nil
 	})
 
-	dep, _ := get(t, &appsv1.Deployment{}, ns, "fix")
-	dep.Spec.Replicas = ptr.To(int32(7))
-	if err := env.Client.Update(context.Background(), dep); err != nil {
-		t.Fatal(err)
-	}
+	edit(t, &appsv1.Deployment{}, ns, "fix", func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To(int32(7)) })
 	eventually(t, timeout, func() error {
 		again, _ := get(t, &appsv1.Deployment{}, ns, "fix")
 		if *again.Spec.Replicas != 1 {
@@ -619,14 +611,7 @@ func TestOperatorRestartConverges(t *testing.T) {
 
 func update(t *testing.T, ns, name string, change func(*v1alpha1.InferenceStack)) {
 	t.Helper()
-	eventually(t, timeout, func() error {
-		stack, err := get(t, &v1alpha1.InferenceStack{}, ns, name)
-		if err != nil {
-			return err
-		}
-		change(stack)
-		return env.Client.Update(context.Background(), stack)
-	})
+	edit(t, &v1alpha1.InferenceStack{}, ns, name, change)
 }
 
 // TestAutoscalingOnMemory: a stack whose autoscaling a v1alpha2 client

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -215,14 +216,7 @@ func TestUnreferencedObjectsAreUnwatched(t *testing.T) {
 	watchedLabel(t, ns, "key-shared", true)
 
 	// a moves to the shared key: key-a is no longer referenced.
-	a, err := get(t, &v1alpha1.InferenceStack{}, ns, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Spec.Providers.Inference[0].APIKey.Name = "key-shared"
-	if err := env.Client.Update(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	update(t, ns, "a", func(a *v1alpha1.InferenceStack) { a.Spec.Providers.Inference[0].APIKey.Name = "key-shared" })
 	watchedLabel(t, ns, "key-a", false)
 	if s, _ := get(t, &corev1.Secret{}, ns, "key-a"); string(s.Data["token"]) != "key-a" {
 		t.Errorf("Secret key-a changed beyond its label: %v", s.Data)
@@ -249,16 +243,9 @@ func TestUnreferencedObjectsAreUnwatched(t *testing.T) {
 
 	// Once the other major's stack moves here and is deleted, nothing
 	// references key-shared.
-	other, err := get(t, &v1alpha1.InferenceStack{}, ns, "other-major")
-	if err != nil {
-		t.Fatal(err)
-	}
-	other.Labels[v1alpha2.LabelOperatorMajor] = "1"
-	if err := env.Client.Update(ctx, other); err != nil {
-		t.Fatal(err)
-	}
+	update(t, ns, "other-major", func(other *v1alpha1.InferenceStack) { other.Labels[v1alpha2.LabelOperatorMajor] = "1" })
 	converged(t, ns, "other-major")
-	if err := env.Client.Delete(ctx, other); err != nil {
+	if err := env.Client.Delete(ctx, &v1alpha1.InferenceStack{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other-major"}}); err != nil {
 		t.Fatal(err)
 	}
 	watchedLabel(t, ns, "key-shared", false)

@@ -20,6 +20,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -293,6 +294,23 @@ func get[T client.Object](t *testing.T, obj T, ns, name string) (T, error) {
 	t.Helper()
 	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
 	return obj, err
+}
+
+// edit reads ns/name into obj, changes it and writes it back; when the
+// operator wrote the object in between (a conflict), it reads and changes
+// it again. It returns what it wrote.
+func edit[T client.Object](t *testing.T, obj T, ns, name string, change func(T)) T {
+	t.Helper()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if _, err := get(t, obj, ns, name); err != nil {
+			return err
+		}
+		change(obj)
+		return env.Client.Update(context.Background(), obj)
+	}); err != nil {
+		t.Fatalf("editing %T %s/%s: %v", obj, ns, name, err)
+	}
+	return obj
 }
 
 func create(t *testing.T, obj client.Object) {

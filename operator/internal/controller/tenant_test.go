@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -360,14 +361,7 @@ func grant(t *testing.T, ns, user string, rules ...rbacv1.PolicyRule) {
 // the restricted standard in ns.
 func enforceRestricted(t *testing.T, ns string) {
 	t.Helper()
-	var n corev1.Namespace
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: ns}, &n); err != nil {
-		t.Fatal(err)
-	}
-	n.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
-	if err := env.Client.Update(context.Background(), &n); err != nil {
-		t.Fatal(err)
-	}
+	edit(t, &corev1.Namespace{}, "", ns, func(n *corev1.Namespace) { n.Labels["pod-security.kubernetes.io/enforce"] = "restricted" })
 }
 
 // settled waits until the stack's status is of its generation, whatever
@@ -487,11 +481,13 @@ func TestAuthorRightsPolicy(t *testing.T) {
 	}
 	// A change of anything but the spec and annotations is not checked.
 	var s v1alpha1.InferenceStack
-	if err := carol.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edited"}, &s); err != nil {
-		t.Fatal(err)
-	}
-	s.Labels = map[string]string{"team": "a"}
-	if err := carol.Update(ctx, &s); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := carol.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edited"}, &s); err != nil {
+			return err
+		}
+		s.Labels = map[string]string{"team": "a"}
+		return carol.Update(ctx, &s)
+	}); err != nil {
 		t.Errorf("carol labelling a stack: %v, want it admitted", err)
 	}
 	s.Spec.Workload = &v1alpha1.WorkloadSpec{ServiceAccountName: "powerful"}
