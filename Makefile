@@ -45,6 +45,10 @@ fmt: ## Format the Go code.
 vet: ## Run go vet (the e2e tests included).
 	go vet -tags $(GO_TAGS),e2e ./...
 
+.PHONY: linter
+linter: ## Build golangci-lint from hack/tools/go.mod into the Go build cache (make lint runs it from there).
+	@$(GOLANGCI_LINT) version
+
 .PHONY: lint
 lint: ## Run golangci-lint (built from hack/tools/go.mod) and check formatting.
 	@unformatted=$$(gofmt -s -l $$(git ls-files -co --exclude-standard '*.go')); \
@@ -84,7 +88,11 @@ node: ## Build kubelet, kube-scheduler, kube-proxy and kube-router (NetworkPolic
 ##@ Test
 
 .PHONY: test
-test: controlplane test-e2e test-node ## Run all tests (unit, integration on a real control plane, OLM v1 end-to-end, end-to-end on a real node).
+test: controlplane olm node ## Run all tests side by side (hack/side-by-side.sh): unit and integration on a real control plane, OLM v1 end-to-end, end-to-end on a real node.
+	@hack/side-by-side.sh -nice test-unit test-unit test-e2e test-node
+
+.PHONY: test-unit
+test-unit: controlplane ## Run the unit tests and the integration tests on a real kube-apiserver and etcd.
 	hack/phase.sh test-unit-integration go test -tags $(GO_TAGS) $(TEST_FLAGS) ./...
 
 E2E_FLAGS ?=

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Runs make targets side by side and fails if any of them fails:
+#
+#   hack/side-by-side.sh [-phase PREFIX] [-nice TARGET]... TARGET...
+#
+# Each target's output goes to a log of its own, printed whole, each line
+# prefixed with "[TARGET] ", as soon as that target ends (so suites' lines
+# never interleave). With -phase, each target runs as the phase PREFIX-TARGET
+# of hack/phase.sh (what .ci/run sums up). A target named by -nice runs at a
+# lower CPU priority: the others (whose tests wait for real pods, timers and
+# watches) keep their pace, it takes the CPU they leave.
+#
+# Targets must not build what another builds: build their common
+# prerequisites first (make test does).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+prefix= niced=()
+while [[ $# -gt 0 && $1 == -* ]]; do
+	case $1 in
+	-phase) prefix=$2 ;;
+	-nice) niced+=("$2") ;;
+	*)
+		echo "side-by-side: unknown flag $1" >&2
+		exit 2
+		;;
+	esac
+	shift 2
+done
+if [[ $# == 0 ]]; then
+	echo "usage: hack/side-by-side.sh [-phase PREFIX] [-nice TARGET]... TARGET..." >&2
+	exit 2
+fi
+
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+declare -A target_of
+for target in "$@"; do
+	cmd=(make --no-print-directory "$target")
+	[[ -n $prefix ]] && cmd=(hack/phase.sh "$prefix-$target" "${cmd[@]}")
+	[[ " ${niced[*]} " == *" $target "* ]] && cmd=(nice -n 10 "${cmd[@]}")
+	"${cmd[@]}" >"$logs/$target.log" 2>&1 &
+	target_of[$!]=$target
+done
+echo "side-by-side: running $* (each one's output follows when it ends)"
+
+failed=()
+while [[ ${#target_of[@]} -gt 0 ]]; do
+	wait -n -p pid
+	rc=$?
+	target=${target_of[$pid]}
+	unset "target_of[$pid]"
+	sed "s/^/[$target] /" "$logs/$target.log"
+	if [[ $rc != 0 ]]; then
+		failed+=("$target")
+		echo "side-by-side: $target failed (exit $rc)"
+	fi
+done
+if [[ ${#failed[@]} -gt 0 ]]; then
+	echo "side-by-side: failed: ${failed[*]}" >&2
+	exit 1
+fi
