@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -348,9 +349,9 @@ func Base(line stackconfig.Line, distribution string) ([]byte, error) {
 	return distributions.FS.ReadFile(line.Tag() + "/" + distribution + ".yaml")
 }
 
-// load parses the base config of the distribution at the line's tag, or
-// starts an empty one for a custom image. Parsing the embedded bytes on
-// every call gives a fresh copy: the base is never shared or mutated.
+// load returns a copy of the base config of the distribution at the
+// line's tag, or starts an empty one for a custom image: the base itself
+// is never shared or mutated.
 func load(line stackconfig.Line, spec v1alpha2.InferenceStackSpec) (runConfig, error) {
 	d := spec.Distribution
 	path := field.NewPath("spec", "distribution")
@@ -384,9 +385,35 @@ func load(line stackconfig.Line, spec v1alpha2.InferenceStackSpec) (runConfig, e
 	return cfg, completeBase(&cfg, line)
 }
 
-// loadBase parses the embedded base config of a distribution, relocated,
-// in the line's layout.
+// bases holds the parsed base config of each line and distribution
+// (baseKey: runConfig) parseBase made, never handed out: parsing it for
+// every run config made was a tenth of the operator's CPU while it created
+// stacks. Only known lines and distributions parse, so it stays small.
+var bases sync.Map
+
+type baseKey struct {
+	line stackconfig.Line
+	base string
+}
+
+// loadBase returns the embedded base config of a distribution, relocated,
+// in the line's layout: a copy of its own, which the caller may edit.
 func loadBase(line stackconfig.Line, base string) (runConfig, error) {
+	key := baseKey{line, base}
+	if cfg, ok := bases.Load(key); ok {
+		return cfg.(runConfig).clone(), nil
+	}
+	cfg, err := parseBase(line, base)
+	if err != nil {
+		return runConfig{}, err
+	}
+	bases.Store(key, cfg)
+	return cfg.clone(), nil
+}
+
+// parseBase parses the embedded base config of a distribution, relocated,
+// in the line's layout.
+func parseBase(line stackconfig.Line, base string) (runConfig, error) {
 	lay, err := layoutOf(line)
 	if err != nil {
 		return runConfig{}, err

@@ -1,5 +1,10 @@
 package runconfig
 
+import (
+	"maps"
+	"slices"
+)
+
 // runConfig is a Llama Stack run config (version 2) as the pipeline edits
 // it, independent of the line: the fields of both layouts. load fills it
 // from a line's file layout and marshal writes it back in that layout, so
@@ -114,4 +119,105 @@ type accessRule struct {
 // permitScope lists the actions a rule permits.
 type permitScope struct {
 	Actions []string `yaml:"actions"`
+}
+
+// clone is a deep copy of c: no map, slice or pointer of it is shared with
+// c, but the yaml.Nodes of Extra, which the pipeline never edits.
+func (c runConfig) clone() runConfig {
+	out := c
+	out.APIs = slices.Clone(c.APIs)
+	if c.Providers != nil {
+		out.Providers = make(map[string][]provider, len(c.Providers))
+		for api, ps := range c.Providers {
+			out.Providers[api] = cloneEach(ps, func(p provider) provider {
+				p.Config = cloneMap(p.Config)
+				return p
+			})
+		}
+	}
+	out.Models = cloneEach(c.Models, func(m model) model {
+		m.Metadata = cloneMap(m.Metadata)
+		return m
+	})
+	out.Shields = slices.Clone(c.Shields)
+	out.VectorDBs = cloneEach(c.VectorDBs, cloneMap)
+	out.Datasets = cloneEach(c.Datasets, cloneMap)
+	out.ScoringFns = cloneEach(c.ScoringFns, cloneMap)
+	out.Benchmarks = cloneEach(c.Benchmarks, cloneMap)
+	out.ToolGroups = cloneEach(c.ToolGroups, func(g toolGroup) toolGroup {
+		if g.MCPEndpoint != nil {
+			e := *g.MCPEndpoint
+			g.MCPEndpoint = &e
+		}
+		return g
+	})
+	if a := c.Server.Auth; a != nil {
+		cp := *a
+		cp.ProviderConfig.ClaimsMapping = maps.Clone(a.ProviderConfig.ClaimsMapping)
+		cp.AccessPolicy = cloneEach(a.AccessPolicy, func(r accessRule) accessRule {
+			r.Permit.Actions = slices.Clone(r.Permit.Actions)
+			return r
+		})
+		out.Server.Auth = &cp
+	}
+	out.MetadataStore = cloneMap(c.MetadataStore)
+	out.InferenceStore = cloneMap(c.InferenceStore)
+	if c.Storage != nil {
+		out.Storage = &storage{Backends: cloneMaps(c.Storage.Backends), Stores: cloneMaps(c.Storage.Stores)}
+	}
+	if c.Telemetry != nil {
+		t := *c.Telemetry
+		out.Telemetry = &t
+	}
+	out.VectorStores = cloneMap(c.VectorStores)
+	out.Extra = slices.Clone(c.Extra)
+	return out
+}
+
+// cloneEach copies s, each element through cp.
+func cloneEach[T any](s []T, cp func(T) T) []T {
+	if s == nil {
+		return nil
+	}
+	out := make([]T, len(s))
+	for i, v := range s {
+		out[i] = cp(v)
+	}
+	return out
+}
+
+// cloneMaps deep-copies a map of decoded YAML mappings.
+func cloneMaps(m map[string]map[string]any) map[string]map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]map[string]any, len(m))
+	for k, v := range m {
+		out[k] = cloneMap(v)
+	}
+	return out
+}
+
+// cloneMap deep-copies a decoded YAML mapping.
+func cloneMap(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = cloneValue(v)
+	}
+	return out
+}
+
+// cloneValue deep-copies a decoded YAML value: mappings and sequences are
+// copied, scalars are values.
+func cloneValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		return cloneMap(v)
+	case []any:
+		return cloneEach(v, cloneValue)
+	}
+	return v
 }
