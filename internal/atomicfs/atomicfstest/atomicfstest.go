@@ -52,13 +52,16 @@ func Child() (context.Context, bool) {
 // writes take, killing it before step 1, then before step 2, and so on,
 // until a run ends without being killed. prepare is called before each run
 // (to reset the tree), check after it with the step number and whether the
-// child was killed. env is added to the child's environment.
+// child was killed. env is added to the child's environment. The child's
+// temporary files go into a folder of the test's (TMPDIR): a killed child
+// removes none of its own.
 func EveryStep(t *testing.T, helper string, env []string, prepare func(n int), check func(n int, killed bool, log string)) {
 	t.Helper()
+	tmp := t.TempDir()
 	for n := 1; n <= maxSteps; n++ {
 		prepare(n)
 		cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")
-		cmd.Env = append(append(os.Environ(), env...), envStep+"="+strconv.Itoa(n))
+		cmd.Env = append(append(os.Environ(), env...), envStep+"="+strconv.Itoa(n), "TMPDIR="+tmp)
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
 		killed := false
