@@ -649,7 +649,9 @@ func printCurve(o options, results []result) {
 	}{
 		{"time to all Deployments", func(r result) float64 { return r.applied.Seconds() / float64(r.stacks) }},
 		{"writes at creation", func(r result) float64 { return float64(r.creationWrites) / float64(r.stacks) }},
+		{"operator CPU per stack at creation", func(r result) float64 { return r.cpuApplied.Seconds() / float64(r.stacks) }},
 		{"operator CPU per steady reconcile", func(r result) float64 { return perOne(r.cpuSteady.Seconds(), r.steadyReconciles) }},
+		{"  less the prober's (idle rate)", func(r result) float64 { return perOne(r.cpuSteadyReconciles(), r.steadyReconciles) }},
 		{"operator CPU a minute idle", func(r result) float64 { return perStackMinute(r.cpuIdle.Seconds(), r) }},
 		{"requests to servers a minute idle", func(r result) float64 { return perStackMinute(float64(r.idleServerRequests), r) }},
 		{"RSS above the base", func(r result) float64 { return float64(r.rssPerStack()) }},
@@ -680,6 +682,18 @@ func printCurve(o options, results []result) {
 		}
 		fmt.Println()
 	}
+}
+
+// cpuSteadyReconciles is the operator's CPU time in the steady state less
+// what its prober spent meanwhile, estimated at the prober's rate in the
+// idle window (in which the operator reconciles nothing): the prober polls
+// every stack's server all the while, so its share of the steady state
+// grows with the stacks and the state's length. NaN without an idle window.
+func (r result) cpuSteadyReconciles() float64 {
+	if r.idleTime <= 0 {
+		return math.NaN()
+	}
+	return r.cpuSteady.Seconds() - r.cpuIdle.Seconds()*r.steadyTime.Seconds()/r.idleTime.Seconds()
 }
 
 // rssAdded is the RSS each stack added from the size before (prev) to r.

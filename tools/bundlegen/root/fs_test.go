@@ -138,6 +138,8 @@ func runFS(t *testing.T, tests []fsCase) {
 	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each case has its own repository copy and bundlegen process.
+			t.Parallel()
 			r, outside := repoCopy(t), t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(outside, "file.yaml"), []byte("outside: the user's\n"), 0o644))
 			for p, data := range userFiles {
