@@ -51,8 +51,16 @@ step() {
 
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$kube_version" | cut -d. -f2)"
 step "etcd $etcd_version" "$wrappers/etcd" -ldflags "-s -w" -o "$out/etcd" .
-step "kube-apiserver $kube_version" "$wrappers/kube" -ldflags "$ldflags" -o "$out/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-step "kube-controller-manager $kube_version" "$wrappers/kube" -ldflags "$ldflags" -o "$out/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
+# One go build for both: the packages they share are compiled once. The
+# lock (hack/kube-build-lock.sh) keeps hack/node.sh's build of the same
+# wrapper's kubelet, kube-scheduler and kube-proxy from compiling those
+# packages at the same time (make test and .ci/run build both side by side):
+# whichever comes second finds them in the build cache.
+. "$root/hack/kube-build-lock.sh"
+kube_build_lock
+step "kube-apiserver and kube-controller-manager $kube_version" "$wrappers/kube" -ldflags "$ldflags" -o "$out/" \
+	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+kube_build_unlock
 
 echo "$want" >"$stamp"
 echo "controlplane: ready in $out"

@@ -108,36 +108,6 @@ download() {
 	fi
 }
 
-# --- kubelet, kube-scheduler, kube-proxy -------------------------------------
-
-kube_version=$(pinned "$wrapper/go.mod" k8s.io/kubernetes)
-if [[ -z $kube_version ]]; then
-	echo "node: cannot read the pinned k8s.io/kubernetes version from $wrapper/go.mod" >&2
-	exit 1
-fi
-want="kubelet+kube-scheduler+kube-proxy $kube_version, go.sum $(cat "$wrapper/go.sum" "$wrapper/go.mod" | sha256sum | cut -c1-16), $(go env GOVERSION)"
-stamp=$out/.stamp
-binaries=(kubelet kube-scheduler kube-proxy)
-
-current=true
-[[ -f $stamp && "$(cat "$stamp")" == "$want" ]] || current=false
-for b in "${binaries[@]}"; do [[ -x $out/$b ]] || current=false; done
-if $current; then
-	echo "node: up to date in $out ($want)"
-else
-	rm -f "$stamp"
-	echo "node: downloading modules for Kubernetes $kube_version..."
-	download "$wrapper" "Kubernetes $kube_version"
-	ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$kube_version" | cut -d. -f2)"
-	for b in "${binaries[@]}"; do
-		start=$SECONDS
-		echo "node: building $b $kube_version (cold: minutes; the Go build cache makes later builds quick)..."
-		(cd "$wrapper" && go build -trimpath -ldflags "$ldflags" -o "$out/$b" "k8s.io/kubernetes/cmd/$b")
-		echo "node: built $b in $((SECONDS - start))s"
-	done
-	echo "$want" >"$stamp"
-fi
-
 # --- kube-router (the network policy controller) -----------------------------
 
 router_module=github.com/cloudnativelabs/kube-router/v2
@@ -159,6 +129,40 @@ else
 	(cd "$router_wrapper" && go build -trimpath -ldflags "-s -w -X $router_module/pkg/version.Version=$router_version" \
 		-o "$out/kube-router" "$router_module/cmd/kube-router")
 	echo "node: built kube-router in $((SECONDS - start))s"
+	echo "$want" >"$stamp"
+fi
+
+# --- kubelet, kube-scheduler, kube-proxy -------------------------------------
+
+kube_version=$(pinned "$wrapper/go.mod" k8s.io/kubernetes)
+if [[ -z $kube_version ]]; then
+	echo "node: cannot read the pinned k8s.io/kubernetes version from $wrapper/go.mod" >&2
+	exit 1
+fi
+want="kubelet+kube-scheduler+kube-proxy $kube_version, go.sum $(cat "$wrapper/go.sum" "$wrapper/go.mod" | sha256sum | cut -c1-16), $(go env GOVERSION)"
+stamp=$out/.stamp
+binaries=(kubelet kube-scheduler kube-proxy)
+
+current=true
+[[ -f $stamp && "$(cat "$stamp")" == "$want" ]] || current=false
+for b in "${binaries[@]}"; do [[ -x $out/$b ]] || current=false; done
+if $current; then
+	echo "node: up to date in $out ($want)"
+else
+	rm -f "$stamp"
+	echo "node: downloading modules for Kubernetes $kube_version..."
+	download "$wrapper" "Kubernetes $kube_version"
+	ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$kube_version" | cut -d. -f2)"
+	# One go build for the three (their shared packages compiled once),
+	# under the lock that keeps hack/controlplane.sh's build of the same
+	# wrapper from compiling the same packages at the same time.
+	. "$root/hack/kube-build-lock.sh"
+	kube_build_lock
+	start=$SECONDS
+	echo "node: building ${binaries[*]} $kube_version (cold: minutes; the Go build cache makes later builds quick)..."
+	(cd "$wrapper" && go build -trimpath -ldflags "$ldflags" -o "$out/" "${binaries[@]/#/k8s.io/kubernetes/cmd/}")
+	echo "node: built ${binaries[*]} in $((SECONDS - start))s"
+	kube_build_unlock
 	echo "$want" >"$stamp"
 fi
 
