@@ -2,9 +2,7 @@ package runconfig
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -154,7 +152,7 @@ func (l storageBackends) file(c runConfig) any {
 		return c.backendsFile() // the encoder reports the same error
 	}
 	fields := l.line.RunConfigFields()
-	resources := registeredResourceFields(l.line)
+	resources := l.line.RegisteredResourceFields()
 	out := &yaml.Node{Kind: yaml.MappingNode}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -196,29 +194,6 @@ func fileKeys(file any) []string {
 		out = append(out, name)
 	}
 	return out
-}
-
-// registeredResourceFields are the fields of the line's
-// RegisteredResources model (schemas.json), nil when the schema does not
-// say (every field is then written).
-func registeredResourceFields(line stackconfig.Line) []string {
-	s := line.Schemas()
-	if s == nil {
-		return nil
-	}
-	var doc struct {
-		Defs map[string]struct {
-			Properties map[string]json.RawMessage `json:"properties"`
-		} `json:"$defs"`
-	}
-	if err := json.Unmarshal(s.RunConfig.Schema, &doc); err != nil {
-		return nil
-	}
-	d, ok := doc.Defs["RegisteredResources"]
-	if !ok {
-		return nil
-	}
-	return slices.Sorted(maps.Keys(d.Properties))
 }
 
 func (storageBackends) empty() runConfig {

@@ -11,6 +11,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -239,7 +240,25 @@ var pathFields = map[string]storeKind{"db_path": filePath, "sqlite_db_path": fil
 // (0.3), or named in pathFields. A store field is required when the class
 // requires it or defaults it to a store (the server would then write where
 // the config does not say).
+// They are read from the schema once per line and type (readStoreKeys):
+// every run config made asks for those of each of its providers.
 func storeKeys(s *Schemas, api, providerType string) []storeKey {
+	if s == nil {
+		return nil
+	}
+	key := s.Tag + "/" + api + "/" + providerType
+	if keys, ok := storeKeysOf.Load(key); ok {
+		return keys.([]storeKey)
+	}
+	keys, _ := storeKeysOf.LoadOrStore(key, readStoreKeys(s, api, providerType))
+	return keys.([]storeKey)
+}
+
+// storeKeysOf holds storeKeys by line tag, API and provider type. Its
+// slices are shared: callers only read them.
+var storeKeysOf sync.Map // string -> []storeKey
+
+func readStoreKeys(s *Schemas, api, providerType string) []storeKey {
 	ps, ok := s.Provider(api, providerType)
 	if !ok {
 		return nil

@@ -27,3 +27,15 @@ func TestRunConfigFieldsAreTheLinesOwn(t *testing.T) {
 	first[0] = "changed by a caller"
 	require.Equal(t, want, Line03.RunConfigFields())
 }
+
+// The RegisteredResources fields are read once per line too, and each
+// caller gets its own slice; 0.8 has no datasets (docs/lines/0.8.0.md).
+func TestRegisteredResourceFieldsAreTheLinesOwn(t *testing.T) {
+	first := Line08.RegisteredResourceFields()
+	require.Contains(t, first, "models")
+	require.NotContains(t, first, "datasets")
+	require.Contains(t, Line07.RegisteredResourceFields(), "datasets")
+	want := append([]string(nil), first...)
+	first[0] = "changed by a caller"
+	require.Equal(t, want, Line08.RegisteredResourceFields())
+}

@@ -156,6 +156,18 @@ func (l Line) RunConfigFields() []string {
 	return slices.Clone(s.runConfigFields)
 }
 
+// RegisteredResourceFields are the fields of the line's RegisteredResources
+// model (schemas.json: the keys its run config's registered_resources may
+// hold), sorted; nil when the schema does not say (every field is then
+// written).
+func (l Line) RegisteredResourceFields() []string {
+	s := l.Schemas()
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.registeredResourceFields)
+}
+
 // HasProviderAPI reports whether the line has providers of an API (from
 // facts.json: at 0.2 telemetry is an API with providers, at 0.3 a
 // top-level setting the stack serves itself).

@@ -30,9 +30,12 @@ type Schemas struct {
 	// Providers are the provider types' config classes, by API and type.
 	Providers map[string]map[string]ProviderSchema `json:"providers"`
 
-	// runConfigFields are RunConfig's top-level fields, sorted, read once:
-	// every reconcile that makes a run config asks for them several times.
-	runConfigFields []string
+	// runConfigFields are RunConfig's top-level fields, sorted, and
+	// registeredResourceFields the fields of its RegisteredResources model
+	// (nil when it has none), each read once: every run config made asks
+	// for them.
+	runConfigFields          []string
+	registeredResourceFields []string
 }
 
 // ModelSchema is one pydantic model's JSON Schema.
@@ -95,9 +98,15 @@ var schemasOf = perLine(func(l Line) *Schemas {
 	}
 	var doc struct {
 		Properties map[string]json.RawMessage `json:"properties"`
+		Defs       map[string]struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		} `json:"$defs"`
 	}
 	if err := json.Unmarshal(s.RunConfig.Schema, &doc); err == nil {
 		s.runConfigFields = sortedKeys(doc.Properties)
+		if d, ok := doc.Defs["RegisteredResources"]; ok {
+			s.registeredResourceFields = sortedKeys(d.Properties)
+		}
 	}
 	return &s
 })
