@@ -498,6 +498,7 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	// A start that fails (its cache does not sync in time) is tried again
 	// on the same cache and watch.
 	var routes cache.Cache
+	var watch source.SyncingSource
 	r.routes = &routeAPI{lookup: dc.ServerResourcesForGroupVersion, interval: r.routeCheckInterval(),
 		start: func(ctx context.Context) (client.Reader, error) {
 			if routes == nil {
@@ -508,10 +509,11 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 				if err := mgr.Add(c); err != nil {
 					return nil, err
 				}
-				if err := ctl.Watch(source.Kind(c, client.Object(routeObject()), r.objectHandler(), r.notOwnWrites())); err != nil {
+				src := source.Kind(c, client.Object(routeObject()), r.objectHandler(), r.notOwnWrites())
+				if err := ctl.Watch(src); err != nil {
 					return nil, err
 				}
-				routes = c
+				routes, watch = c, src
 			}
 			// Bounded: the reconciles that ask meanwhile wait for it (a
 			// role without list on routes would never sync).
@@ -519,6 +521,17 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 			defer cancel()
 			if !routes.WaitForCacheSync(wait) {
 				return nil, fmt.Errorf("the cache of Routes did not sync within %s: can the operator list and watch routes.route.openshift.io?", routeSyncTimeout)
+			}
+			// The watch's handler is added to the running cache in a
+			// goroutine of its own. Before it is, nothing may be applied:
+			// a change made to a Route in between would reach the handler
+			// as the Route's creation, which notOwnWrites drops for the
+			// operator's own objects, and the stack would never hear of
+			// it (a CI run: a router's admission, status.routeURL never
+			// set). Once the cache has synced, this waits only for the
+			// handler to get what the cache holds (in the same bound).
+			if err := watch.WaitForSync(wait); err != nil {
+				return nil, fmt.Errorf("the watch of Routes: %w", err)
 			}
 			return routes, nil
 		}}
