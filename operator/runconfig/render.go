@@ -55,6 +55,12 @@ func render(cfg *runConfig, lay layout, line stackconfig.Line, name string, spec
 // marshal writes the config in the layout's file shape, deterministically.
 func marshal(cfg runConfig, lay layout) ([]byte, error) {
 	doc := lay.file(cfg)
+	switch d := doc.(type) {
+	case yamlText:
+		return d, nil
+	case error:
+		return nil, fmt.Errorf("marshal run config: %w", d)
+	}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
