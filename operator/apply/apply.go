@@ -74,22 +74,13 @@ func (k Kind[O, C]) Digest(obj O) (string, error) {
 // it (DigestAnnotation) and drops its managed fields, which are then no
 // longer needed: for the transforms of the operator's cache. An object it
 // has annotated already is left as it is.
-//
-// A version of the object that is the API server's answer to the
-// operator's own apply needs no reading of its managed fields: the fields
-// the operator owns on it are what it applied, whose digest ApplyDigest
-// kept (applied). Creating stacks, that reading was 9% of the operator's
-// CPU. TestCachedDigestsAreTheLiveObjectsOwn holds the two to be the same.
 func (k Kind[O, C]) SetDigest(obj O) error {
 	if _, done := obj.GetAnnotations()[DigestAnnotation]; done && obj.GetManagedFields() == nil {
 		return nil
 	}
-	d, ok := appliedDigest(obj)
-	if !ok {
-		var err error
-		if d, err = k.Digest(obj); err != nil {
-			return err
-		}
+	d, err := k.Digest(obj)
+	if err != nil {
+		return err
 	}
 	annotations := maps.Clone(obj.GetAnnotations())
 	if annotations == nil {
@@ -99,38 +90,6 @@ func (k Kind[O, C]) SetDigest(obj O) error {
 	obj.SetAnnotations(annotations)
 	obj.SetManagedFields(nil)
 	return nil
-}
-
-// appliedVersions holds, by UID, the resource version of the API server's answer
-// to each apply of the operator's and the Digest of what it applied, until
-// the cache's transform sees that version or a later one (appliedDigest).
-var appliedVersions sync.Map // types.UID -> appliedVersion
-
-type appliedVersion struct{ resourceVersion, digest string }
-
-// rememberApplied keeps the digest of what was applied for the version of
-// obj, the API server's answer.
-func rememberApplied(obj client.Object, digest string) {
-	if obj.GetUID() == "" || obj.GetResourceVersion() == "" {
-		return
-	}
-	appliedVersions.Store(obj.GetUID(), appliedVersion{resourceVersion: obj.GetResourceVersion(), digest: digest})
-}
-
-// appliedDigest is the digest rememberApplied kept for obj's version, if
-// obj is that version; the entry goes once the cache has seen it or a later
-// version.
-func appliedDigest(obj client.Object) (string, bool) {
-	v, ok := appliedVersions.Load(obj.GetUID())
-	if !ok {
-		return "", false
-	}
-	a := v.(appliedVersion)
-	cmp, err := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), a.resourceVersion)
-	if err != nil || cmp >= 0 {
-		appliedVersions.CompareAndDelete(obj.GetUID(), v)
-	}
-	return a.digest, err == nil && cmp == 0
 }
 
 // cachedDigest is the digest of the fields FieldOwner owns on an object read
@@ -293,7 +252,6 @@ func ApplyDigest[O client.Object, C Config](ctx context.Context, a *Applier, kin
 		return live, true, err
 	}
 	a.Wrote(applied)
-	rememberApplied(applied, want)
 	return applied, true, nil
 }
 
