@@ -27,8 +27,8 @@ import (
 type layout interface {
 	// decode reads a base config file of the layout.
 	decode(dec *yaml.Decoder) (runConfig, error)
-	// file is the config in the layout's file shape, for marshalling.
-	file(c runConfig) any
+	// file is the config as YAML text in the layout's file shape.
+	file(c runConfig) ([]byte, error)
 	// empty is the base of a custom image: no providers, the server's
 	// stores on sqlite under DataDir.
 	empty() runConfig
@@ -64,7 +64,11 @@ func (inlineStores) decode(dec *yaml.Decoder) (runConfig, error) {
 	return f.config(), err
 }
 
-func (inlineStores) file(c runConfig) any { return c.inlineFile() }
+func (inlineStores) file(c runConfig) ([]byte, error) {
+	var buf bytes.Buffer
+	err := encodeYAML(&buf, c.inlineFile())
+	return buf.Bytes(), err
+}
 
 func (inlineStores) empty() runConfig {
 	cfg := runConfig{Version: 2, ImageName: v1alpha2.CustomDistributionName, Providers: map[string][]provider{}}
@@ -145,14 +149,14 @@ func (l storageBackends) decode(dec *yaml.Decoder) (runConfig, error) {
 
 // file is the config as a YAML mapping in the line's schema: the fields
 // of backendsFile the schema has, the name under the line's key, then the
-// base's extra keys. It is the text (yamlText): each top-level key is
+// base's extra keys. Each top-level key is
 // written on its own, as a mapping of that one key, and the texts are
 // joined, which is the text of the whole block mapping (an entry at the
 // top level depends on nothing around it; the goldens hold it byte for
 // byte). Only registered_resources, whose keys the line's model may lack,
 // goes through a yaml.Node. (The whole file through a node wrote it twice
 // and parsed it once: 14% of the operator's CPU while it created stacks.)
-func (l storageBackends) file(c runConfig) any {
+func (l storageBackends) file(c runConfig) ([]byte, error) {
 	f := reflect.ValueOf(c.backendsFile())
 	fields := l.line.RunConfigFields()
 	var buf bytes.Buffer
@@ -171,20 +175,20 @@ func (l storageBackends) file(c runConfig) any {
 		if key == "registered_resources" {
 			n, err := l.registeredResources(value)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			value = n
 		}
-		if err := encodeEntry(&buf, key, value); err != nil {
-			return err
+		if err := encodeYAML(&buf, map[string]any{key: value}); err != nil {
+			return nil, err
 		}
 	}
 	for _, e := range c.Extra {
-		if err := encodeEntry(&buf, e.key, e.value); err != nil {
-			return err
+		if err := encodeYAML(&buf, map[string]any{e.key: e.value}); err != nil {
+			return nil, err
 		}
 	}
-	return yamlText(buf.Bytes())
+	return buf.Bytes(), nil
 }
 
 // registeredResources is the registered_resources section r holds, as a
@@ -209,15 +213,12 @@ func (l storageBackends) registeredResources(r any) (any, error) {
 	return &n, nil
 }
 
-// yamlText is a file's YAML text, written by its layout.
-type yamlText []byte
-
-// encodeEntry writes key: value as the top-level entry of a YAML mapping,
-// indented as marshal indents.
-func encodeEntry(buf *bytes.Buffer, key string, value any) error {
+// encodeYAML writes v as one YAML document, indented by 2 as upstream's
+// files are.
+func encodeYAML(buf *bytes.Buffer, v any) error {
 	enc := yaml.NewEncoder(buf)
 	enc.SetIndent(2)
-	if err := enc.Encode(map[string]any{key: value}); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return err
 	}
 	return enc.Close()

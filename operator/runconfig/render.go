@@ -1,10 +1,8 @@
 package runconfig
 
 import (
-	"bytes"
 	"fmt"
 
-	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
@@ -54,21 +52,9 @@ func render(cfg *runConfig, lay layout, line stackconfig.Line, name string, spec
 
 // marshal writes the config in the layout's file shape, deterministically.
 func marshal(cfg runConfig, lay layout) ([]byte, error) {
-	doc := lay.file(cfg)
-	switch d := doc.(type) {
-	case yamlText:
-		return d, nil
-	case error:
-		return nil, fmt.Errorf("marshal run config: %w", d)
-	}
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(doc); err != nil {
+	data, err := lay.file(cfg)
+	if err != nil {
 		return nil, fmt.Errorf("marshal run config: %w", err)
 	}
-	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("marshal run config: %w", err)
-	}
-	return buf.Bytes(), nil
+	return data, nil
 }
