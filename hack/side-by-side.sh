@@ -10,6 +10,11 @@
 # lower CPU priority: the others (whose tests wait for real pods, timers and
 # watches) keep their pace, it takes the CPU they leave.
 #
+# When FAIL_LOG is set, each failed target's failing lines (go test's
+# "--- FAIL", the message lines under it, panics, "FAIL" package lines) are
+# appended to that file too, prefixed like the rest: .ci/run prints them last,
+# where a log cut to its tail still shows them.
+#
 # Targets must not build what another builds: build their common
 # prerequisites first (make test does).
 set -uo pipefail
@@ -54,6 +59,8 @@ while [[ ${#target_of[@]} -gt 0 ]]; do
 	if [[ $rc != 0 ]]; then
 		failed+=("$target")
 		echo "side-by-side: $target failed (exit $rc)"
+		[[ -n ${FAIL_LOG:-} ]] && grep -E -- '--- FAIL|^FAIL|^panic:|^[[:space:]]+[^[:space:]]+\.go:[0-9]+:|Error [0-9]+$' "$logs/$target.log" |
+			sed "s/^/[$target] /" >>"$FAIL_LOG"
 	fi
 done
 if [[ ${#failed[@]} -gt 0 ]]; then
