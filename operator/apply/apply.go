@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -441,4 +442,44 @@ func Delete(ctx context.Context, c client.Client, obj client.Object, ours func(m
 		return false, fmt.Errorf("deleting %T %s: %w", obj, key, err)
 	}
 	return err == nil, nil
+}
+
+// SetOwned makes the object obj names carry the owner reference ref, or
+// not, as owned says, when it exists and ours says the operator made it:
+// whether the garbage collector deletes it with the owner. Other owner
+// references stay. live is the object as the caller just applied or read
+// it; nil reads it into obj (from the cache, or the API server while the
+// cache is behind this Applier's writes). It reports whether it wrote.
+func (a *Applier) SetOwned(ctx context.Context, obj, live client.Object, ours func(metav1.Object) bool,
+	ref metav1.OwnerReference, owned bool) (bool, error) {
+	key := client.ObjectKeyFromObject(obj)
+	if live == nil {
+		found, _, err := a.read(ctx, key, obj)
+		if err != nil || !found {
+			return false, err
+		}
+		live = obj
+	}
+	if !ours(live) || live.GetDeletionTimestamp() != nil {
+		return false, nil
+	}
+	refs := live.GetOwnerReferences()
+	if slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return r.UID == ref.UID }) == owned {
+		return false, nil
+	}
+	base := live.DeepCopyObject().(client.Object)
+	target := live.DeepCopyObject().(client.Object)
+	kept := slices.DeleteFunc(slices.Clone(refs), func(r metav1.OwnerReference) bool { return r.UID == ref.UID })
+	if owned {
+		kept = append(kept, ref)
+	}
+	target.SetOwnerReferences(kept)
+	if err := a.Client.Patch(ctx, target, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("setting the owner references of %T %s: %w", obj, key, err)
+	}
+	a.Wrote(target)
+	return true, nil
 }

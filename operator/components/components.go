@@ -81,13 +81,22 @@ func SelectorLabels(stack metav1.Object, component string) map[string]string {
 // OwnerReference makes the stack the controlling owner of a namespaced
 // object, so garbage collection removes it with the stack.
 func OwnerReference(stack *v1alpha2.InferenceStack) *metav1ac.OwnerReferenceApplyConfiguration {
+	ref := OwnerRef(stack)
 	return metav1ac.OwnerReference().
-		WithAPIVersion(StackAPIVersion(stack)).
-		WithKind("InferenceStack").
-		WithName(stack.Name).
-		WithUID(stack.UID).
-		WithController(true).
-		WithBlockOwnerDeletion(true)
+		WithAPIVersion(ref.APIVersion).
+		WithKind(ref.Kind).
+		WithName(ref.Name).
+		WithUID(ref.UID).
+		WithController(*ref.Controller).
+		WithBlockOwnerDeletion(*ref.BlockOwnerDeletion)
+}
+
+// OwnerRef is OwnerReference as a typed value, for the objects the
+// operator creates or patches rather than applies.
+func OwnerRef(stack *v1alpha2.InferenceStack) metav1.OwnerReference {
+	yes := true
+	return metav1.OwnerReference{APIVersion: StackAPIVersion(stack), Kind: "InferenceStack", Name: stack.Name, UID: stack.UID,
+		Controller: &yes, BlockOwnerDeletion: &yes}
 }
 
 // StackAPIVersion is the API version the operator reads the stack in (its

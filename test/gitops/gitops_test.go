@@ -407,8 +407,9 @@ func normalised(live, desired *unstructured.Unstructured) *unstructured.Unstruct
 }
 
 // operatorWrites does to the stack what the operator does, as the operator
-// (its field manager, through v1alpha1, which it reads): it adds its
-// finalizer and a label (merge patches of metadata), and writes the status.
+// (its field manager, through v1alpha1, which it reads): it adds the
+// finalizer (as releases before owner references removed all a stack has
+// did) and a label (merge patches of metadata), and writes the status.
 func operatorWrites(t *testing.T, c *cluster, m *unstructured.Unstructured) {
 	t.Helper()
 	ctx := t.Context()

@@ -105,7 +105,9 @@ func Enabled(stack *v1alpha2.InferenceStack) bool {
 }
 
 // Retained reports whether the cache's volume and password outlive the
-// stack (cache.retainOnDelete, default true).
+// stack (cache.retainOnDelete, default true). When they do not, the stack
+// owns them and the garbage collector deletes them with it; a stack whose
+// spec no longer has a cache keeps them.
 func Retained(stack *v1alpha2.InferenceStack) bool {
 	c := stack.Spec.Cache
 	return c == nil || c.RetainOnDelete == nil || *c.RetainOnDelete
@@ -120,8 +122,9 @@ func PVCName(stack metav1.Object) string { return stack.GetName() + "-cache-data
 // SecretName holds the cache password.
 func SecretName(stack metav1.Object) string { return runconfig.CacheSecretName(stack.GetName()) }
 
-// PasswordSecret is the cache password Secret, with a new random password.
-// The operator only ever creates it.
+// PasswordSecret is the cache password Secret, with a new random password,
+// owned by the stack unless Retained. The operator only ever creates it
+// (and sets its owner reference as Retained changes).
 func PasswordSecret(stack *v1alpha2.InferenceStack) (*corev1.Secret, error) {
 	raw := make([]byte, 24)
 	if _, err := rand.Read(raw); err != nil {
@@ -129,14 +132,18 @@ func PasswordSecret(stack *v1alpha2.InferenceStack) (*corev1.Secret, error) {
 	}
 	labels := components.Labels(stack, components.ComponentCache)
 	labels[components.LabelWatched] = "true"
-	return &corev1.Secret{
+	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: SecretName(stack), Namespace: stack.Namespace, Labels: labels},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{runconfig.CachePasswordKey: []byte(base64.RawURLEncoding.EncodeToString(raw))},
-	}, nil
+	}
+	if !Retained(stack) {
+		secret.OwnerReferences = []metav1.OwnerReference{components.OwnerRef(stack)}
+	}
+	return secret, nil
 }
 
-// PVC is the cache's data volume claim. It has no owner reference.
+// PVC is the cache's data volume claim, owned by the stack unless Retained.
 func PVC(stack *v1alpha2.InferenceStack) *corev1ac.PersistentVolumeClaimApplyConfiguration {
 	size := resource.MustParse("1Gi")
 	if c := stack.Spec.Cache; c != nil && c.StorageSize != nil {
@@ -148,9 +155,13 @@ func PVC(stack *v1alpha2.InferenceStack) *corev1ac.PersistentVolumeClaimApplyCon
 	if c := stack.Spec.Cache; c != nil && c.StorageClassName != nil {
 		spec.WithStorageClassName(*c.StorageClassName)
 	}
-	return corev1ac.PersistentVolumeClaim(PVCName(stack), stack.Namespace).
+	pvc := corev1ac.PersistentVolumeClaim(PVCName(stack), stack.Namespace).
 		WithLabels(components.Labels(stack, components.ComponentCache)).
 		WithSpec(spec)
+	if !Retained(stack) {
+		pvc.WithOwnerReferences(components.OwnerReference(stack))
+	}
+	return pvc
 }
 
 // Deployment runs PostgreSQL on the data volume, one pod at a time.

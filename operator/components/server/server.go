@@ -249,8 +249,8 @@ func StateRetained(stack *v1alpha2.InferenceStack) bool {
 }
 
 // StatePVC is the claim of workload.stateVolume, nil when unset. Like the
-// cache's, it has no owner reference: deleting the stack keeps it unless
-// retainOnDelete is false.
+// cache's, the stack owns it (the garbage collector deletes it with the
+// stack) only when retainOnDelete is false.
 func StatePVC(stack *v1alpha2.InferenceStack) *corev1ac.PersistentVolumeClaimApplyConfiguration {
 	v := stateVolume(stack)
 	if v == nil {
@@ -266,9 +266,13 @@ func StatePVC(stack *v1alpha2.InferenceStack) *corev1ac.PersistentVolumeClaimApp
 	if v.StorageClassName != nil {
 		spec.WithStorageClassName(*v.StorageClassName)
 	}
-	return corev1ac.PersistentVolumeClaim(StateVolumeName(stack), stack.Namespace).
+	pvc := corev1ac.PersistentVolumeClaim(StateVolumeName(stack), stack.Namespace).
 		WithLabels(components.Labels(stack, components.ComponentServer)).
 		WithSpec(spec)
+	if !StateRetained(stack) {
+		pvc.WithOwnerReferences(components.OwnerReference(stack))
+	}
+	return pvc
 }
 
 // Deployment runs the server. It fails on workload.workers and

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
@@ -241,7 +242,8 @@ func onWritableMount(c *corev1ac.ContainerApplyConfiguration, dir string) bool {
 }
 
 // TestStateVolume: with workload.stateVolume the server's state folder is
-// a claim without owner (kept on deletion by default), rolled out with
+// a claim without owner (kept on deletion by default; owned by the stack
+// with retainOnDelete: false), rolled out with
 // Recreate so the ReadWriteOnce volume is let go first; without it, an
 // emptyDir.
 func TestStateVolume(t *testing.T) {
@@ -262,6 +264,14 @@ func TestStateVolume(t *testing.T) {
 	}
 	if !server.StateRetained(stack) {
 		t.Error("retainOnDelete defaults to true")
+	}
+	// Not retained: the stack owns the claim, so the garbage collector
+	// deletes it with the stack.
+	dropped := stack.DeepCopy()
+	dropped.UID = "uid-1"
+	dropped.Spec.Workload.StateVolume.RetainOnDelete = ptr.To(false)
+	if refs := server.StatePVC(dropped).OwnerReferences; server.StateRetained(dropped) || len(refs) != 1 || *refs[0].UID != "uid-1" {
+		t.Errorf("retainOnDelete: false gives owner references %+v, want the stack's", refs)
 	}
 	d := deployment(t, stack, inputs())
 	if *d.Spec.Strategy.Type != "Recreate" {

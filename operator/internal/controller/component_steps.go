@@ -29,8 +29,18 @@ func serverStep(ctx context.Context, s *state, out rendered, fsGroup *int64) err
 	if err := proberIdentity(ctx, s); err != nil {
 		return err
 	}
-	if pvc := server.StatePVC(stack); pvc != nil {
-		if _, _, err := apply.Apply(ctx, s.Applier, apply.PersistentVolumeClaim, pvc); err != nil {
+	if desired := server.StatePVC(stack); desired != nil {
+		pvc, _, err := apply.Apply(ctx, s.Applier, apply.PersistentVolumeClaim, desired)
+		if err != nil {
+			return err
+		}
+		if err := ownedUnlessRetained(ctx, s, pvc, pvc, server.StateRetained(stack)); err != nil {
+			return err
+		}
+	} else {
+		// Dropped from the spec: kept, so no longer owned.
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: server.StateVolumeName(stack), Namespace: stack.Namespace}}
+		if err := ownedUnlessRetained(ctx, s, pvc, nil, true); err != nil {
 			return err
 		}
 	}

@@ -22,7 +22,6 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
@@ -54,9 +53,10 @@ func starterSample(t *testing.T, ns string) *v1alpha1.InferenceStack {
 
 // TestCreationWritesEachObjectOnce: unlabelled stacks taken by the
 // operator's major, the starter sample and one of each feature mix, get one
-// write of each object, one status write, no label, no event, and one patch
-// of their metadata only where they need the finalizer: 6 writes for the
-// starter sample, its floor. The user objects they share are labelled once,
+// write of each object, one status write, no label, no event, no finalizer
+// and no patch of their metadata: 6 writes for the starter sample, its
+// floor, and the floor for every kind of the mix (volumes the stack must
+// delete with it are owned by it, so the garbage collector does). The user objects they share are labelled once,
 // and each stack is reconciled once.
 func TestCreationWritesEachObjectOnce(t *testing.T) {
 	op := startOperator(t, onlyMajor(t, "1"), takingUnlabeled(nil))
@@ -116,13 +116,9 @@ func TestCreationWritesEachObjectOnce(t *testing.T) {
 		if v, ok := s.Labels[v1alpha2.LabelOperatorMajor]; ok {
 			t.Errorf("stack %s was labelled %s=%q: a stack the major takes unlabelled stays so", name, v1alpha2.LabelOperatorMajor, v)
 		}
-		wantMetadata := 0
-		if controllerutil.ContainsFinalizer(s, controller.Finalizer) {
-			wantMetadata = 1
-		}
-		if metadata != wantMetadata || status != 1 {
-			t.Errorf("stack %s (finalizers %v): %d patches of its metadata and %d of its status, want %d and 1",
-				name, s.Finalizers, metadata, status, wantMetadata)
+		if metadata != 0 || status != 1 || len(s.Finalizers) != 0 {
+			t.Errorf("stack %s (finalizers %v): %d patches of its metadata and %d of its status, want 0 and 1, and no finalizer",
+				name, s.Finalizers, metadata, status)
 		}
 		eventually(t, timeout, func() error {
 			if n := eventsOf(t, ns, name); n != 0 {
@@ -150,8 +146,8 @@ func TestCreationWritesEachObjectOnce(t *testing.T) {
 // volume, no referenced user object: the starter sample) takes one write
 // per object and one status write, no patch of its metadata (no finalizer)
 // and no Event; deleted, its objects go with it (the garbage collector) and
-// the operator forgets it. One that references a user Secret gets the
-// finalizer, in the one patch of its metadata.
+// the operator forgets it. One that references a user Secret is at the
+// floor too (no finalizer); deleted, its Secret loses the watched label.
 func TestLabelledStackCreationIsAtTheFloor(t *testing.T) {
 	op := startOperator(t, onlyMajor(t, "1"))
 	ns := namespace(t)
@@ -203,12 +199,26 @@ func TestLabelledStackCreationIsAtTheFloor(t *testing.T) {
 	create(t, secret(ns, "openai-key", map[string]string{"key": "sk-1"}))
 	create(t, withSecret)
 	got := converged(t, ns, "with-secret")
-	if !slices.Contains(got.Finalizers, controller.Finalizer) {
-		t.Errorf("a stack that references a user Secret has finalizers %v, want %s", got.Finalizers, controller.Finalizer)
+	if len(got.Finalizers) != 0 {
+		t.Errorf("a stack that references a user Secret has finalizers %v, want none", got.Finalizers)
 	}
-	// Deleted, it is finalized, and its delete event makes the operator
-	// forget it, as for the stack without the finalizer.
+	labelled, err := get(t, &corev1.Secret{}, ns, "openai-key")
+	if err != nil || labelled.Labels[components.LabelWatched] != "true" {
+		t.Fatalf("the referenced Secret has labels %v (err %v), want %s=true", labelled.Labels, err, components.LabelWatched)
+	}
+	// Deleted, its delete event makes the operator forget it and remove
+	// the label no other stack needs.
 	deletedAndForgotten(t, op, got)
+	eventually(t, timeout, func() error {
+		s, err := get(t, &corev1.Secret{}, ns, "openai-key")
+		if err != nil {
+			return err
+		}
+		if v, ok := s.Labels[components.LabelWatched]; ok {
+			return fmt.Errorf("the Secret of the deleted stack still has %s=%s", components.LabelWatched, v)
+		}
+		return nil
+	})
 }
 
 // deletedAndForgotten deletes stack and waits until the operator no longer
@@ -229,17 +239,24 @@ func deletedAndForgotten(t *testing.T, op *operator, stack *v1alpha1.InferenceSt
 // eventsOf counts the events.k8s.io Events about stack name.
 func eventsOf(t *testing.T, ns, name string) int {
 	t.Helper()
+	return len(eventReasonsOf(t, ns, name))
+}
+
+// eventReasonsOf are the reasons of the events.k8s.io Events about stack
+// name.
+func eventReasonsOf(t *testing.T, ns, name string) []string {
+	t.Helper()
 	var events eventsv1.EventList
 	if err := env.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	var out []string
 	for _, e := range events.Items {
 		if e.Regarding.Kind == "InferenceStack" && e.Regarding.Name == name {
-			n++
+			out = append(out, e.Reason)
 		}
 	}
-	return n
+	return out
 }
 
 // TestCacheHoldsOnlyWhatTheOperatorReads: the manager's cache holds no

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -50,8 +51,11 @@ import (
 	"github.com/inferencestack/inferencestack/operator/pin"
 )
 
-// Finalizer holds a deleted InferenceStack until the objects owner
-// references cannot remove are gone.
+// Finalizer held a deleted InferenceStack until what owner references did
+// not remove was cleaned up. Releases before 1.x.0 added it; this one adds
+// it to no stack (owner references now remove all a stack has, and what
+// stays is said and tidied when its deletion is seen: deleted), and
+// finalizes the stacks that still carry it.
 const Finalizer = "inferencestack.io/cleanup"
 
 // referencesIndex indexes InferenceStacks by the user objects they
@@ -136,6 +140,10 @@ type InferenceStackReconciler struct {
 	// lastEvents is the reason and note of the last status Event of each
 	// kind of each stack (statusEvents).
 	lastEvents sync.Map
+	// deletedStacks holds, by name, the last state the cache saw of each
+	// stack whose delete event came, until the reconcile of that name has
+	// said and tidied what its deletion left (deleted).
+	deletedStacks sync.Map
 	// routes tells whether the API server serves OpenShift Routes;
 	// SetupWithManager makes it.
 	routes *routeAPI
@@ -192,6 +200,12 @@ func concurrency(n int) int {
 
 // Reconcile brings one InferenceStack's objects and status to its spec.
 func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+	if last, ok := r.deletedStacks.Load(req.NamespacedName); ok {
+		if err := r.deleted(ctx, last.(*v1alpha2.InferenceStack)); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.deletedStacks.CompareAndDelete(req.NamespacedName, last)
+	}
 	original := &v1alpha2.InferenceStack{}
 	if err := r.Client.Get(ctx, req.NamespacedName, original); err != nil {
 		// A stack gone from the cache was forgotten on its delete event
@@ -217,13 +231,6 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	stack := original.DeepCopy()
 	if !stack.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, original, stack)
-	}
-	if needsFinalizer(stack) && controllerutil.AddFinalizer(stack, Finalizer) {
-		if err := r.Client.Patch(ctx, stack, client.MergeFrom(original)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer %s: %w", Finalizer, err)
-		}
-		r.applier.Wrote(stack)
-		original = stack.DeepCopy()
 	}
 
 	s := &state{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, Stack: stack, Pin: r.Pin, Applier: r.applier, Watching: &r.watching,
@@ -322,17 +329,36 @@ func (r *InferenceStackReconciler) event(stack *v1alpha2.InferenceStack, kind, e
 	r.Recorder.Eventf(stack, nil, eventType, reason, action, "%s", note)
 }
 
-// needsFinalizer reports whether deleting stack leaves something behind
-// that owner references cannot remove, so its deletion must wait for the
-// operator: the cache's volume claim and password Secret and the server's
-// state volume claim (kept or deleted as retainOnDelete says, never owned),
-// and the watched label on the user Secrets and ConfigMaps it references.
-// A stack with none of these (the starter sample) gets no finalizer, and
-// its creation no write of its metadata; the garbage collector removes its
-// objects. Once added, the finalizer stays until deletion: a cache or a
-// reference dropped from the spec leaves what it made.
-func needsFinalizer(stack *v1alpha2.InferenceStack) bool {
-	return cachecomp.Enabled(stack) || server.HasStateVolume(stack) || len(config.References(stack.Spec)) > 0
+// deleted says and tidies what the deletion of a stack this operator
+// reconciled left behind, from the last state its cache saw (last): an
+// event on it for each volume kept by retainOnDelete (those not kept are
+// owned by the stack, so the garbage collector deletes them), and the
+// watched label removed from the user objects no stack references any
+// more. A stack deleted while the operator was not running gets no event;
+// its labels go in the sweep at start-up (unwatchAll).
+func (r *InferenceStackReconciler) deleted(ctx context.Context, last *v1alpha2.InferenceStack) error {
+	if _, ok := r.takenByAnother(last); ok {
+		return nil
+	}
+	if cachecomp.Retained(last) && r.kept(ctx, &corev1.PersistentVolumeClaim{}, last, cachecomp.PVCName(last)) {
+		r.Recorder.Eventf(last, nil, corev1.EventTypeNormal, "CacheRetained", "Delete",
+			"kept PersistentVolumeClaim %s and Secret %s (cache.retainOnDelete): delete them with "+
+				"kubectl delete -n %s pvc/%s secret/%s",
+			cachecomp.PVCName(last), cachecomp.SecretName(last), last.Namespace, cachecomp.PVCName(last), cachecomp.SecretName(last))
+	}
+	if server.StateRetained(last) && r.kept(ctx, &corev1.PersistentVolumeClaim{}, last, server.StateVolumeName(last)) {
+		r.Recorder.Eventf(last, nil, corev1.EventTypeNormal, "StateRetained", "Delete",
+			"kept PersistentVolumeClaim %s (workload.stateVolume.retainOnDelete): delete it with kubectl delete -n %s pvc/%s",
+			server.StateVolumeName(last), last.Namespace, server.StateVolumeName(last))
+	}
+	return unwatch(ctx, r.Client, r.APIReader, last, true)
+}
+
+// kept reports whether the object name of the deleted stack's namespace is
+// in the cache, made by the operator for that stack and not being deleted.
+func (r *InferenceStackReconciler) kept(ctx context.Context, obj client.Object, stack *v1alpha2.InferenceStack, name string) bool {
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, obj)
+	return err == nil && components.Unowned(stack)(obj) && obj.GetDeletionTimestamp() == nil
 }
 
 // waitingOutsideTheCache are the reasons of conditions that wait for a user
@@ -342,7 +368,9 @@ var waitingOutsideTheCache = []string{
 	v1alpha2.ReasonSecretNotFound, v1alpha2.ReasonOverrideConfigNotFound, v1alpha2.ReasonCacheNotReady,
 }
 
-// finalize cleans up a deleted stack and removes the finalizer.
+// finalize cleans up a deleted stack that carries the finalizer (from an
+// earlier release) and removes it; the events on what was kept come with
+// its delete event, as for every stack (deleted).
 func (r *InferenceStackReconciler) finalize(ctx context.Context, original, stack *v1alpha2.InferenceStack) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(stack, Finalizer) {
 		return ctrl.Result{}, nil
@@ -373,26 +401,18 @@ func (r *InferenceStackReconciler) finalize(ctx context.Context, original, stack
 	return ctrl.Result{}, nil
 }
 
-// cleanupCache deletes the cache's volume claim and password Secret when
-// cache.retainOnDelete is false; otherwise it says, in an event, that they
-// were kept and how to delete them.
+// cleanupCache deletes the cache's volume claim and password Secret of a
+// stack with the finalizer when cache.retainOnDelete is false (made by a
+// release before owner references did it).
 func (r *InferenceStackReconciler) cleanupCache(ctx context.Context, stack *v1alpha2.InferenceStack) error {
-	objs := []client.Object{
-		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: cachecomp.PVCName(stack), Namespace: stack.Namespace}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: cachecomp.SecretName(stack), Namespace: stack.Namespace}},
-	}
 	if cachecomp.Retained(stack) {
-		pvc := objs[0]
-		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err == nil && components.Unowned(stack)(pvc) {
-			r.Recorder.Eventf(stack, nil, corev1.EventTypeNormal, "CacheRetained", "Delete",
-				"kept PersistentVolumeClaim %s and Secret %s (cache.retainOnDelete): delete them with "+
-					"kubectl delete -n %s pvc/%s secret/%s",
-				cachecomp.PVCName(stack), cachecomp.SecretName(stack), stack.Namespace, cachecomp.PVCName(stack), cachecomp.SecretName(stack))
-		}
 		return nil
 	}
 	var errs []error
-	for _, obj := range objs {
+	for _, obj := range []client.Object{
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: cachecomp.PVCName(stack), Namespace: stack.Namespace}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: cachecomp.SecretName(stack), Namespace: stack.Namespace}},
+	} {
 		if _, err := apply.Delete(ctx, r.Client, obj, components.Unowned(stack)); err != nil {
 			errs = append(errs, err)
 		}
@@ -400,19 +420,13 @@ func (r *InferenceStackReconciler) cleanupCache(ctx context.Context, stack *v1al
 	return errors.Join(errs...)
 }
 
-// cleanupState deletes the server's state volume claim when
-// workload.stateVolume.retainOnDelete is false; otherwise it says, in an
-// event, that it was kept and how to delete it.
+// cleanupState deletes the server's state volume claim of a stack with the
+// finalizer when workload.stateVolume.retainOnDelete is false.
 func (r *InferenceStackReconciler) cleanupState(ctx context.Context, stack *v1alpha2.InferenceStack) error {
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: server.StateVolumeName(stack), Namespace: stack.Namespace}}
 	if server.StateRetained(stack) {
-		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err == nil && components.Unowned(stack)(pvc) {
-			r.Recorder.Eventf(stack, nil, corev1.EventTypeNormal, "StateRetained", "Delete",
-				"kept PersistentVolumeClaim %s (workload.stateVolume.retainOnDelete): delete it with kubectl delete -n %s pvc/%s",
-				pvc.Name, stack.Namespace, pvc.Name)
-		}
 		return nil
 	}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: server.StateVolumeName(stack), Namespace: stack.Namespace}}
 	_, err := apply.Delete(ctx, r.Client, pvc, components.Unowned(stack))
 	return err
 }
@@ -488,6 +502,21 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	ctl, err := b.Build(r)
 	if err != nil {
 		return err
+	}
+	// Labels left by stacks deleted while no operator ran (deleted): swept
+	// once the cache has synced, by the leader. A failure is logged; the
+	// next deletion in the namespace sweeps it again.
+	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return nil
+		}
+		if err := unwatchAll(ctx, r.Client, r.APIReader); err != nil {
+			log.FromContext(ctx).Error(err, "removing the watched label from user objects no InferenceStack references")
+		}
+		return nil
+	}))
+	if err != nil {
+		return fmt.Errorf("adding the sweep of watched labels: %w", err)
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 	if err != nil {
@@ -603,11 +632,22 @@ func (r *InferenceStackReconciler) observed() predicate.Predicate {
 	}
 }
 
-// forget drops what the reconciler remembers of a stack that is gone. Its
+// forget drops what the reconciler remembers of a stack that is gone, and
+// keeps its last state for the reconcile that follows (deleted). Its
 // delete event is the one place that calls it: a stack without the
 // finalizer is never seen deleting by a reconcile, and one with it is gone
 // once finalize removes the finalizer.
 func (r *InferenceStackReconciler) forget(obj client.Object) {
+	last, ok := obj.(*v1alpha2.InferenceStack)
+	if hub, err := wire.Hub(obj); err == nil {
+		last, ok = hub.(*v1alpha2.InferenceStack)
+	}
+	if !ok {
+		// Not readable as a stack: its labels go in the namespace's next
+		// sweep, with no event.
+		last = &v1alpha2.InferenceStack{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}}
+	}
+	r.deletedStacks.Store(client.ObjectKeyFromObject(obj), last)
 	r.configs.forget(obj.GetUID())
 	for _, kind := range []string{eventPhase, eventProviders} {
 		r.lastEvents.Delete(lastEvent{obj.GetUID(), kind})

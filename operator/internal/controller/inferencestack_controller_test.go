@@ -18,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -499,6 +500,12 @@ func TestMissingSecretSetsConditionThenRecovers(t *testing.T) {
 	})
 }
 
+// TestDeletionCleansUpAndKeepsTheCacheVolume: no stack gets a finalizer; a
+// cache volume and password kept by retainOnDelete (the default) have no
+// owner reference and outlive the stack, which an event says; with
+// retainOnDelete: false the stack owns them and the garbage collector
+// deletes them with it. Switching retainOnDelete over moves the owner
+// reference; the user's Secret stays.
 func TestDeletionCleansUpAndKeepsTheCacheVolume(t *testing.T) {
 	startOperator(t)
 	ns := namespace(t)
@@ -508,10 +515,37 @@ func TestDeletionCleansUpAndKeepsTheCacheVolume(t *testing.T) {
 	drop.Spec.Cache.RetainOnDelete = ptr.To(false)
 	create(t, keep)
 	create(t, drop)
+	ownedBy := func(name string, want bool) {
+		t.Helper()
+		stack := converged(t, ns, name)
+		eventually(t, timeout, func() error {
+			for _, obj := range []client.Object{&corev1.PersistentVolumeClaim{}, &corev1.Secret{}} {
+				objName := cache.PVCName(stack)
+				if _, ok := obj.(*corev1.Secret); ok {
+					objName = cache.SecretName(stack)
+				}
+				if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: objName}, obj); err != nil {
+					return err
+				}
+				owned := slices.ContainsFunc(obj.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == stack.UID })
+				if owned != want {
+					return fmt.Errorf("%T %s of stack %s: owned by it %v, want %v (owner references %v)", obj, objName, name, owned, want, obj.GetOwnerReferences())
+				}
+			}
+			return nil
+		})
+	}
+	ownedBy("keep", false)
+	ownedBy("drop", true)
+	// Over and back: the owner reference follows retainOnDelete.
+	update(t, ns, "drop", func(s *v1alpha1.InferenceStack) { s.Spec.Cache.RetainOnDelete = nil })
+	ownedBy("drop", false)
+	update(t, ns, "drop", func(s *v1alpha1.InferenceStack) { s.Spec.Cache.RetainOnDelete = ptr.To(false) })
+	ownedBy("drop", true)
 	for _, name := range []string{"keep", "drop"} {
 		stack := converged(t, ns, name)
-		if !slices.Contains(stack.Finalizers, controller.Finalizer) {
-			t.Fatalf("stack %s has no finalizer: %v", name, stack.Finalizers)
+		if len(stack.Finalizers) != 0 {
+			t.Fatalf("stack %s has finalizers %v, want none", name, stack.Finalizers)
 		}
 		if err := env.Client.Delete(context.Background(), stack); err != nil {
 			t.Fatal(err)
@@ -528,6 +562,15 @@ func TestDeletionCleansUpAndKeepsTheCacheVolume(t *testing.T) {
 			return nil
 		})
 	}
+	eventually(t, timeout, func() error {
+		if !slices.Contains(eventReasonsOf(t, ns, "keep"), "CacheRetained") {
+			return errors.New("no CacheRetained event on the deleted stack keep")
+		}
+		return nil
+	})
+	if slices.Contains(eventReasonsOf(t, ns, "drop"), "CacheRetained") {
+		t.Error("a CacheRetained event on the stack drop, whose cache was not retained")
+	}
 	if _, err := get(t, &corev1.PersistentVolumeClaim{}, ns, cache.PVCName(keep)); err != nil {
 		t.Errorf("the retained cache volume claim is gone: %v", err)
 	}
@@ -539,6 +582,9 @@ func TestDeletionCleansUpAndKeepsTheCacheVolume(t *testing.T) {
 		// finalizer (its controller does not run here).
 		pvc, err := get(t, &corev1.PersistentVolumeClaim{}, ns, cache.PVCName(drop))
 		if apierrors.IsNotFound(err) || (err == nil && pvc.DeletionTimestamp != nil) {
+			if _, err := get(t, &corev1.Secret{}, ns, cache.SecretName(drop)); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("retainOnDelete=false: the cache password is still there (err %v)", err)
+			}
 			return nil
 		}
 		if err != nil {
@@ -549,6 +595,78 @@ func TestDeletionCleansUpAndKeepsTheCacheVolume(t *testing.T) {
 	if _, err := get(t, &corev1.Secret{}, ns, "vllm-key"); err != nil {
 		t.Errorf("the user's Secret was deleted: %v", err)
 	}
+}
+
+// TestStackWithTheOldFinalizerIsFinalized: a stack that still carries the
+// finalizer an earlier release added, deleted before this release gave its
+// volumes owner references, is cleaned up as that release did it (its
+// retainOnDelete: false volume deleted) and let go.
+func TestStackWithTheOldFinalizerIsFinalized(t *testing.T) {
+	ns := namespace(t)
+	create(t, secret(ns, "vllm-key", map[string]string{"token": "s3cret"}))
+	old := fullStack(ns, "old", "vllm-key")
+	old.Spec.Cache.RetainOnDelete = ptr.To(false)
+	old.Finalizers = []string{controller.Finalizer}
+	create(t, old)
+	// Its volume as the earlier release made it: no owner reference.
+	create(t, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cache.PVCName(old), Labels: map[string]string{
+			components.LabelManagedBy: components.ManagedBy, components.LabelInstance: old.Name}},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+	})
+	if err := env.Client.Delete(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t)
+	eventually(t, timeout, func() error {
+		if _, err := get(t, &v1alpha1.InferenceStack{}, ns, old.Name); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("stack %s still exists (err %v)", old.Name, err)
+		}
+		pvc, err := get(t, &corev1.PersistentVolumeClaim{}, ns, cache.PVCName(old))
+		if apierrors.IsNotFound(err) || (err == nil && pvc.DeletionTimestamp != nil) {
+			return nil
+		}
+		return fmt.Errorf("retainOnDelete=false: the volume claim is still there (err %v)", err)
+	})
+}
+
+// TestLabelsOfStacksDeletedWhileTheOperatorWasDownGo: a stack deleted while
+// no operator runs leaves the watched label on its Secret; with no stack
+// left in the namespace (whose reconciles would remove it), the next
+// operator's sweep at start-up does.
+func TestLabelsOfStacksDeletedWhileTheOperatorWasDownGo(t *testing.T) {
+	first := startOperator(t)
+	ns := namespace(t)
+	create(t, secret(ns, "gone-key", map[string]string{"token": "a"}))
+	gone := testutil.Stack("gone", testutil.WithNamespace(ns),
+		testutil.WithProviders("inference", testutil.Provider("openai", testutil.WithAPIKey("gone-key", "token"))))
+	create(t, gone)
+	converged(t, ns, gone.Name)
+	first.stop()
+	if err := env.Client.Delete(context.Background(), gone); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, func() error {
+		if _, err := get(t, &v1alpha1.InferenceStack{}, ns, gone.Name); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("stack %s still exists (err %v)", gone.Name, err)
+		}
+		return nil
+	})
+	if s, err := get(t, &corev1.Secret{}, ns, "gone-key"); err != nil || s.Labels[components.LabelWatched] != "true" {
+		t.Fatalf("with no operator running, the Secret has labels %v (err %v), want %s=true still", s.Labels, err, components.LabelWatched)
+	}
+	startOperator(t)
+	eventually(t, timeout, func() error {
+		s, err := get(t, &corev1.Secret{}, ns, "gone-key")
+		if err != nil {
+			return err
+		}
+		if _, ok := s.Labels[components.LabelWatched]; ok {
+			return errors.New("the Secret of the stack deleted while the operator was down is still labelled")
+		}
+		return nil
+	})
 }
 
 func TestOperatorRestartConverges(t *testing.T) {

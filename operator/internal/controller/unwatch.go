@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -71,6 +72,35 @@ func unwatch(ctx context.Context, c client.Client, reader client.Reader, stack *
 		}
 	}
 	return nil
+}
+
+// unwatchAll is unwatch for every namespace that has a watched user object
+// in the cache, as if a stack there had just been deleted: it removes the
+// labels that stacks deleted while the operator was not running left. The
+// operator runs it once its cache has synced (SetupWithManager).
+func unwatchAll(ctx context.Context, c client.Client, reader client.Reader) error {
+	namespaces := map[string]bool{}
+	opts := []client.ListOption{client.MatchingFields{userWatchedIndex: "true"}, client.UnsafeDisableDeepCopy}
+	secrets, configMaps := &corev1.SecretList{}, &corev1.ConfigMapList{}
+	if err := c.List(ctx, secrets, opts...); err != nil {
+		return err
+	}
+	if err := c.List(ctx, configMaps, opts...); err != nil {
+		return err
+	}
+	for i := range secrets.Items {
+		namespaces[secrets.Items[i].Namespace] = true
+	}
+	for i := range configMaps.Items {
+		namespaces[configMaps.Items[i].Namespace] = true
+	}
+	var errs []error
+	for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
+		gone := &v1alpha2.InferenceStack{}
+		gone.Namespace = ns
+		errs = append(errs, unwatch(ctx, c, reader, gone, true))
+	}
+	return errors.Join(errs...)
 }
 
 // watchedUserObjects are the Secrets and ConfigMaps of namespace in the
