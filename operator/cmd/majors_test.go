@@ -131,8 +131,9 @@ func TestTwoMajorsSideBySide(t *testing.T) {
 		"v2": {two.Namespace},
 	}
 	checkAudit(t, 0, stacksOf, stacksOf)
-	// A change of each stack's spec that changes none of its objects (the
-	// cache's retainOnDelete matters only when the stack is deleted) makes
+	// A change of each stack's spec that changes none of its objects but
+	// the owner references of the cache's volume and password (with
+	// retainOnDelete: false the stack owns them, so they go with it) makes
 	// its operator reconcile it once more and write its status. Once the
 	// status describes the change, that reconcile has finished: a write of
 	// the creation left to a later reconcile is in the audit log by then.
@@ -215,9 +216,12 @@ func withCache(s *v1alpha1.InferenceStack) { s.Spec.Cache = &v1alpha1.CacheSpec{
 
 // creationWrites is what the operator writes, by "verb resource name" (as
 // auditWrites counts them), for stack s from its creation until it has
-// reconciled one change of its spec that changes no object: each object
-// once (server-side applies, and a create of the cache's password Secret),
-// never its metadata (no finalizer), and its status twice (at creation and for the change); no label, no Event:
+// reconciled one change of its spec that changes no object but the owner
+// references of the cache's volume and password: each object once
+// (server-side applies, and a create of the cache's password Secret), the
+// volume and the password once more (their owner reference), never the
+// stack's metadata (no finalizer), and its status twice (at creation and
+// for the change); no label, no Event:
 // for the unlabelled stack its 5 objects and the status, as
 // TestCreationWritesEachObjectOnce counts them in process, plus the
 // change's status write.
@@ -232,7 +236,8 @@ func creationWrites(s *v1alpha1.InferenceStack) map[string]int {
 	}
 	if cache.Enabled(testutil.Hub(s)) {
 		w["create secrets "+cache.SecretName(s)] = 1
-		w["patch persistentvolumeclaims "+cache.PVCName(s)] = 1
+		w["patch secrets "+cache.SecretName(s)] = 1
+		w["patch persistentvolumeclaims "+cache.PVCName(s)] = 2
 		w["patch deployments "+cache.Name(s)] = 1
 		w["patch services "+cache.Name(s)] = 1
 		w["patch networkpolicies "+network.CachePolicyName(s)] = 1

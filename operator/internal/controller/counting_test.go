@@ -3,6 +3,8 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,6 +47,14 @@ func (w *writeCounter) Writes() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]string(nil), w.writes...)
+}
+
+// In lists the writes counted since the last Reset to objects of namespace
+// ns: a test's own. (Every test's operator reconciles the stacks other
+// tests left in their namespaces too, whose status may change meanwhile:
+// their servers are gone.)
+func (w *writeCounter) In(ns string) []string {
+	return slices.DeleteFunc(w.Writes(), func(s string) bool { return !strings.Contains(s, " "+ns+"/") })
 }
 
 // countingClient is the manager's client, counting every write.

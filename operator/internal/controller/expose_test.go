@@ -71,17 +71,17 @@ func steady(t *testing.T, op *operator, ns, name string) {
 	for round := 1; ; round++ {
 		op.writes.Reset()
 		op.reconcileAll(t, ns, []string{name}, fmt.Sprintf("settle-%d", round))
-		if len(op.writes.Writes()) == 0 {
+		if len(op.writes.In(ns)) == 0 {
 			break
 		}
 		if round == 5 {
-			t.Fatalf("%d rounds of reconciles still write:\n%s", round, strings.Join(op.writes.Writes(), "\n"))
+			t.Fatalf("%d rounds of reconciles still write:\n%s", round, strings.Join(op.writes.In(ns), "\n"))
 		}
 	}
 	for round := range 3 {
 		op.reconcileAll(t, ns, []string{name}, fmt.Sprint("steady-", round))
 	}
-	if w := op.writes.Writes(); len(w) != 0 {
+	if w := op.writes.In(ns); len(w) != 0 {
 		t.Errorf("reconciling the unchanged stack %s made %d writes, want 0:\n%s", name, len(w), strings.Join(w, "\n"))
 	}
 }

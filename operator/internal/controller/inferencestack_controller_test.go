@@ -244,18 +244,18 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 	for round := 1; ; round++ {
 		op.writes.Reset()
 		op.reconcileAll(t, ns, names, fmt.Sprintf("settle-%d", round))
-		if len(op.writes.Writes()) == 0 {
+		if len(op.writes.In(ns)) == 0 {
 			break
 		}
 		if round == 5 {
-			t.Fatalf("%d rounds of reconciles still write:\n%s", round, strings.Join(op.writes.Writes(), "\n"))
+			t.Fatalf("%d rounds of reconciles still write:\n%s", round, strings.Join(op.writes.In(ns), "\n"))
 		}
 	}
 	op.writes.Reset()
 	for round := range 5 {
 		op.reconcileAll(t, ns, names, fmt.Sprint(round))
 	}
-	if w := op.writes.Writes(); len(w) != 0 {
+	if w := op.writes.In(ns); len(w) != 0 {
 		t.Errorf("reconciling %d unchanged stacks 5 times each made %d writes, want 0:\n%s",
 			len(names), len(w), strings.Join(w, "\n"))
 	}
@@ -695,11 +695,11 @@ func TestOperatorRestartConverges(t *testing.T) {
 	for round := 1; ; round++ {
 		second.writes.Reset()
 		second.reconcileAll(t, ns, names, fmt.Sprintf("settle-%d", round))
-		if len(second.writes.Writes()) == 0 {
+		if len(second.writes.In(ns)) == 0 {
 			break
 		}
 		if round == 5 {
-			t.Fatalf("%d rounds of reconciles still write:\n%s", round, strings.Join(second.writes.Writes(), "\n"))
+			t.Fatalf("%d rounds of reconciles still write:\n%s", round, strings.Join(second.writes.In(ns), "\n"))
 		}
 	}
 	// The third operator's informers list the 5 stacks at start: it
@@ -715,7 +715,7 @@ func TestOperatorRestartConverges(t *testing.T) {
 	})
 	second.stop()
 	third.reconcileAll(t, ns, names, "after-restart")
-	if w := third.writes.Writes(); len(w) != 0 {
+	if w := third.writes.In(ns); len(w) != 0 {
 		t.Errorf("a restarted operator wrote to converged stacks:\n%s", strings.Join(w, "\n"))
 	}
 	// Once at start and once for the annotation: its writes (none) brought

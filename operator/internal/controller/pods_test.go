@@ -131,7 +131,7 @@ func TestImagePullFailureDegradesTheStack(t *testing.T) {
 	}
 	// (Other tests' stacks, in other namespaces, may be reconciled by this
 	// operator too.)
-	if w := slices.DeleteFunc(op.writes.Writes(), func(w string) bool { return !strings.Contains(w, " "+ns+"/") }); len(w) != 0 {
+	if w := op.writes.In(ns); len(w) != 0 {
 		t.Errorf("the kubelet's back-off made the operator write:\n%s", strings.Join(w, "\n"))
 	}
 
@@ -253,7 +253,7 @@ func TestCrashLoopDegradesTheStack(t *testing.T) {
 			t.Errorf("after turn %d of the loop: Degraded %+v, want it unchanged", i, c)
 		}
 	}
-	if w := slices.DeleteFunc(op.writes.Writes(), func(w string) bool { return !strings.Contains(w, " "+ns+"/") }); len(w) != 0 {
+	if w := op.writes.In(ns); len(w) != 0 {
 		t.Errorf("the turns of the crash loop made the operator write:\n%s", strings.Join(w, "\n"))
 	}
 

@@ -279,7 +279,7 @@ func quiet(t *testing.T, op *operator, p *serverstatus.Prober, ns, name string, 
 		}
 		return nil
 	})
-	if w := op.writes.Writes(); len(w) != 0 {
+	if w := op.writes.In(ns); len(w) != 0 {
 		t.Errorf("%s: %d polls that found nothing new made %d writes:\n%s", why, n/2, len(w), strings.Join(w, "\n"))
 	}
 	if got := op.events.of(ns, name); !slices.Equal(got, events) {

@@ -90,16 +90,16 @@ func TestWorkersAndPodOverridesReachTheServer(t *testing.T) {
 	for round := 1; ; round++ {
 		op.writes.Reset()
 		op.reconcileAll(t, ns, []string{"w"}, fmt.Sprintf("settle-%d", round))
-		if len(op.writes.Writes()) == 0 {
+		if len(op.writes.In(ns)) == 0 {
 			break
 		}
 		if round == 5 {
-			t.Fatalf("%d rounds of reconciles still write:\n%s", round, strings.Join(op.writes.Writes(), "\n"))
+			t.Fatalf("%d rounds of reconciles still write:\n%s", round, strings.Join(op.writes.In(ns), "\n"))
 		}
 	}
 	op.writes.Reset()
 	op.reconcileAll(t, ns, []string{"w"}, "steady")
-	if w := op.writes.Writes(); len(w) != 0 {
+	if w := op.writes.In(ns); len(w) != 0 {
 		t.Errorf("reconciling an unchanged stack with workers and overrides wrote %d times:\n%s", len(w), strings.Join(w, "\n"))
 	}
 
