@@ -583,7 +583,7 @@ func TestDeletionCleansUpAndKeepsTheCacheVolume(t *testing.T) {
 		pvc, err := get(t, &corev1.PersistentVolumeClaim{}, ns, cache.PVCName(drop))
 		if apierrors.IsNotFound(err) || (err == nil && pvc.DeletionTimestamp != nil) {
 			if _, err := get(t, &corev1.Secret{}, ns, cache.SecretName(drop)); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("retainOnDelete=false: the cache password is still there (err %v)", err)
+				return fmt.Errorf("retainOnDelete=false: the cache password is still there (err %w)", err)
 			}
 			return nil
 		}
@@ -621,13 +621,13 @@ func TestStackWithTheOldFinalizerIsFinalized(t *testing.T) {
 	startOperator(t)
 	eventually(t, timeout, func() error {
 		if _, err := get(t, &v1alpha1.InferenceStack{}, ns, old.Name); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("stack %s still exists (err %v)", old.Name, err)
+			return fmt.Errorf("stack %s still exists (err %w)", old.Name, err)
 		}
 		pvc, err := get(t, &corev1.PersistentVolumeClaim{}, ns, cache.PVCName(old))
 		if apierrors.IsNotFound(err) || (err == nil && pvc.DeletionTimestamp != nil) {
 			return nil
 		}
-		return fmt.Errorf("retainOnDelete=false: the volume claim is still there (err %v)", err)
+		return fmt.Errorf("retainOnDelete=false: the volume claim is still there (err %w)", err)
 	})
 }
 
@@ -649,7 +649,7 @@ func TestLabelsOfStacksDeletedWhileTheOperatorWasDownGo(t *testing.T) {
 	}
 	eventually(t, timeout, func() error {
 		if _, err := get(t, &v1alpha1.InferenceStack{}, ns, gone.Name); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("stack %s still exists (err %v)", gone.Name, err)
+			return fmt.Errorf("stack %s still exists (err %w)", gone.Name, err)
 		}
 		return nil
 	})
