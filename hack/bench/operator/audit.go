@@ -206,3 +206,45 @@ func printPerKind(title string, stacks int, kinds map[string]*kindWrites, floor 
 	}
 	fmt.Println()
 }
+
+// stackWrites lists, for the stack named name, the writes of ws to it, to
+// its objects (named name or name-...) and to Events about it (name.<id>), as "verb resource[/subresource]
+// object", sorted, with the floor of its creation: one write per object,
+// one status write.
+func stackWrites(ws []write, name string) (list []string, floor int) {
+	objects := map[string]bool{}
+	for _, w := range ws {
+		n := w.ObjectRef.Name
+		event := w.ObjectRef.Resource == "events" && strings.HasPrefix(n, name+".")
+		if n != name && !strings.HasPrefix(n, name+"-") && !event {
+			continue
+		}
+		res := w.ObjectRef.Resource
+		if w.ObjectRef.Subresource != "" {
+			res += "/" + w.ObjectRef.Subresource
+		}
+		list = append(list, w.Verb+" "+res+" "+n)
+		switch {
+		case w.ObjectRef.Resource == "inferencestacks" && w.ObjectRef.Subresource == "status":
+			objects["status"] = true
+		case event:
+		default:
+			objects[w.ObjectRef.Resource+" "+n] = true
+		}
+	}
+	slices.Sort(list)
+	return list, len(objects)
+}
+
+// printStackWrites prints the writes of the first stack of each kind (the
+// stacks are made kind by kind in turn, stackName(i) of kind i).
+func printStackWrites(ws []write, kinds int) {
+	fmt.Println("the writes of the first stack of each kind until every stack was applied:")
+	for i := range kinds {
+		list, floor := stackWrites(ws, stackName(i))
+		fmt.Printf("  kind %d (%s): %d writes, floor %d\n", i, stackName(i), len(list), floor)
+		for _, w := range list {
+			fmt.Printf("    %s\n", w)
+		}
+	}
+}

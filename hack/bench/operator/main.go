@@ -234,6 +234,8 @@ type result struct {
 	// log): until every stack was applied, and from then until settled
 	// (with server status: the stacks' readiness and live status).
 	createdKinds, settledKinds map[string]*kindWrites
+	// createdWrites are those writes until every stack was applied.
+	createdWrites []write
 	// cases are the live status's figures per behaviour of the servers.
 	cases []caseResult
 }
@@ -375,7 +377,7 @@ func runSize(ctx context.Context, o options, root, binary string, n int,
 	if err != nil {
 		return r, err
 	}
-	r.createdKinds = perKind(created)
+	r.createdKinds, r.createdWrites = perKind(created), created
 	_, r.peak, _ = op.RSS()
 	r.cpuApplied, r.cpuOthers = cpuTime(op.Cmd.Process.Pid, o.clockTicks)-cpuStart, othersCPU(op.Cmd.Process.Pid, o.clockTicks)-othersStart
 	var beforeLive sample
@@ -590,6 +592,11 @@ func (r result) print(o options) {
 			r.cpuIdle.Round(10*time.Millisecond), 100*r.cpuIdle.Seconds()/r.idleTime.Seconds())
 	}
 	printPerKind("the operator's writes per resource until every stack was applied", r.stacks, r.createdKinds, true)
+	kinds := 1
+	if o.kind == kindFeatures {
+		kinds = testutil.FeatureVariants
+	}
+	printStackWrites(r.createdWrites, min(kinds, r.stacks))
 	title := "the operator's writes per resource from then until settled"
 	if o.serverStatus {
 		title += " (the stacks' readiness and live status)"
