@@ -36,3 +36,7 @@ func StatusEvents(r *InferenceStackReconciler, before, after *v1alpha2.Inference
 // WatchedUserObjects are the user Secrets and ConfigMaps of namespace that
 // the cache behind c holds as watched.
 var WatchedUserObjects = watchedUserObjects
+
+// DeletionsHandled is how many delete events of stacks r has handled (said
+// and tidied what they left, or found the stack only left its cache).
+func DeletionsHandled(r *InferenceStackReconciler) int64 { return r.deletionsHandled.Load() }

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -144,6 +145,9 @@ type InferenceStackReconciler struct {
 	// stack whose delete event came, until the reconcile of that name has
 	// said and tidied what its deletion left (deleted).
 	deletedStacks sync.Map
+	// deletionsHandled counts the delete events deleted has handled (for
+	// tests: DeletionsHandled).
+	deletionsHandled atomic.Int64
 	// routes tells whether the API server serves OpenShift Routes;
 	// SetupWithManager makes it.
 	routes *routeAPI
@@ -205,6 +209,7 @@ func (r *InferenceStackReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			return ctrl.Result{}, err
 		}
 		r.deletedStacks.CompareAndDelete(req.NamespacedName, last)
+		r.deletionsHandled.Add(1)
 	}
 	original := &v1alpha2.InferenceStack{}
 	if err := r.Client.Get(ctx, req.NamespacedName, original); err != nil {
@@ -330,7 +335,7 @@ func (r *InferenceStackReconciler) event(stack *v1alpha2.InferenceStack, kind, e
 }
 
 // deleted says and tidies what the deletion of a stack this operator
-// reconciled left behind, from the last state its cache saw (last): an
+// reconciled (and that is gone from the API server) left behind, from the last state its cache saw (last): an
 // event on it for each volume kept by retainOnDelete (those not kept are
 // owned by the stack, so the garbage collector deletes them), and the
 // watched label removed from the user objects no stack references any
@@ -339,6 +344,16 @@ func (r *InferenceStackReconciler) event(stack *v1alpha2.InferenceStack, kind, e
 func (r *InferenceStackReconciler) deleted(ctx context.Context, last *v1alpha2.InferenceStack) error {
 	if _, ok := r.takenByAnother(last); ok {
 		return nil
+	}
+	// A stack also leaves the cache, with a delete event, when it is
+	// relabelled for another major: that one reconciles it now.
+	now := &v1alpha2.InferenceStack{}
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(last), now)
+	if err == nil && now.UID == last.UID {
+		return nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading InferenceStack %s/%s, whose delete event came: %w", last.Namespace, last.Name, err)
 	}
 	if cachecomp.Retained(last) && r.kept(ctx, &corev1.PersistentVolumeClaim{}, last, cachecomp.PVCName(last)) {
 		r.Recorder.Eventf(last, nil, corev1.EventTypeNormal, "CacheRetained", "Delete",

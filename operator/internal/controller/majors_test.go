@@ -2,8 +2,10 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"testing"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/components"
 	"github.com/inferencestack/inferencestack/operator/components/server"
+	"github.com/inferencestack/inferencestack/operator/internal/controller"
 	"github.com/inferencestack/inferencestack/operator/pin"
 	"github.com/inferencestack/inferencestack/test/testutil"
 )
@@ -200,7 +203,7 @@ func watchedLabel(t *testing.T, ns, name string, want bool) {
 // of it changes) once none does: after a spec change and after deletions.
 func TestUnreferencedObjectsAreUnwatched(t *testing.T) {
 	ctx := context.Background()
-	startOperator(t, onlyMajor(t, "1"))
+	op := startOperator(t, onlyMajor(t, "1"))
 	ns := namespace(t)
 	for _, name := range []string{"key-a", "key-shared"} {
 		create(t, secret(ns, name, map[string]string{"token": name}))
@@ -220,6 +223,28 @@ func TestUnreferencedObjectsAreUnwatched(t *testing.T) {
 	watchedLabel(t, ns, "key-a", false)
 	if s, _ := get(t, &corev1.Secret{}, ns, "key-a"); string(s.Data["token"]) != "key-a" {
 		t.Errorf("Secret key-a changed beyond its label: %v", s.Data)
+	}
+
+	// A stack relabelled for another major leaves this one's cache, with a
+	// delete event, but is not deleted: its Secret stays watched and no
+	// event says its volumes were kept.
+	create(t, secret(ns, "key-leaving", map[string]string{"token": "key-leaving"}))
+	leaving := keyStack(ns, "leaving", "key-leaving", "1")
+	testutil.WithCache()(leaving)
+	create(t, leaving)
+	converged(t, ns, "leaving")
+	watchedLabel(t, ns, "key-leaving", true)
+	handled := controller.DeletionsHandled(op.reconciler)
+	update(t, ns, "leaving", func(l *v1alpha1.InferenceStack) { l.Labels[v1alpha2.LabelOperatorMajor] = "9" })
+	eventually(t, timeout, func() error {
+		if controller.DeletionsHandled(op.reconciler) == handled {
+			return errors.New("the operator has not handled the delete event of the relabelled stack")
+		}
+		return nil
+	})
+	watchedLabel(t, ns, "key-leaving", true)
+	if reasons := eventReasonsOf(t, ns, "leaving"); slices.Contains(reasons, "CacheRetained") {
+		t.Errorf("the relabelled stack, not deleted, has events %v", reasons)
 	}
 
 	// Deleting every stack of this major leaves key-shared watched: the other
