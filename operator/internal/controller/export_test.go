@@ -40,3 +40,6 @@ var WatchedUserObjects = watchedUserObjects
 // DeletionsHandled is how many delete events of stacks r has handled (said
 // and tidied what they left, or found the stack only left its cache).
 func DeletionsHandled(r *InferenceStackReconciler) int64 { return r.deletionsHandled.Load() }
+
+// Swept reports whether r's sweep of watched labels at start-up has run.
+func Swept(r *InferenceStackReconciler) bool { return r.swept.Load() }

@@ -148,6 +148,9 @@ type InferenceStackReconciler struct {
 	// deletionsHandled counts the delete events deleted has handled (for
 	// tests: DeletionsHandled).
 	deletionsHandled atomic.Int64
+	// swept tells that the sweep at start-up (unwatchAll) has run (for
+	// tests: Swept).
+	swept atomic.Bool
 	// routes tells whether the API server serves OpenShift Routes;
 	// SetupWithManager makes it.
 	routes *routeAPI
@@ -528,6 +531,7 @@ func (r *InferenceStackReconciler) SetupWithManager(ctx context.Context, mgr ctr
 		if err := unwatchAll(ctx, r.Client, r.APIReader); err != nil {
 			log.FromContext(ctx).Error(err, "removing the watched label from user objects no InferenceStack references")
 		}
+		r.swept.Store(true)
 		return nil
 	}))
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -32,6 +33,7 @@ import (
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha1"
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
+	"github.com/inferencestack/inferencestack/operator/internal/controller"
 	"github.com/inferencestack/inferencestack/operator/internal/serverstatus"
 	"github.com/inferencestack/inferencestack/test/testutil"
 )
@@ -110,6 +112,16 @@ func TestTenantGetsNothingThroughTheOperator(t *testing.T) {
 	label := map[string]string{"test.inferencestack.io/tenant": a}
 	op := startOperator(t, asIdentity(operatorIdentity(t, a)), withProber(p), loggingTo(&logs),
 		onlyStacks(labels.SelectorFromSet(label)))
+	// Its sweep at start-up may remove the watched label from user objects
+	// other tests' deleted stacks left in their namespaces: not the
+	// tenant's doing, so not counted below.
+	eventually(t, timeout, func() error {
+		if !controller.Swept(op.reconciler) {
+			return errors.New("the operator has not swept the watched labels yet")
+		}
+		return nil
+	})
+	op.writes.Reset()
 
 	stack := func(name string, opts ...testutil.Option) *v1alpha1.InferenceStack {
 		s := testutil.Stack(name, append(opts, testutil.WithNamespace(a))...)
