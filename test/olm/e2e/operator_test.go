@@ -51,8 +51,9 @@ const stackFinalizer = "inferencestack.io/cleanup"
 // the ServiceAccount OLM made for the installed bundle (so with exactly the
 // CSV's permissions) and with the pin ConfigMap OLM installed, wins its
 // leader election, brings a starter stack to Deploying (pods never run
-// here) with all its objects and deletes it through its finalizer, and the
-// API server refuses it nothing.
+// here) with all its objects, which go with it when it is deleted (owner
+// references; no stack has a finalizer), and the API server refuses it
+// nothing.
 func TestInstalledOperatorReconcilesWithBundleRBAC(t *testing.T) {
 	dumpLogsOnFailure(t)
 	ctx := context.Background()
@@ -88,7 +89,7 @@ func TestInstalledOperatorReconcilesWithBundleRBAC(t *testing.T) {
 	t.Logf("owner references to InferenceStacks admitted after %s", time.Since(start).Round(100*time.Millisecond))
 
 	// Started before the stack is applied, so it is stopped after the stack
-	// is deleted: the stack's finalizer needs it.
+	// is deleted: it sees the deletion too.
 	op := startOperator(t, kubeconfig, "--pin-file="+pinFile, "--leader-elect", "--leader-election-namespace="+ns)
 
 	stack := starterSample(t)
@@ -132,12 +133,9 @@ func TestInstalledOperatorReconcilesWithBundleRBAC(t *testing.T) {
 	require.GreaterOrEqual(t, idx, 0, "Deployment %s/%s has no container %s", dep.Namespace, dep.Name, server.ContainerName)
 	require.Equal(t, image, containers[idx].Image, "the server's image is not the one the installed pin names")
 
-	// The starter sample holds nothing owner references cannot remove (no
-	// cache, no state volume, no user Secret): the operator gave it no
-	// finalizer, so creating it cost no write of its metadata, and its
-	// deletion is the garbage collector's alone. (Stacks with a finalizer
-	// are deleted by the operator running with the bundle's permissions in
-	// test/node/e2e.)
+	// The operator gives no stack a finalizer (owner references remove all
+	// a stack must take with it), so creating it cost no write of its
+	// metadata, and its deletion is the garbage collector's alone.
 	start = time.Now()
 	require.NotContains(t, stack.GetFinalizers(), stackFinalizer)
 	require.NoError(t, cluster.Delete(ctx, deleteTimeout, stack), "the stack was not deleted")
