@@ -53,9 +53,9 @@ import (
 )
 
 // Finalizer held a deleted InferenceStack until what owner references did
-// not remove was cleaned up. Releases before 1.x.0 added it; this one adds
-// it to no stack (owner references now remove all a stack has, and what
-// stays is said and tidied when its deletion is seen: deleted), and
+// not remove was cleaned up. Earlier releases added it; this one adds it to
+// no stack (owner references now remove all a stack must take with it, and
+// what stays is said and tidied when its deletion is seen: deleted), and
 // finalizes the stacks that still carry it.
 const Finalizer = "inferencestack.io/cleanup"
 
@@ -338,11 +338,11 @@ func (r *InferenceStackReconciler) event(stack *v1alpha2.InferenceStack, kind, e
 }
 
 // deleted says and tidies what the deletion of a stack this operator
-// reconciled (and that is gone from the API server) left behind, from the last state its cache saw (last): an
-// event on it for each volume kept by retainOnDelete (those not kept are
-// owned by the stack, so the garbage collector deletes them), and the
-// watched label removed from the user objects no stack references any
-// more. A stack deleted while the operator was not running gets no event;
+// reconciled (and that is gone from the API server) left behind, from the
+// last state its cache saw (last): an event on it for each volume kept by
+// retainOnDelete (those not kept are owned by the stack, so the garbage
+// collector deletes them), and the watched label removed from the user
+// objects no stack references any more. A stack deleted while the operator was not running gets no event;
 // its labels go in the sweep at start-up (unwatchAll).
 func (r *InferenceStackReconciler) deleted(ctx context.Context, last *v1alpha2.InferenceStack) error {
 	if _, ok := r.takenByAnother(last); ok {
