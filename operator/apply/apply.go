@@ -467,14 +467,14 @@ func (a *Applier) SetOwned(ctx context.Context, obj, live client.Object, ours fu
 	if slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return r.UID == ref.UID }) == owned {
 		return false, nil
 	}
-	base := live.DeepCopyObject().(client.Object)
+	// live stays as it is: the base of the patch.
 	target := live.DeepCopyObject().(client.Object)
 	kept := slices.DeleteFunc(slices.Clone(refs), func(r metav1.OwnerReference) bool { return r.UID == ref.UID })
 	if owned {
 		kept = append(kept, ref)
 	}
 	target.SetOwnerReferences(kept)
-	if err := a.Client.Patch(ctx, target, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := a.Client.Patch(ctx, target, client.MergeFromWithOptions(live, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}

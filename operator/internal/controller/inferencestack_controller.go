@@ -657,11 +657,9 @@ func (r *InferenceStackReconciler) observed() predicate.Predicate {
 // finalizer is never seen deleting by a reconcile, and one with it is gone
 // once finalize removes the finalizer.
 func (r *InferenceStackReconciler) forget(obj client.Object) {
-	last, ok := obj.(*v1alpha2.InferenceStack)
-	if hub, err := wire.Hub(obj); err == nil {
-		last, ok = hub.(*v1alpha2.InferenceStack)
-	}
-	if !ok {
+	hub, err := wire.Hub(obj)
+	last, ok := hub.(*v1alpha2.InferenceStack)
+	if err != nil || !ok {
 		// Not readable as a stack: its labels go in the namespace's next
 		// sweep, with no event.
 		last = &v1alpha2.InferenceStack{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}}

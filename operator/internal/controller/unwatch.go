@@ -80,19 +80,9 @@ func unwatch(ctx context.Context, c client.Client, reader client.Reader, stack *
 // operator runs it once its cache has synced (SetupWithManager).
 func unwatchAll(ctx context.Context, c client.Client, reader client.Reader) error {
 	namespaces := map[string]bool{}
-	opts := []client.ListOption{client.MatchingFields{userWatchedIndex: "true"}, client.UnsafeDisableDeepCopy}
-	secrets, configMaps := &corev1.SecretList{}, &corev1.ConfigMapList{}
-	if err := c.List(ctx, secrets, opts...); err != nil {
+	err := eachWatchedUserObject(ctx, c, "", func(_ string, obj client.Object) { namespaces[obj.GetNamespace()] = true })
+	if err != nil {
 		return err
-	}
-	if err := c.List(ctx, configMaps, opts...); err != nil {
-		return err
-	}
-	for i := range secrets.Items {
-		namespaces[secrets.Items[i].Namespace] = true
-	}
-	for i := range configMaps.Items {
-		namespaces[configMaps.Items[i].Namespace] = true
 	}
 	var errs []error
 	for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
@@ -110,23 +100,31 @@ func unwatchAll(ctx context.Context, c client.Client, reader client.Reader) erro
 // selector would go through every cached object of the namespace, the
 // operator's own ConfigMap of each stack among them, in every reconcile.
 func watchedUserObjects(ctx context.Context, c client.Client, namespace string) (map[string]client.Object, error) {
-	opts := []client.ListOption{client.InNamespace(namespace), client.MatchingFields{userWatchedIndex: "true"}, client.UnsafeDisableDeepCopy}
 	out := map[string]client.Object{}
+	err := eachWatchedUserObject(ctx, c, namespace, func(key string, obj client.Object) { out[key] = obj })
+	return out, err
+}
+
+// eachWatchedUserObject calls f with each watched user Secret and ConfigMap
+// of namespace ("": every namespace) in the cache, by config.IndexKey: the
+// cache's own objects, which f must not change.
+func eachWatchedUserObject(ctx context.Context, c client.Client, namespace string, f func(key string, obj client.Object)) error {
+	opts := []client.ListOption{client.InNamespace(namespace), client.MatchingFields{userWatchedIndex: "true"}, client.UnsafeDisableDeepCopy}
 	secrets := &corev1.SecretList{}
 	if err := c.List(ctx, secrets, opts...); err != nil {
-		return nil, err
+		return err
 	}
 	for i := range secrets.Items {
-		out[config.IndexKey(config.KindSecret, secrets.Items[i].Name)] = &secrets.Items[i]
+		f(config.IndexKey(config.KindSecret, secrets.Items[i].Name), &secrets.Items[i])
 	}
 	configMaps := &corev1.ConfigMapList{}
 	if err := c.List(ctx, configMaps, opts...); err != nil {
-		return nil, err
+		return err
 	}
 	for i := range configMaps.Items {
-		out[config.IndexKey(config.KindConfigMap, configMaps.Items[i].Name)] = &configMaps.Items[i]
+		f(config.IndexKey(config.KindConfigMap, configMaps.Items[i].Name), &configMaps.Items[i])
 	}
-	return out, nil
+	return nil
 }
 
 // userWatchedIndex indexes the cached Secrets and ConfigMaps that carry the
