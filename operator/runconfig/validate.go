@@ -1,14 +1,20 @@
 package runconfig
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"path"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/lru"
 
 	"github.com/inferencestack/inferencestack/operator/api/v1alpha2"
 	"github.com/inferencestack/inferencestack/operator/runconfig/stackconfig"
@@ -19,7 +25,7 @@ import (
 // schemas and the semantic rules it applies in code) in the container's
 // environment, then against the pod's writable mounts.
 func validate(line stackconfig.Line, spec v1alpha2.InferenceStackSpec, data []byte, env *envSet) (stackconfig.Result, error) {
-	checked, err := stackconfig.Check(line, data, stackconfig.Options{Env: stackconfig.MapEnv(ContainerEnv(spec, env.operator())), Home: HomeDir})
+	checked, err := check(line, data, ContainerEnv(spec, env.operator()), HomeDir)
 	var unset *stackconfig.EnvError
 	if errors.As(err, &unset) {
 		return stackconfig.Result{}, field.Required(field.NewPath("spec", "workload", "env"), fmt.Sprintf(
@@ -38,6 +44,76 @@ func validate(line stackconfig.Line, spec v1alpha2.InferenceStackSpec, data []by
 		return stackconfig.Result{}, errors.New(msg)
 	}
 	return checked, nil
+}
+
+// accepted holds the verdicts of the last run configs the conformance
+// model accepted, by a digest of everything stackconfig.Check reads: the
+// line, the file, the environment and $HOME. Check is a function of
+// those alone, and stacks made from one template (the usual fleet) get
+// the same file and environment, so from the second of them on the
+// check, the largest part of making a run config, is skipped. Refused
+// configs are not kept (their errors name the stack's own fields).
+// acceptedSize verdicts of a few kB each.
+var accepted = lru.New(acceptedSize)
+
+const acceptedSize = 64
+
+// check is stackconfig.Check with the container's environment env and
+// home, through accepted; what it returns shares nothing with what is kept.
+func check(line stackconfig.Line, data []byte, env map[string]string, home string) (stackconfig.Result, error) {
+	key := checkKey(line, data, env, home)
+	if kept, ok := accepted.Get(key); ok {
+		return copyVerdict(kept.(stackconfig.Result))
+	}
+	res, err := stackconfig.Check(line, data, stackconfig.Options{Env: stackconfig.MapEnv(env), Home: home})
+	if err != nil {
+		return res, err
+	}
+	kept, err := copyVerdict(res)
+	if err != nil {
+		return res, err
+	}
+	accepted.Add(key, kept)
+	return res, nil
+}
+
+// checkKey is the SHA-256 of what Check reads, each part length-prefixed.
+func checkKey(line stackconfig.Line, data []byte, env map[string]string, home string) [sha256.Size]byte {
+	h := sha256.New()
+	part := func(h io.Writer, b []byte) {
+		_ = binary.Write(h, binary.BigEndian, uint64(len(b)))
+		_, _ = h.Write(b)
+	}
+	part(h, []byte(line))
+	part(h, []byte(home))
+	part(h, data)
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		part(h, []byte(k))
+		part(h, []byte(env[k]))
+	}
+	var key [sha256.Size]byte
+	h.Sum(key[:0])
+	return key
+}
+
+// copyVerdict is a copy of what the run-config pipeline reads of a verdict
+// (the folders the server writes to and where the config places them, its
+// server section, its external providers folder), sharing nothing with r;
+// the rest of r is left out.
+func copyVerdict(r stackconfig.Result) (stackconfig.Result, error) {
+	out := stackconfig.Result{Line: r.Line, WritableDirs: slices.Clone(r.WritableDirs), WrittenFrom: maps.Clone(r.WrittenFrom),
+		ExternalProvidersDir: r.ExternalProvidersDir}
+	if r.Server != nil {
+		data, err := json.Marshal(r.Server)
+		if err != nil {
+			return out, fmt.Errorf("copy the server section: %w", err)
+		}
+		out.Server = &stackconfig.ServerConfig{}
+		if err := json.Unmarshal(data, out.Server); err != nil {
+			return out, fmt.Errorf("copy the server section: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // ContainerEnv is the server container's environment as the server sees
