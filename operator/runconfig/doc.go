@@ -4,7 +4,8 @@
 //
 // The pipeline is pure: no Kubernetes client, no clock, no I/O beyond the
 // distribution base configs embedded in the binary. The same spec always
-// gives the same bytes.
+// gives the same bytes (what it keeps between calls, the parsed base configs
+// and the model's verdicts, changes no result).
 //
 // Generate walks five stages, one file each (runconfig.go holds the walk):
 //
@@ -27,7 +28,9 @@
 //     (stackconfig.Check: upstream's derived JSON Schemas plus the semantic
 //     rules upstream applies in code) with the container's environment,
 //     then the pod's writable mounts; a refusal names the spec field that
-//     wrote the offending value (specOrigins);
+//     wrote the offending value (specOrigins); the model's verdicts on the
+//     last configs it accepted are kept by a digest of all it reads
+//     (accepted), so stacks of one template are checked once;
 //  5. result (result.go): the bytes, their hash, the environment and what
 //     the check learnt (writable folders, server section).
 //
