@@ -13,6 +13,12 @@ export KUBEBUILDER_ASSETS ?= $(BIN)/controlplane
 CONTROLLER_GEN := go tool controller-gen
 GOLANGCI_LINT := go tool -modfile=hack/tools/go.mod golangci-lint
 TEST_FLAGS ?=
+# GOGC of the Go toolchain while it compiles what the suites need (the control
+# plane, OLM, the node, the linter, the module's packages): at the default 100
+# the compiler spends about a fifth of its CPU collecting garbage. A cold build
+# of hack/controlplane/etcd took 104 to 117 s of CPU at 400 against 137 and 138
+# at 100, its largest process 0.39 to 0.54 GB against 0.30 to 0.47.
+BUILD_GOGC ?= 400
 
 ##@ General
 
@@ -47,7 +53,7 @@ vet: ## Run go vet (the e2e tests included).
 
 .PHONY: linter
 linter: ## Build golangci-lint from hack/tools/go.mod into the Go build cache (make lint runs it from there).
-	@$(GOLANGCI_LINT) version
+	@GOGC=$(BUILD_GOGC) $(GOLANGCI_LINT) version
 
 .PHONY: lint
 lint: ## Run golangci-lint (built from hack/tools/go.mod) and check formatting.
@@ -61,6 +67,11 @@ lint: ## Run golangci-lint (built from hack/tools/go.mod) and check formatting.
 build: manager bundlegen ## Build every package, and the operator (bin/manager) and release CLI (bin/bundlegen).
 	go build -tags $(GO_TAGS) ./...
 
+.PHONY: deps
+deps: ## Compile every package of the module (with the e2e tag too) into the Go build cache at BUILD_GOGC: the suites then compile only their tests (.ci/run does this beside the other builds).
+	GOGC=$(BUILD_GOGC) go build -tags $(GO_TAGS) ./...
+	GOGC=$(BUILD_GOGC) go build -tags $(GO_TAGS),e2e ./...
+
 .PHONY: manager
 manager: ## Build the operator binary into bin/manager.
 	go build -tags $(GO_TAGS) -trimpath -o "$(BIN)/manager" ./operator/cmd
@@ -71,19 +82,19 @@ demo: controlplane manager ## Run the operator on a local control plane, apply a
 
 .PHONY: controlplane
 controlplane: ## Build etcd, kube-apiserver and kube-controller-manager for tests into bin/controlplane (skipped when current).
-	@hack/controlplane.sh
+	@GOGC=$(BUILD_GOGC) hack/controlplane.sh
 
 export OLM_BIN ?= $(BIN)/olm
 
 .PHONY: olm
 olm: ## Build OLM v1 (catalogd, operator-controller) and its CRDs for the e2e tests into bin/olm (skipped when current).
-	@hack/olm.sh
+	@GOGC=$(BUILD_GOGC) hack/olm.sh
 
 export NODE_BIN ?= $(BIN)/node
 
 .PHONY: node
 node: ## Build kubelet, kube-scheduler, kube-proxy and kube-router (NetworkPolicy) for the node tests into bin/node (each skipped when current); install containerd, runc, CNI plugins, iptables, conntrack, ipset and load br_netfilter when missing (as root).
-	@hack/node.sh
+	@GOGC=$(BUILD_GOGC) hack/node.sh
 
 ##@ Test
 
