@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"path"
 	"slices"
@@ -80,16 +79,16 @@ func check(line stackconfig.Line, data []byte, env map[string]string, home strin
 // checkKey is the SHA-256 of what Check reads, each part length-prefixed.
 func checkKey(line stackconfig.Line, data []byte, env map[string]string, home string) [sha256.Size]byte {
 	h := sha256.New()
-	part := func(h io.Writer, b []byte) {
-		_ = binary.Write(h, binary.BigEndian, uint64(len(b)))
-		_, _ = h.Write(b)
+	part := func(b []byte) {
+		h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(b))))
+		h.Write(b)
 	}
-	part(h, []byte(line))
-	part(h, []byte(home))
-	part(h, data)
+	part([]byte(line))
+	part([]byte(home))
+	part(data)
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		part(h, []byte(k))
-		part(h, []byte(env[k]))
+		part([]byte(k))
+		part([]byte(env[k]))
 	}
 	var key [sha256.Size]byte
 	h.Sum(key[:0])
