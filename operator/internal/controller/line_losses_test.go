@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,14 +82,14 @@ func startOldServer(t *testing.T, port int, registered ...string) string {
 
 // movedToOGX creates, in a new namespace, a stack deployed by the 0.7
 // major whose run config registers dataset evals, and relabels it for the
-// 0.8 major, whose server reads reach the old server at addr (prober):
-// it returns the 0.8 operator, the namespace and the server Deployment's
-// generation before the move.
-func movedToOGX(t *testing.T, addr string) (*operator, string, int64) {
+// 0.8 major, whose server reads reach the old server at the address addr
+// holds when they dial (prober): it returns the 0.8 operator, the
+// namespace and the server Deployment's generation before the move.
+func movedToOGX(t *testing.T, addr *atomic.Pointer[string]) (*operator, string, int64) {
 	t.Helper()
 	startOperator(t, onlyMajor(t, "3"), withPin(pin07))
 	p := &serverstatus.Prober{Interval: time.Hour, Timeout: 5 * time.Second,
-		Resolve: func(string) string { return addr }}
+		Resolve: func(string) string { return *addr.Load() }}
 	to := startOperator(t, onlyMajor(t, "4"), withPin(pin08), withProber(p))
 	ns := namespace(t)
 	create(t, overrideOf(t, ns, "run-07", stackconfig.Line07, func(s string) string {
@@ -122,8 +123,9 @@ func TestMoveToOGXNamesEachResourceOfTheOldServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := startOldServer(t, ports[0], "dataset/uploaded", "benchmark/mmlu")
-	to, ns, gen := movedToOGX(t, addr)
+	var addr atomic.Pointer[string]
+	addr.Store(new(startOldServer(t, ports[0], "dataset/uploaded", "benchmark/mmlu")))
+	to, ns, gen := movedToOGX(t, &addr)
 	msg := refusal(t, ns)
 	t.Logf("refused: %s", msg)
 	if want := `acceptLosses: ["benchmark/mmlu", "dataset/evals", "dataset/uploaded"]`; !strings.Contains(msg, want) || strings.Contains(msg, "/*") {
@@ -153,13 +155,18 @@ func TestMoveToOGXNamesEachResourceOfTheOldServer(t *testing.T) {
 // be asked (nothing listens), the refusal names each table's resources
 // <type>/* with the classified cause, and the operator asks again: once
 // the server answers, with no change of the stack, the refusal names
-// each resource.
+// each resource. (The answering server is started on a second port and
+// made reachable only once its resource is registered: were it started
+// where the operator dials, the operator could list it before the
+// registration, which is a right answer and the end of asking.)
 func TestMoveToOGXWhenTheOldServerDoesNotAnswer(t *testing.T) {
-	ports, err := testenv.FreePorts(1)
+	ports, err := testenv.FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ns, gen := movedToOGX(t, fmt.Sprintf("127.0.0.1:%d", ports[0]))
+	var addr atomic.Pointer[string]
+	addr.Store(new(fmt.Sprintf("127.0.0.1:%d", ports[0])))
+	_, ns, gen := movedToOGX(t, &addr)
 	msg := refusal(t, ns)
 	t.Logf("refused: %s", msg)
 	for _, want := range []string{
@@ -173,7 +180,7 @@ func TestMoveToOGXWhenTheOldServerDoesNotAnswer(t *testing.T) {
 	if got := serverGeneration(t, ns, "mv"); got != gen {
 		t.Errorf("server Deployment generation %d after the refused move, was %d", got, gen)
 	}
-	startOldServer(t, ports[0], "dataset/late")
+	addr.Store(new(startOldServer(t, ports[1], "dataset/late")))
 	eventually(t, timeout, func() error {
 		if msg := refusal(t, ns); !strings.Contains(msg, `acceptLosses: ["dataset/evals", "dataset/late"]`) {
 			return fmt.Errorf("the refusal says %q, want it to name dataset/evals and dataset/late", msg)
