@@ -69,16 +69,14 @@ func relabel(t *testing.T, ns, major, cm string) {
 // lineMove sets a v1alpha1 stack's spec.lineMove through the spec
 // annotation (patch, the merge patch onto the v1alpha2 spec) and waits
 // until op has finished a reconcile that read it: an annotation changes
-// no generation.
+// no generation. It waits for the resourceVersion the update answered,
+// not one read after it: the operator's status write that follows its
+// reconcile would make that newer than anything a reconcile read.
 func lineMove(t *testing.T, op *operator, ns, name, patch string) {
 	t.Helper()
-	update(t, ns, name, func(s *v1alpha1.InferenceStack) {
+	stack := edit(t, &v1alpha1.InferenceStack{}, ns, name, func(s *v1alpha1.InferenceStack) {
 		s.Annotations = map[string]string{v1alpha2.SpecAnnotation: patch}
 	})
-	stack, err := get(t, &v1alpha1.InferenceStack{}, ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
 	eventually(t, timeout, func() error {
 		if ok, err := op.reconciles.Read(client.ObjectKeyFromObject(stack), stack.ResourceVersion); err != nil || !ok {
 			return fmt.Errorf("no reconcile of %s/%s at resourceVersion %s has finished yet (%w)", ns, name, stack.ResourceVersion, err)
