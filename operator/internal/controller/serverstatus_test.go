@@ -429,9 +429,18 @@ func liveServerStatus(t *testing.T, operand pin.Pin) {
 		return nil
 	})
 
-	// The server stops answering: Unknown once, then quiet.
+	// The server stops answering: Unknown once its port is closed, then
+	// quiet. A poll while it shuts down may find another cause first (its
+	// open connection closed before the answer): a change the status
+	// tells, so the quiet is counted from the settled cause.
 	srv.proc.Stop(5 * time.Second)
-	stack = providersHealthy(t, ns, "live", metav1.ConditionUnknown, v1alpha2.ReasonServerUnreachable)
+	eventually(t, timeout, func() error {
+		stack = providersHealthy(t, ns, "live", metav1.ConditionUnknown, v1alpha2.ReasonServerUnreachable)
+		if c := meta.FindStatusCondition(stack.Status.Conditions, v1alpha2.TypeProvidersHealthy); !strings.HasSuffix(c.Message, "connection refused") {
+			return fmt.Errorf("ProvidersHealthy message %q, want the closed port's (connection refused)", c.Message)
+		}
+		return nil
+	})
 	if stack.Status.Server == nil {
 		t.Errorf("status.server was cleared while the server was unreachable; want the last read kept")
 	}

@@ -5,6 +5,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -215,8 +216,18 @@ func killMidReconcile(t *testing.T, in *install, s *v1alpha1.InferenceStack, val
 	require.NoError(t, err)
 	mid := &v1alpha1.InferenceStack{}
 	require.NoError(t, kube.Get(ctx, client.ObjectKeyFromObject(s), mid))
-	require.Less(t, mid.Status.ObservedGeneration, mid.Generation,
-		"the stack's status describes its generation: the reconcile had ended when the operator was killed")
+	if mid.Status.ObservedGeneration >= mid.Generation {
+		// What came before says how: the writes the hold saw, the
+		// status's conditions and who wrote the Deployment when.
+		d := serverDeployment(t, s)
+		var fields []string
+		for _, f := range d.ManagedFields {
+			fields = append(fields, fmt.Sprintf("%s %s %s", f.Manager, f.Operation, f.Time))
+		}
+		t.Fatalf("the stack's status describes its generation %d: the reconcile had ended when the operator was killed; "+
+			"the operator's writes in %s before the held one: %q; conditions %+v; the Deployment's writers %q (generation %d)",
+			mid.Generation, s.Namespace, hold.Seen(), mid.Status.Conditions, fields, d.Generation)
+	}
 	if !written {
 		hold.Deny()
 	}
