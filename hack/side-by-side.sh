@@ -59,8 +59,15 @@ while [[ ${#target_of[@]} -gt 0 ]]; do
 	if [[ $rc != 0 ]]; then
 		failed+=("$target")
 		echo "side-by-side: $target failed (exit $rc)"
-		[[ -n ${FAIL_LOG:-} ]] && grep -E -- '--- FAIL|^FAIL|^panic:|^[[:space:]]+[^[:space:]]+\.go:[0-9]+:|Error [0-9]+$' "$logs/$target.log" |
-			sed "s/^/[$target] /" >>"$FAIL_LOG"
+		[[ -n ${FAIL_LOG:-} ]] && awk -v p="[$target] " '
+			# A message that ends in a colon goes on in the lines indented
+			# under it (a list of writes, testify'"'"'s Error and Messages):
+			# the first 6 of them come along.
+			more > 0 && match($0, /^[[:space:]]*/) && RLENGTH > indent { print p $0; more--; next }
+			{ more = 0 }
+			/--- FAIL|^FAIL|^panic:|Error [0-9]+$/ { print p $0; next }
+			/^[[:space:]]+[^[:space:]]+\.go:[0-9]+:/ { print p $0; if ($0 ~ /:[[:space:]]*$/) { match($0, /^[[:space:]]*/); indent = RLENGTH; more = 6 } }
+		' "$logs/$target.log" >>"$FAIL_LOG"
 	fi
 done
 if [[ ${#failed[@]} -gt 0 ]]; then
