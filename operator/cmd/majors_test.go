@@ -60,6 +60,12 @@ const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
+# The status patches with their bodies: a test that finds one more than it
+# wants names what it said.
+- level: Request
+  verbs: [patch]
+  resources: [{group: inferencestack.io, resources: [inferencestacks/status]}]
+  userGroups: ["system:serviceaccounts:` + operatorsNS + `", "system:serviceaccounts:` + reverseNS + `"]
 - level: Metadata
   verbs: [create, update, patch, delete, deletecollection]
   userGroups: ["system:serviceaccounts:` + operatorsNS + `", "system:serviceaccounts:` + reverseNS + `"]
@@ -152,7 +158,8 @@ func TestTwoMajorsSideBySide(t *testing.T) {
 	writes := auditWrites(t, 0)
 	for _, s := range []*v1alpha1.InferenceStack{unlabelled, one, two, moving} {
 		if diff := cmp.Diff(creationWrites(s), writes[s.Namespace]); diff != "" {
-			t.Errorf("stack %s: the writes of its creation and of a spec change that changes no object (-want +got):\n%s", s.Namespace, diff)
+			t.Errorf("stack %s: the writes of its creation and of a spec change that changes no object (-want +got):\n%s\nits status patches:\n%s",
+				s.Namespace, diff, statusPatches(t, 0, s.Namespace))
 		}
 	}
 	// --max-concurrent-reconciles, and its default of 4 per GOMAXPROCS, for
@@ -418,6 +425,23 @@ type auditEvent struct {
 	ResponseStatus struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
+	// RequestObject is the body of a status patch (the policy's Request
+	// level), else empty.
+	RequestObject json.RawMessage `json:"requestObject"`
+	Time          string          `json:"requestReceivedTimestamp"`
+}
+
+// statusPatches lists the status patches of the stack in namespace ns since
+// offset, each with its time, answer and body.
+func statusPatches(t *testing.T, offset int64, ns string) string {
+	t.Helper()
+	var out []string
+	for _, e := range operatorWrites(t, offset, operatorPrefix) {
+		if e.ObjectRef.Namespace == ns && e.ObjectRef.Subresource == "status" {
+			out = append(out, fmt.Sprintf("%s %s HTTP %d: %s", e.Time, strings.TrimPrefix(e.User.Username, operatorPrefix), e.ResponseStatus.Code, e.RequestObject))
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // auditWrites counts, by namespace, the write requests the operators made
