@@ -27,12 +27,23 @@ func TestProcessOutlivesTheThreadThatStartedIt(t *testing.T) {
 		err error
 	}
 	ch := make(chan started, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		p, err := StartProcess(exec.Command("/bin/sh", "-c", `trap 'echo alive' USR1; echo ready; while :; do sleep 0.05; done`), log)
-		ch <- started{p, syscall.Gettid(), err}
-	}()
-	s := <-ch
+	var s started
+	// A goroutine locked to the main thread does not end it (Go parks
+	// the main thread instead), so the test starts the child from a
+	// goroutine that runs on another thread.
+	for s.p == nil && s.err == nil {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+			if syscall.Gettid() == syscall.Getpid() {
+				runtime.UnlockOSThread()
+				ch <- started{}
+				return
+			}
+			p, err := StartProcess(exec.Command("/bin/sh", "-c", `trap 'echo alive' USR1; echo ready; while :; do sleep 0.05; done`), log)
+			ch <- started{p, syscall.Gettid(), err}
+		}()
+		s = <-ch
+	}
 	if s.err != nil {
 		t.Fatal(s.err)
 	}
