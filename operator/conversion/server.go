@@ -87,6 +87,11 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	if err := s.refresh(ctx, time.Now()); err != nil {
+		if ctx.Err() != nil {
+			// Told to stop while starting (a write of the caBundle may have
+			// been made, its answer cut off): a stop, not a failure.
+			return nil
+		}
 		return err
 	}
 	mux := http.NewServeMux()

@@ -357,6 +357,15 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 		CRDName: crdName, Addr: "127.0.0.1:0", Validity: time.Hour, CheckInterval: time.Hour, Log: testr.New(t)}
 	require.ErrorContains(t, s.Run(ctx), "CRD inferencestacks.inferencestack.io calls the conversion webhook at Service elsewhere/inferencestack-conversion, "+
 		"but this webhook runs as Service conv/inferencestack-conversion: install the inferencestack-crds package into namespace elsewhere")
+
+	// Told to stop before its first refresh has its answers (the OLM test
+	// stops it once it sees the caBundle, which the refresh's write may
+	// have made before its answer came): a stop, not an error.
+	stopped, cancel := context.WithCancel(ctx)
+	cancel()
+	s = &conversion.Server{Core: core, Extensions: ext, Namespace: "conv", Service: "inferencestack-conversion", SecretName: "inferencestack-conversion-tls",
+		CRDName: crdName, Addr: "127.0.0.1:0", Validity: time.Hour, CheckInterval: time.Hour, Log: testr.New(t)}
+	require.NoError(t, s.Run(stopped), "Run stopped while it starts")
 }
 
 var errNotYet = &notYet{}
