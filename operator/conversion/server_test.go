@@ -353,8 +353,12 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 		_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{})
 		return err
 	}))
-	s := &conversion.Server{Core: core, Extensions: ext, Namespace: "conv", Service: "inferencestack-conversion", SecretName: "inferencestack-conversion-tls",
-		CRDName: crdName, Addr: "127.0.0.1:0", Validity: time.Hour, CheckInterval: time.Hour, Log: testr.New(t)}
+	// One webhook as the package runs it (a fresh one each call).
+	newServer := func() *conversion.Server {
+		return &conversion.Server{Core: core, Extensions: ext, Namespace: "conv", Service: "inferencestack-conversion", SecretName: "inferencestack-conversion-tls",
+			CRDName: crdName, Addr: "127.0.0.1:0", Validity: time.Hour, CheckInterval: time.Hour, Log: testr.New(t)}
+	}
+	s := newServer()
 	require.ErrorContains(t, s.Run(ctx), "CRD inferencestacks.inferencestack.io calls the conversion webhook at Service elsewhere/inferencestack-conversion, "+
 		"but this webhook runs as Service conv/inferencestack-conversion: install the inferencestack-crds package into namespace elsewhere")
 
@@ -363,8 +367,7 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 	// have made before its answer came): a stop, not an error.
 	stopped, cancel := context.WithCancel(ctx)
 	cancel()
-	s = &conversion.Server{Core: core, Extensions: ext, Namespace: "conv", Service: "inferencestack-conversion", SecretName: "inferencestack-conversion-tls",
-		CRDName: crdName, Addr: "127.0.0.1:0", Validity: time.Hour, CheckInterval: time.Hour, Log: testr.New(t)}
+	s = newServer()
 	require.NoError(t, s.Run(stopped), "Run stopped while it starts")
 }
 

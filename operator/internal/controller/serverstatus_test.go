@@ -253,12 +253,19 @@ func available(t *testing.T, ns, name string) {
 // status and reason, and returns the stack.
 func providersHealthy(t *testing.T, ns, name string, status metav1.ConditionStatus, reason string) *v1alpha1.InferenceStack {
 	t.Helper()
+	return providersHealthyEnding(t, ns, name, status, reason, "")
+}
+
+// providersHealthyEnding is providersHealthy with a message that ends in
+// suffix.
+func providersHealthyEnding(t *testing.T, ns, name string, status metav1.ConditionStatus, reason, suffix string) *v1alpha1.InferenceStack {
+	t.Helper()
 	var stack *v1alpha1.InferenceStack
 	eventually(t, timeout, func() error {
 		stack, _ = get(t, &v1alpha1.InferenceStack{}, ns, name)
 		c := meta.FindStatusCondition(stack.Status.Conditions, v1alpha2.TypeProvidersHealthy)
-		if c == nil || c.Status != status || c.Reason != reason {
-			return fmt.Errorf("ProvidersHealthy is %+v, want %s %s (status.server %+v)", c, status, reason, stack.Status.Server)
+		if c == nil || c.Status != status || c.Reason != reason || !strings.HasSuffix(c.Message, suffix) {
+			return fmt.Errorf("ProvidersHealthy is %+v, want %s %s ending in %q (status.server %+v)", c, status, reason, suffix, stack.Status.Server)
 		}
 		return nil
 	})
@@ -434,13 +441,7 @@ func liveServerStatus(t *testing.T, operand pin.Pin) {
 	// open connection closed before the answer): a change the status
 	// tells, so the quiet is counted from the settled cause.
 	srv.proc.Stop(5 * time.Second)
-	eventually(t, timeout, func() error {
-		stack = providersHealthy(t, ns, "live", metav1.ConditionUnknown, v1alpha2.ReasonServerUnreachable)
-		if c := meta.FindStatusCondition(stack.Status.Conditions, v1alpha2.TypeProvidersHealthy); !strings.HasSuffix(c.Message, "connection refused") {
-			return fmt.Errorf("ProvidersHealthy message %q, want the closed port's (connection refused)", c.Message)
-		}
-		return nil
-	})
+	stack = providersHealthyEnding(t, ns, "live", metav1.ConditionUnknown, v1alpha2.ReasonServerUnreachable, "connection refused")
 	if stack.Status.Server == nil {
 		t.Errorf("status.server was cleared while the server was unreachable; want the last read kept")
 	}
