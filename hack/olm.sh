@@ -31,7 +31,11 @@ fi
 
 mkdir -p "$out/crd"
 rm -f "$stamp"
-export CGO_ENABLED=0 GOFLAGS=-mod=readonly
+# No DWARF from the compiler (the binaries are stripped of it anyway): a
+# tenth less CPU cold. Every script building a wrapper uses the same flags, so
+# that the kube wrapper's packages are shared between hack/controlplane.sh
+# and hack/node.sh in the build cache.
+export CGO_ENABLED=0 GOFLAGS="-mod=readonly -gcflags=all=-dwarf=false"
 start=$SECONDS
 
 echo "olm: downloading modules for OLM v1 $version..."
